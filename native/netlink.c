@@ -1,0 +1,347 @@
+/*
+ * wg-peerd native netlink socket.
+ *
+ * Only what JavaScript cannot do itself: open an AF_NETLINK socket, bind it, set socket options,
+ * send one datagram to the kernel, and deliver received datagrams asynchronously through a libuv
+ * poll handle so no call ever blocks the event loop. Framing, attributes and families are all
+ * TypeScript (src/netlink/).
+ *
+ * JS surface (see src/netlink/native.ts for the typed view):
+ *   new Socket(protocol)          socket(AF_NETLINK, SOCK_RAW|SOCK_CLOEXEC|SOCK_NONBLOCK), bind(pid 0)
+ *   socket.portId()               the port id the kernel assigned (getsockname)
+ *   socket.setOption(level, name, value)   setsockopt with an int value
+ *   socket.send(buffer)           sendto the kernel (pid 0)
+ *   socket.start(cb)              poll for readability; cb(err, datagram) per datagram or error
+ *   socket.ref() / socket.unref() keep / stop keeping the event loop alive while polling
+ *   socket.close()                stop polling and close the descriptor (idempotent)
+ *
+ * Errors thrown or delivered carry `errno` (positive number), `code` ("ENOBUFS") and `syscall`.
+ */
+#include <errno.h>
+#include <linux/netlink.h>
+#include <node_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* How many datagrams one readiness callback drains before yielding back to the loop, so a
+ * flood on one socket cannot starve timers and HTTP (node_netlink uses the same budget). */
+#define READ_BUDGET 32
+
+typedef struct {
+  int fd;
+  int polling;
+  int closing;
+  uv_poll_t *poll;
+  napi_env env;
+  napi_ref callback;
+  napi_async_context async_context;
+  napi_ref self;
+} nl_socket;
+
+#define CHECK(env, call)                                                   \
+  do {                                                                     \
+    if ((call) != napi_ok) {                                               \
+      napi_throw_error((env), NULL, "internal Node-API failure: " #call); \
+      return NULL;                                                         \
+    }                                                                      \
+  } while (0)
+
+static napi_value make_errno_error(napi_env env, int err, const char *syscall) {
+  const char *name = strerrorname_np(err);
+  char message[160];
+  snprintf(message, sizeof message, "%s %s: %s", syscall, name ? name : "EUNKNOWN", strerror(err));
+  napi_value code_value, message_value, error, errno_value, syscall_value;
+  napi_create_string_utf8(env, name ? name : "EUNKNOWN", NAPI_AUTO_LENGTH, &code_value);
+  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &message_value);
+  napi_create_error(env, code_value, message_value, &error);
+  napi_create_int32(env, err, &errno_value);
+  napi_set_named_property(env, error, "errno", errno_value);
+  napi_create_string_utf8(env, syscall, NAPI_AUTO_LENGTH, &syscall_value);
+  napi_set_named_property(env, error, "syscall", syscall_value);
+  return error;
+}
+
+static napi_value throw_errno(napi_env env, int err, const char *syscall) {
+  napi_throw(env, make_errno_error(env, err, syscall));
+  return NULL;
+}
+
+static nl_socket *unwrap_this(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv) {
+  napi_value this_arg;
+  nl_socket *sock = NULL;
+  if (napi_get_cb_info(env, info, argc, argv, &this_arg, NULL) != napi_ok) return NULL;
+  if (napi_unwrap(env, this_arg, (void **)&sock) != napi_ok || sock == NULL) {
+    napi_throw_error(env, NULL, "not a netlink socket");
+    return NULL;
+  }
+  if (sock->fd < 0) {
+    napi_throw(env, make_errno_error(env, EBADF, "netlink"));
+    return NULL;
+  }
+  return sock;
+}
+
+static void on_poll_closed(uv_handle_t *handle) { free(handle); }
+
+static void stop_and_close(nl_socket *sock) {
+  if (sock->poll != NULL) {
+    uv_poll_stop(sock->poll);
+    uv_close((uv_handle_t *)sock->poll, on_poll_closed);
+    sock->poll = NULL;
+  }
+  sock->polling = 0;
+  if (sock->fd >= 0) {
+    close(sock->fd);
+    sock->fd = -1;
+  }
+}
+
+static void release_js_refs(nl_socket *sock) {
+  if (sock->callback != NULL) {
+    napi_delete_reference(sock->env, sock->callback);
+    sock->callback = NULL;
+  }
+  if (sock->async_context != NULL) {
+    napi_async_destroy(sock->env, sock->async_context);
+    sock->async_context = NULL;
+  }
+}
+
+static void finalize_socket(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  nl_socket *sock = data;
+  stop_and_close(sock);
+  release_js_refs(sock);
+  free(sock);
+}
+
+/* Calls the JS callback as (err, datagram). An exception thrown by the callback is reported as
+ * an uncaught exception, the way any other event-loop callback would be. */
+static void deliver(nl_socket *sock, napi_value err, napi_value datagram) {
+  napi_env env = sock->env;
+  napi_value callback, global, undefined, result;
+  napi_get_undefined(env, &undefined);
+  napi_get_global(env, &global);
+  if (napi_get_reference_value(env, sock->callback, &callback) != napi_ok || callback == NULL) return;
+  napi_value argv[2] = {err ? err : undefined, datagram ? datagram : undefined};
+  if (napi_make_callback(env, sock->async_context, global, callback, 2, argv, &result) ==
+      napi_pending_exception) {
+    napi_value exception;
+    napi_get_and_clear_last_exception(env, &exception);
+    napi_fatal_exception(env, exception);
+  }
+}
+
+static void on_readable(uv_poll_t *handle, int status, int events) {
+  (void)events;
+  nl_socket *sock = handle->data;
+  napi_env env = sock->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  if (status < 0) {
+    deliver(sock, make_errno_error(env, -status, "uv_poll"), NULL);
+    napi_close_handle_scope(env, scope);
+    return;
+  }
+  for (int i = 0; i < READ_BUDGET && sock->fd >= 0 && sock->polling; i++) {
+    /* Learn the datagram's true size first, so a dump message larger than any fixed buffer
+     * is never truncated (MSG_TRUNC makes recv return the full length). */
+    ssize_t size = recv(sock->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+    if (size < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      deliver(sock, make_errno_error(env, errno, "recv"), NULL);
+      continue; /* ENOBUFS is reported once; the queue is still readable afterwards */
+    }
+    void *data = NULL;
+    napi_value buffer;
+    if (napi_create_buffer(env, size > 0 ? (size_t)size : 1, &data, &buffer) != napi_ok) break;
+    ssize_t got = recv(sock->fd, data, size > 0 ? (size_t)size : 1, MSG_DONTWAIT);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      deliver(sock, make_errno_error(env, errno, "recv"), NULL);
+      continue;
+    }
+    napi_value view = buffer;
+    if (got != size) {
+      napi_value length, slice, args[2];
+      napi_get_named_property(env, buffer, "subarray", &slice);
+      napi_create_int32(env, 0, &args[0]);
+      napi_create_int64(env, got, &length);
+      args[1] = length;
+      napi_call_function(env, buffer, slice, 2, args, &view);
+    }
+    deliver(sock, NULL, view);
+  }
+  napi_close_handle_scope(env, scope);
+}
+
+static napi_value socket_new(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], this_arg;
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, &this_arg, NULL));
+  int32_t protocol;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &protocol) != napi_ok) {
+    napi_throw_type_error(env, NULL, "protocol must be a number");
+    return NULL;
+  }
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
+  if (fd < 0) return throw_errno(env, errno, "socket");
+  struct sockaddr_nl local = {.nl_family = AF_NETLINK}; /* nl_pid 0: the kernel picks a port id */
+  if (bind(fd, (struct sockaddr *)&local, sizeof local) < 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, err, "bind");
+  }
+  nl_socket *sock = calloc(1, sizeof *sock);
+  if (sock == NULL) {
+    close(fd);
+    return throw_errno(env, ENOMEM, "calloc");
+  }
+  sock->fd = fd;
+  sock->env = env;
+  if (napi_wrap(env, this_arg, sock, finalize_socket, NULL, NULL) != napi_ok) {
+    close(fd);
+    free(sock);
+    napi_throw_error(env, NULL, "napi_wrap failed");
+    return NULL;
+  }
+  return this_arg;
+}
+
+static napi_value socket_port_id(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  nl_socket *sock = unwrap_this(env, info, &argc, NULL);
+  if (sock == NULL) return NULL;
+  struct sockaddr_nl local;
+  socklen_t len = sizeof local;
+  if (getsockname(sock->fd, (struct sockaddr *)&local, &len) < 0) return throw_errno(env, errno, "getsockname");
+  napi_value result;
+  CHECK(env, napi_create_uint32(env, local.nl_pid, &result));
+  return result;
+}
+
+static napi_value socket_set_option(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  nl_socket *sock = unwrap_this(env, info, &argc, argv);
+  if (sock == NULL) return NULL;
+  int32_t level, name, value;
+  if (argc < 3 || napi_get_value_int32(env, argv[0], &level) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &name) != napi_ok ||
+      napi_get_value_int32(env, argv[2], &value) != napi_ok) {
+    napi_throw_type_error(env, NULL, "setOption(level, name, value) takes three integers");
+    return NULL;
+  }
+  int v = value;
+  if (setsockopt(sock->fd, level, name, &v, sizeof v) < 0) return throw_errno(env, errno, "setsockopt");
+  return NULL;
+}
+
+static napi_value socket_send(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  nl_socket *sock = unwrap_this(env, info, &argc, argv);
+  if (sock == NULL) return NULL;
+  void *data;
+  size_t length;
+  bool is_buffer = false;
+  napi_is_buffer(env, argv[0], &is_buffer);
+  if (argc < 1 || !is_buffer || napi_get_buffer_info(env, argv[0], &data, &length) != napi_ok) {
+    napi_throw_type_error(env, NULL, "send(buffer) takes a Buffer");
+    return NULL;
+  }
+  struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+  ssize_t sent;
+  do {
+    sent = sendto(sock->fd, data, length, 0, (struct sockaddr *)&kernel, sizeof kernel);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return throw_errno(env, errno, "sendto");
+  return NULL;
+}
+
+static napi_value socket_start(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  nl_socket *sock = unwrap_this(env, info, &argc, argv);
+  if (sock == NULL) return NULL;
+  napi_valuetype type;
+  if (argc < 1 || napi_typeof(env, argv[0], &type) != napi_ok || type != napi_function) {
+    napi_throw_type_error(env, NULL, "start(callback) takes a function");
+    return NULL;
+  }
+  if (sock->poll != NULL) {
+    napi_throw_error(env, NULL, "socket is already started");
+    return NULL;
+  }
+  napi_value resource, name;
+  CHECK(env, napi_create_object(env, &resource));
+  CHECK(env, napi_create_string_utf8(env, "NetlinkSocket", NAPI_AUTO_LENGTH, &name));
+  CHECK(env, napi_async_init(env, resource, name, &sock->async_context));
+  CHECK(env, napi_create_reference(env, argv[0], 1, &sock->callback));
+  struct uv_loop_s *loop;
+  CHECK(env, napi_get_uv_event_loop(env, &loop));
+  sock->poll = malloc(sizeof *sock->poll);
+  if (sock->poll == NULL) return throw_errno(env, ENOMEM, "malloc");
+  int rc = uv_poll_init(loop, sock->poll, sock->fd);
+  if (rc < 0) {
+    free(sock->poll);
+    sock->poll = NULL;
+    return throw_errno(env, -rc, "uv_poll_init");
+  }
+  sock->poll->data = sock;
+  rc = uv_poll_start(sock->poll, UV_READABLE, on_readable);
+  if (rc < 0) return throw_errno(env, -rc, "uv_poll_start");
+  sock->polling = 1;
+  return NULL;
+}
+
+static napi_value socket_ref(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  nl_socket *sock = unwrap_this(env, info, &argc, NULL);
+  if (sock != NULL && sock->poll != NULL) uv_ref((uv_handle_t *)sock->poll);
+  return NULL;
+}
+
+static napi_value socket_unref(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  nl_socket *sock = unwrap_this(env, info, &argc, NULL);
+  if (sock != NULL && sock->poll != NULL) uv_unref((uv_handle_t *)sock->poll);
+  return NULL;
+}
+
+static napi_value socket_close(napi_env env, napi_callback_info info) {
+  size_t argc = 0;
+  napi_value this_arg;
+  nl_socket *sock = NULL;
+  CHECK(env, napi_get_cb_info(env, info, &argc, NULL, &this_arg, NULL));
+  if (napi_unwrap(env, this_arg, (void **)&sock) != napi_ok || sock == NULL) return NULL;
+  stop_and_close(sock);
+  release_js_refs(sock);
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor methods[] = {
+      {"portId", NULL, socket_port_id, NULL, NULL, NULL, napi_default, NULL},
+      {"setOption", NULL, socket_set_option, NULL, NULL, NULL, napi_default, NULL},
+      {"send", NULL, socket_send, NULL, NULL, NULL, napi_default, NULL},
+      {"start", NULL, socket_start, NULL, NULL, NULL, napi_default, NULL},
+      {"ref", NULL, socket_ref, NULL, NULL, NULL, napi_default, NULL},
+      {"unref", NULL, socket_unref, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, socket_close, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value cls;
+  CHECK(env, napi_define_class(env, "Socket", NAPI_AUTO_LENGTH, socket_new, NULL,
+                               sizeof methods / sizeof methods[0], methods, &cls));
+  CHECK(env, napi_set_named_property(env, exports, "Socket", cls));
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -1,0 +1,135 @@
+/**
+ * What the kernel facilities offer the domain, in domain terms. `src/peers` depends on these
+ * interfaces only, so a test can hand PeerService a kernel backed by a recorded transcript or a
+ * fake. Keys are standard base64 strings of 32 bytes throughout.
+ */
+
+/** An IP prefix as WireGuard's allowed IPs hold it. */
+export interface IpPrefix {
+  family: 4 | 6;
+  /** Dotted IPv4 or RFC 5952 IPv6 text. */
+  address: string;
+  cidr: number;
+}
+
+export interface WireGuardPeer {
+  publicKey: string;
+  /** "203.0.113.7:51820" or "[2001:db8::1]:51820"; null before the peer was ever seen. */
+  endpoint: string | null;
+  /** Wall-clock time of the last handshake; null when there never was one. */
+  lastHandshake: Date | null;
+  rxBytes: number;
+  txBytes: number;
+  /** Seconds; 0 means off. */
+  persistentKeepalive: number;
+  allowedIps: IpPrefix[];
+}
+
+export interface WireGuardDevice {
+  name: string;
+  ifindex: number;
+  /** The device's public key; null when no private key is set. */
+  publicKey: string | null;
+  listenPort: number;
+  fwmark: number;
+  peers: WireGuardPeer[];
+}
+
+export interface PeerConfig {
+  publicKey: string;
+  allowedIps: IpPrefix[];
+  /** Replace the peer's allowed IPs instead of adding to them (WGPEER_F_REPLACE_ALLOWEDIPS). */
+  replaceAllowedIps?: boolean;
+  /** Only change an existing peer, never create one (WGPEER_F_UPDATE_ONLY). */
+  updateOnly?: boolean;
+  persistentKeepalive?: number;
+}
+
+export interface DeviceConfig {
+  /** 32 raw bytes; never logged, never returned. */
+  privateKey?: Buffer;
+  listenPort?: number;
+}
+
+/** Generic-netlink WireGuard (src/kernel/wireguard.ts). */
+export interface WireGuardApi {
+  getDevice(name: string): Promise<WireGuardDevice>;
+  configureDevice(name: string, config: DeviceConfig): Promise<void>;
+  addPeers(name: string, peers: PeerConfig[]): Promise<void>;
+  removePeers(name: string, publicKeys: string[]): Promise<void>;
+}
+
+export interface LinkInfo {
+  index: number;
+  name: string;
+  /** IFLA_INFO_KIND, e.g. "wireguard"; null for links without one. */
+  kind: string | null;
+  up: boolean;
+  mtu: number;
+}
+
+export interface Ipv4Address {
+  address: string;
+  prefixLength: number;
+}
+
+/** rtnetlink links and addresses (src/kernel/link.ts). */
+export interface LinkApi {
+  /** Throws NetlinkError with code ENODEV when there is no such link. */
+  getLink(name: string): Promise<LinkInfo>;
+  getIpv4Addresses(index: number): Promise<Ipv4Address[]>;
+  /** RTM_NEWLINK kind "wireguard"; returns the new ifindex. */
+  createWireGuard(name: string, options?: { mtu?: number }): Promise<number>;
+  addIpv4Address(index: number, address: Ipv4Address): Promise<void>;
+  setUp(index: number): Promise<void>;
+  deleteLink(index: number): Promise<void>;
+  /** Preferred source address of the default route (RTM_GETROUTE), null when there is none. */
+  primaryIpv4(): Promise<string | null>;
+}
+
+/** A peer as the shaper and the quota see it: its tunnel address is the key of everything. */
+export interface PeerRef {
+  /** The peer's IPv4 tunnel address (its /32 allowed IP). */
+  address: string;
+  /** Base64 public key, stored as userdata/comments where the kernel object has room for it. */
+  publicKey: string;
+}
+
+/** Per-peer speed limits over tc (src/kernel/shaper.ts). Limits are keyed by tunnel address. */
+export interface ShaperApi {
+  /** Idempotently creates (or repairs) the shared qdiscs, IFB and hash tables. */
+  ensure(ifname: string): Promise<void>;
+  /** Limits download and upload of the peer to bytesPerSecond each; replaces an earlier limit. */
+  setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void>;
+  /** Removes the peer's limit; a peer without one is not an error. */
+  removeLimit(ifname: string, address: string): Promise<void>;
+  /** address → bytes per second, read back from the kernel. */
+  listLimits(ifname: string): Promise<Map<string, number>>;
+}
+
+export interface DataCap {
+  quotaBytes: number;
+  usedBytes: number;
+}
+
+/** Per-peer data caps over nf_tables (src/kernel/quota.ts). Caps are keyed by tunnel address. */
+export interface QuotaApi {
+  /** Idempotently creates (or repairs) the daemon's table, chains, map and rules. */
+  ensure(ifname: string): Promise<void>;
+  /** Sets or changes the cap; changing keeps the bytes already used. */
+  setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
+  /** Removes the peer's cap; a peer without one is not an error. */
+  removeCap(ifname: string, address: string): Promise<void>;
+  /** address → cap and bytes used, read back from the kernel. */
+  listCaps(ifname: string): Promise<Map<string, DataCap>>;
+}
+
+/** Every kernel facility the daemon uses, over netlink sockets it owns. */
+export interface Kernel {
+  wireguard: WireGuardApi;
+  link: LinkApi;
+  shaper: ShaperApi;
+  quota: QuotaApi;
+  /** Closes every netlink socket. */
+  close(): void;
+}
