@@ -1,0 +1,115 @@
+/**
+ * The C addon (native/netlink.c): an AF_NETLINK socket whose datagrams arrive through uv_poll.
+ */
+import path from 'node:path';
+import {
+  NETLINK_CAP_ACK,
+  NETLINK_EXT_ACK,
+  NETLINK_GET_STRICT_CHK,
+  NETLINK_ROUTE,
+  SOL_NETLINK,
+  SOL_SOCKET,
+  SO_RCVBUF,
+  SO_RCVBUFFORCE,
+  SO_SNDBUF,
+  SO_SNDBUFFORCE,
+} from './constants';
+import type { DatagramHandler, Transport } from './transport';
+
+interface NativeSocket {
+  portId(): number;
+  setOption(level: number, name: number, value: number): void;
+  send(datagram: Buffer): void;
+  start(handler: DatagramHandler): void;
+  ref(): void;
+  unref(): void;
+  close(): void;
+}
+
+interface NativeModule {
+  Socket: new (protocol: number) => NativeSocket;
+}
+
+let nativeModule: NativeModule | undefined;
+
+function loadNative(): NativeModule {
+  if (!nativeModule) {
+    // dist/src/netlink/native.js → <root>/build/Release/netlink.node
+    const file = path.resolve(__dirname, '..', '..', '..', 'build', 'Release', 'netlink.node');
+    nativeModule = require(file) as NativeModule; // eslint-disable-line @typescript-eslint/no-require-imports
+  }
+  return nativeModule;
+}
+
+/** Socket buffer size: a 10,000-peer WireGuard dump or a large nf_tables batch fits with room. */
+const BUFFER_BYTES = 4 * 1024 * 1024;
+
+export interface NativeTransportOptions {
+  /** Receive/send buffer size in bytes. */
+  bufferBytes?: number;
+}
+
+export class NativeTransport implements Transport {
+  readonly portId: number;
+  private readonly socket: NativeSocket;
+  private handler: DatagramHandler | undefined;
+  private started = false;
+  private closed = false;
+
+  constructor(
+    readonly protocol: number,
+    options: NativeTransportOptions = {},
+  ) {
+    const { Socket } = loadNative();
+    this.socket = new Socket(protocol);
+    const bytes = options.bufferBytes ?? BUFFER_BYTES;
+    // The *FORCE variants need CAP_NET_ADMIN and bypass rmem_max/wmem_max; without the
+    // capability fall back to the capped ones (a bigger buffer only makes ENOBUFS rarer).
+    this.trySetOption(SOL_SOCKET, SO_RCVBUFFORCE, bytes) ||
+      this.trySetOption(SOL_SOCKET, SO_RCVBUF, bytes);
+    this.trySetOption(SOL_SOCKET, SO_SNDBUFFORCE, bytes) ||
+      this.trySetOption(SOL_SOCKET, SO_SNDBUF, bytes);
+    // Extended ACKs carry the kernel's own error text; capped ACKs stop the kernel echoing
+    // whole requests (a 1,000-peer SET) back in every ACK. Both exist since 4.12/4.3.
+    this.trySetOption(SOL_NETLINK, NETLINK_EXT_ACK, 1);
+    this.trySetOption(SOL_NETLINK, NETLINK_CAP_ACK, 1);
+    // Strict checking exists for rtnetlink only: it rejects sloppy headers and turns on
+    // kernel-side dump filtering (by ifindex for RTM_GETADDR, for example).
+    if (protocol === NETLINK_ROUTE) this.trySetOption(SOL_NETLINK, NETLINK_GET_STRICT_CHK, 1);
+    this.portId = this.socket.portId();
+  }
+
+  private trySetOption(level: number, name: number, value: number): boolean {
+    try {
+      this.socket.setOption(level, name, value);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  send(datagram: Buffer): void {
+    this.socket.send(datagram);
+  }
+
+  receive(handler: DatagramHandler): void {
+    this.handler = handler;
+    if (!this.started) {
+      this.started = true;
+      this.socket.start((error, datagram) => this.handler?.(error, datagram));
+      this.socket.unref();
+    }
+  }
+
+  setBusy(busy: boolean): void {
+    if (!this.started || this.closed) return;
+    if (busy) this.socket.ref();
+    else this.socket.unref();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.socket.close();
+  }
+}
