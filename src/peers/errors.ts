@@ -1,0 +1,216 @@
+/**
+ * Domain errors of the peer service, and the one place where kernel (netlink) errors are
+ * translated into them. The HTTP layer maps `category` to a status code; nothing here knows HTTP.
+ */
+import { isNetlinkError } from '../netlink/errors';
+
+/** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
+export type ErrorCategory = 'validation' | 'not_found' | 'conflict' | 'unavailable' | 'internal';
+
+export interface ValidationDetail {
+  /** JSON pointer into the request part, e.g. "/bytesPerSecond", or the parameter name. */
+  field: string;
+  message: string;
+}
+
+export abstract class DomainError extends Error {
+  abstract readonly category: ErrorCategory;
+  /** UPPER_SNAKE code, stable for clients. */
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+export class ValidationError extends DomainError {
+  readonly category = 'validation';
+  readonly details: ValidationDetail[];
+
+  constructor(message: string, details: ValidationDetail[] = [], code = 'VALIDATION_FAILED') {
+    super(code, message);
+    this.details = details;
+  }
+}
+
+/** The SPEC's status value for an unknown peer doubles as the error text. */
+export const PEER_NOT_FOUND_MESSAGE = 'Peer not found in VPN';
+
+export class PeerNotFoundError extends DomainError {
+  readonly category = 'not_found';
+  constructor() {
+    super('PEER_NOT_FOUND', PEER_NOT_FOUND_MESSAGE);
+  }
+}
+
+export class PoolExhaustedError extends DomainError {
+  readonly category = 'conflict';
+  constructor(ifname: string, subnet: string) {
+    super(
+      'ADDRESS_POOL_EXHAUSTED',
+      `No free address left in ${subnet} of ${ifname}: every host address is the server's or ` +
+        `inside a peer's allowed IPs; delete unused peers or give ${ifname} a larger subnet`,
+    );
+  }
+}
+
+/** The peer exists but has no single IPv4 tunnel address (/32 allowed IP) to hang limits on. */
+export class PeerWithoutAddressError extends DomainError {
+  readonly category = 'conflict';
+  constructor(what: string) {
+    super(
+      'PEER_HAS_NO_TUNNEL_ADDRESS',
+      `The peer has no IPv4 /32 allowed IP, and a ${what} is tied to the peer's tunnel address`,
+    );
+  }
+}
+
+/** Base of the 503 family: something the host must provide is not there. */
+export abstract class UnavailableError extends DomainError {
+  readonly category = 'unavailable';
+}
+
+export class InterfaceMissingError extends UnavailableError {
+  constructor(ifname: string) {
+    super(
+      'INTERFACE_MISSING',
+      `Interface ${ifname} does not exist; restart wg-peerd to create it ` +
+        `(or create it yourself: ip link add ${ifname} type wireguard)`,
+    );
+  }
+}
+
+export class InterfaceNotWireGuardError extends UnavailableError {
+  constructor(ifname: string, kind: string | null) {
+    super(
+      'INTERFACE_NOT_WIREGUARD',
+      `Interface ${ifname} is not a WireGuard interface (kind ${kind ?? 'none'}); ` +
+        `start wg-peerd with --interface naming a WireGuard interface or a free name`,
+    );
+  }
+}
+
+export class InterfaceNotReadyError extends UnavailableError {
+  constructor(ifname: string, what: 'address' | 'key') {
+    super(
+      what === 'address' ? 'INTERFACE_HAS_NO_ADDRESS' : 'INTERFACE_HAS_NO_KEY',
+      what === 'address'
+        ? `Interface ${ifname} has no IPv4 address to give peers addresses from; ` +
+            `add one (ip address add 10.8.0.1/24 dev ${ifname})`
+        : `Interface ${ifname} has no private key, so it has no public key to give peers; ` +
+            `set one (wg set ${ifname} private-key FILE)`,
+    );
+  }
+}
+
+export class EndpointUnknownError extends UnavailableError {
+  constructor() {
+    super(
+      'ENDPOINT_UNKNOWN',
+      'The host has no default route to take its primary IPv4 address from, so the server ' +
+        'endpoint is unknown; start wg-peerd with --endpoint-host HOST',
+    );
+  }
+}
+
+export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota';
+
+const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
+  wireguard: {
+    what: 'WireGuard (generic netlink family "wireguard")',
+    fix: 'load the kernel module: modprobe wireguard',
+  },
+  link: {
+    what: 'rtnetlink',
+    fix: 'run wg-peerd on a Linux kernel with rtnetlink',
+  },
+  shaper: {
+    what: 'traffic control for speed limits (HTB qdisc, u32 classifier, mirred action, IFB device)',
+    fix: 'load the kernel modules: modprobe sch_htb cls_u32 act_mirred ifb',
+  },
+  quota: {
+    what: 'nf_tables with quota objects for data caps',
+    fix: 'load the kernel modules: modprobe nf_tables nft_quota',
+  },
+};
+
+export class FacilityMissingError extends UnavailableError {
+  readonly facility: Facility;
+  constructor(facility: Facility, kernelText: string) {
+    const help = FACILITY_HELP[facility];
+    super('FACILITY_MISSING', `The kernel lacks ${help.what} (${kernelText}); ${help.fix}`);
+    this.facility = facility;
+  }
+}
+
+/** A kernel request failed for another reason: 500, carrying the kernel's own words. */
+export class KernelFailureError extends DomainError {
+  readonly category = 'internal';
+  readonly operation: string;
+  readonly errnoCode: string;
+  constructor(operation: string, errnoCode: string, kernelMessage: string | undefined) {
+    const hint = errnoCode === 'EPERM' ? '; wg-peerd needs CAP_NET_ADMIN (run it as root)' : '';
+    super(
+      'KERNEL_ERROR',
+      `The kernel refused ${operation}: ${kernelMessage ? `${kernelMessage} ` : ''}(${errnoCode})${hint}`,
+    );
+    this.operation = operation;
+    this.errnoCode = errnoCode;
+  }
+}
+
+/** errno codes meaning "this kernel does not have that facility" for facilities we add to. */
+const MISSING_FACILITY_CODES: ReadonlySet<string> = new Set([
+  'EOPNOTSUPP',
+  'ENOTSUP',
+  'EPROTONOSUPPORT',
+  'EAFNOSUPPORT',
+  'ENOENT',
+]);
+
+/**
+ * Turns an error thrown by a kernel facility into a domain error; anything that is not a
+ * NetlinkError (a bug, a protocol error) is returned unchanged.
+ */
+export function translateKernelError(error: unknown, facility: Facility, ifname: string): unknown {
+  if (!isNetlinkError(error)) return error;
+  const text = error.kernelMessage ? `${error.code}: ${error.kernelMessage}` : error.code;
+  if (error.code === 'ENODEV' && (facility === 'wireguard' || facility === 'link')) {
+    return new InterfaceMissingError(ifname);
+  }
+  if (facility === 'wireguard') {
+    // WG_CMD_GET_DEVICE on a link of another kind answers EOPNOTSUPP.
+    if (error.code === 'EOPNOTSUPP' || error.code === 'ENOTSUP') {
+      return new InterfaceNotWireGuardError(ifname, null);
+    }
+    // The generic-netlink family lookup answers ENOENT without the module.
+    if (MISSING_FACILITY_CODES.has(error.code)) return new FacilityMissingError(facility, text);
+  }
+  if ((facility === 'shaper' || facility === 'quota') && MISSING_FACILITY_CODES.has(error.code)) {
+    return new FacilityMissingError(facility, text);
+  }
+  if (facility === 'link' && (error.code === 'EPROTONOSUPPORT' || error.code === 'EAFNOSUPPORT')) {
+    return new FacilityMissingError(facility, text);
+  }
+  return new KernelFailureError(error.operation, error.code, error.kernelMessage);
+}
+
+/** "No such facility here" answers that mean "nothing of that kind exists" when only reading. */
+export function isFacilityAbsent(error: unknown): boolean {
+  return error instanceof FacilityMissingError;
+}
+
+/** The peer is gone from the interface, but its limit or cap could not be removed: 500. */
+export class CleanupFailedError extends DomainError {
+  readonly category = 'internal';
+  constructor(cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'PEER_CLEANUP_FAILED',
+      `The peer was removed, but removing its speed limit or data cap failed (${reason}); ` +
+        'what is left is removed before its address is given to a new peer',
+    );
+  }
+}

@@ -1,0 +1,6 @@
+export * from './errors';
+export * from './keys';
+export * from './status';
+export * from './service';
+export * from './bootstrap';
+export { renderClientConfig, formatEndpoint } from './client-config';

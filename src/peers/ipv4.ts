@@ -1,0 +1,56 @@
+/**
+ * IPv4 arithmetic on unsigned 32-bit numbers. Only what address allocation and validation need.
+ */
+
+const DOTTED = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+export function isIpv4(text: string): boolean {
+  return DOTTED.test(text);
+}
+
+/** "10.8.0.1" → 0x0a080001. Throws on anything that is not dotted-quad IPv4. */
+export function ipv4ToNumber(text: string): number {
+  if (!isIpv4(text)) throw new RangeError(`not an IPv4 address: ${text}`);
+  return text.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+}
+
+export function numberToIpv4(value: number): string {
+  return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join('.');
+}
+
+/** Netmask of a prefix length as an unsigned number (prefix 0 → 0). */
+export function prefixMask(prefixLength: number): number {
+  if (!Number.isInteger(prefixLength) || prefixLength < 0 || prefixLength > 32) {
+    throw new RangeError(`not an IPv4 prefix length: ${prefixLength}`);
+  }
+  return prefixLength === 0 ? 0 : (0xffffffff << (32 - prefixLength)) >>> 0;
+}
+
+/** An inclusive range of IPv4 addresses as numbers. */
+export interface Ipv4Range {
+  first: number;
+  last: number;
+}
+
+/** All addresses of the prefix that contains `address`, network and broadcast included. */
+export function prefixRange(address: string, prefixLength: number): Ipv4Range {
+  const mask = prefixMask(prefixLength);
+  const first = (ipv4ToNumber(address) & mask) >>> 0;
+  const last = (first | ~mask) >>> 0;
+  return { first, last };
+}
+
+/** "10.8.0.0/24" for 10.8.0.1 with prefix 24. */
+export function networkCidr(address: string, prefixLength: number): string {
+  return `${numberToIpv4(prefixRange(address, prefixLength).first)}/${prefixLength}`;
+}
+
+/**
+ * Host addresses of a subnet: without network and broadcast address for prefixes up to /30;
+ * both addresses of a /31 (RFC 3021); the single address of a /32.
+ */
+export function hostRange(address: string, prefixLength: number): Ipv4Range {
+  const { first, last } = prefixRange(address, prefixLength);
+  if (prefixLength >= 31) return { first, last };
+  return { first: first + 1, last: last - 1 };
+}

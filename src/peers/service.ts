@@ -1,0 +1,384 @@
+/**
+ * PeerService: the domain of wg-peerd. Lists, creates and deletes the peers of one WireGuard
+ * interface and sets or removes their speed limits and data caps. The kernel is the only store;
+ * every answer is read from it.
+ */
+import type { DataCap, Kernel, WireGuardDevice, WireGuardPeer } from '../kernel/types';
+import { allocateAddress } from './allocator';
+import { formatEndpoint, renderClientConfig } from './client-config';
+import {
+  CleanupFailedError,
+  EndpointUnknownError,
+  InterfaceNotReadyError,
+  InterfaceNotWireGuardError,
+  PeerNotFoundError,
+  PeerWithoutAddressError,
+  PoolExhaustedError,
+  ValidationError,
+  isFacilityAbsent,
+  translateKernelError,
+  type Facility,
+} from './errors';
+import { networkCidr } from './ipv4';
+import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
+import { Mutex } from './mutex';
+import { SingleFlight } from './single-flight';
+import { livenessOf, type FilterStatus, type PeerStatus } from './status';
+
+/** DESIGN §3: speed limit range in bytes per second, each direction. */
+export const SPEED_LIMIT_MIN = 1_000;
+export const SPEED_LIMIT_MAX = 1_000_000_000_000;
+/** DESIGN §3: data cap range in bytes, both directions together. */
+export const DATA_CAP_MIN = 1;
+export const DATA_CAP_MAX = Number.MAX_SAFE_INTEGER;
+
+/** The slice of a logger the service writes kernel changes to (pino's Logger fits). */
+export interface EventLogger {
+  info(object: Record<string, unknown>, message: string): void;
+  warn(object: Record<string, unknown>, message: string): void;
+  error(object: Record<string, unknown>, message: string): void;
+}
+
+export interface PeerEntry {
+  publicKey: string;
+  /** The peer's tunnel address: its first IPv4 /32 allowed IP; null when it has none. */
+  ipAddress: string | null;
+  lastHandshake: string | null;
+  minutesSinceHandshake: number | null;
+  status: PeerStatus;
+  /** CIDR texts, as the kernel holds them. */
+  allowedIps: string[];
+  endpoint: string | null;
+  rxBytes: number;
+  txBytes: number;
+  /** Seconds, 0 when off. */
+  persistentKeepalive: number;
+  speedLimitBytesPerSecond: number | null;
+  dataCap: DataCap | null;
+}
+
+export interface CreatedPeer {
+  ip: string;
+  privateKey: string;
+  publicKey: string;
+  serverPublicKey: string;
+  endpoint: string;
+  /** The subnet routed through the tunnel in the client config. */
+  clientAllowedIps: string;
+  /** Ready wg-quick configuration for the client. */
+  clientConfig: string;
+}
+
+/** A peer as the result of a change names it. */
+export interface ChangedPeer {
+  publicKey: string;
+  ip: string | null;
+}
+
+/** What the HTTP layer needs from the domain. */
+export interface PeerServiceApi {
+  listPeers(filter: FilterStatus | null): Promise<PeerEntry[]>;
+  createPeer(): Promise<CreatedPeer>;
+  deletePeer(publicKey: string): Promise<ChangedPeer>;
+  setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer>;
+  removeSpeedLimit(publicKey: string): Promise<ChangedPeer>;
+  setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer>;
+  removeDataCap(publicKey: string): Promise<ChangedPeer>;
+}
+
+export interface PeerServiceOptions {
+  kernel: Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  interfaceName: string;
+  /** Host part of `server.endpoint`; null: the host's primary IPv4 address, asked per create. */
+  endpointHost?: string | null;
+  logger: EventLogger;
+  /** Milliseconds since the epoch; injectable for tests. */
+  now?: () => number;
+  random?: RandomSource;
+}
+
+interface Snapshot {
+  device: WireGuardDevice;
+  limits: Map<string, number>;
+  caps: Map<string, DataCap>;
+}
+
+/** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
+export function tunnelAddressOf(peer: WireGuardPeer): string | null {
+  const prefix = peer.allowedIps.find((p) => p.family === 4 && p.cidr === 32);
+  return prefix ? prefix.address : null;
+}
+
+function hostAddressesOf(peer: WireGuardPeer): string[] {
+  return peer.allowedIps.filter((p) => p.family === 4 && p.cidr === 32).map((p) => p.address);
+}
+
+function checkInteger(value: number, min: number, max: number, field: string): void {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ValidationError(`${field} must be an integer from ${min} to ${max}`, [
+      { field: `/${field}`, message: `must be an integer from ${min} to ${max}` },
+    ]);
+  }
+}
+
+export class PeerService implements PeerServiceApi {
+  private readonly kernel: PeerServiceOptions['kernel'];
+  private readonly ifname: string;
+  private readonly endpointHost: string | null;
+  private readonly log: EventLogger;
+  private readonly now: () => number;
+  private readonly random: RandomSource | undefined;
+  /** Every change to the kernel goes through here, one at a time. */
+  private readonly changes = new Mutex();
+  private readonly snapshots: SingleFlight<Snapshot>;
+
+  constructor(options: PeerServiceOptions) {
+    this.kernel = options.kernel;
+    this.ifname = options.interfaceName;
+    this.endpointHost = options.endpointHost ?? null;
+    this.log = options.logger;
+    this.now = options.now ?? Date.now;
+    this.random = options.random;
+    this.snapshots = new SingleFlight(() => this.readSnapshot());
+  }
+
+  async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {
+    const snapshot = await this.snapshots.get();
+    const now = this.now();
+    const entries: PeerEntry[] = [];
+    for (const peer of snapshot.device.peers) {
+      const liveness = livenessOf(peer.lastHandshake, now);
+      if (filter !== null && liveness.status !== filter) continue;
+      const ipAddress = tunnelAddressOf(peer);
+      entries.push({
+        publicKey: peer.publicKey,
+        ipAddress,
+        lastHandshake: liveness.lastHandshake,
+        minutesSinceHandshake: liveness.minutesSinceHandshake,
+        status: liveness.status,
+        allowedIps: peer.allowedIps.map((p) => `${p.address}/${p.cidr}`),
+        endpoint: peer.endpoint,
+        rxBytes: peer.rxBytes,
+        txBytes: peer.txBytes,
+        persistentKeepalive: peer.persistentKeepalive,
+        speedLimitBytesPerSecond:
+          ipAddress === null ? null : (snapshot.limits.get(ipAddress) ?? null),
+        dataCap: ipAddress === null ? null : (snapshot.caps.get(ipAddress) ?? null),
+      });
+    }
+    return entries;
+  }
+
+  createPeer(): Promise<CreatedPeer> {
+    return this.change(async () => {
+      const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
+      if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
+      const [addresses, device] = await Promise.all([
+        this.call('link', () => this.kernel.link.getIpv4Addresses(link.index)),
+        this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
+      ]);
+      const subnet = addresses[0];
+      if (subnet === undefined) throw new InterfaceNotReadyError(this.ifname, 'address');
+      const serverPublicKey = device.publicKey;
+      if (serverPublicKey === null) throw new InterfaceNotReadyError(this.ifname, 'key');
+      const clientAllowedIps = networkCidr(subnet.address, subnet.prefixLength);
+      const ip = allocateAddress({
+        subnet,
+        serverAddresses: addresses,
+        allowedIps: device.peers.flatMap((p) => p.allowedIps),
+      });
+      if (ip === null) throw new PoolExhaustedError(this.ifname, clientAllowedIps);
+      const endpoint = formatEndpoint(await this.serverHost(), device.listenPort);
+
+      // A limit or cap left behind for this address (a delete whose clean-up failed) must not
+      // fall to the new peer.
+      await this.removeLimitAndCap(ip);
+
+      const keys = generateKeyPair(this.random);
+      await this.call('wireguard', () =>
+        this.kernel.wireguard.addPeers(this.ifname, [
+          { publicKey: keys.publicKey, allowedIps: [{ family: 4, address: ip, cidr: 32 }] },
+        ]),
+      );
+      this.log.info(
+        { event: 'peer_created', interface: this.ifname, publicKey: keys.publicKey, ip },
+        'peer created',
+      );
+      return {
+        ip,
+        privateKey: keys.privateKey,
+        publicKey: keys.publicKey,
+        serverPublicKey,
+        endpoint,
+        clientAllowedIps,
+        clientConfig: renderClientConfig({
+          privateKey: keys.privateKey,
+          address: ip,
+          serverPublicKey,
+          endpoint,
+          allowedIps: clientAllowedIps,
+        }),
+      };
+    });
+  }
+
+  deletePeer(publicKey: string): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    return this.change(async () => {
+      const peer = await this.findPeer(key);
+      await this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, [key]));
+      const ip = tunnelAddressOf(peer);
+      this.log.info(
+        { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
+        'peer deleted',
+      );
+      for (const address of hostAddressesOf(peer)) {
+        try {
+          await this.removeLimitAndCap(address);
+        } catch (error) {
+          this.log.error(
+            { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip: address },
+            'peer deleted, but removing its speed limit or data cap failed',
+          );
+          throw new CleanupFailedError(error);
+        }
+      }
+      return { publicKey: key, ip };
+    });
+  }
+
+  setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    checkInteger(bytesPerSecond, SPEED_LIMIT_MIN, SPEED_LIMIT_MAX, 'bytesPerSecond');
+    return this.change(async () => {
+      const ip = await this.addressOf(key, 'speed limit');
+      await this.call('shaper', () => this.kernel.shaper.ensure(this.ifname));
+      await this.call('shaper', () =>
+        this.kernel.shaper.setLimit(this.ifname, { address: ip, publicKey: key }, bytesPerSecond),
+      );
+      this.log.info(
+        { event: 'speed_limit_set', interface: this.ifname, publicKey: key, ip, bytesPerSecond },
+        'speed limit set',
+      );
+      return { publicKey: key, ip };
+    });
+  }
+
+  removeSpeedLimit(publicKey: string): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    return this.change(async () => {
+      const ip = await this.addressOf(key, 'speed limit');
+      await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, ip));
+      this.log.info(
+        { event: 'speed_limit_removed', interface: this.ifname, publicKey: key, ip },
+        'speed limit removed',
+      );
+      return { publicKey: key, ip };
+    });
+  }
+
+  setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    checkInteger(quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
+    return this.change(async () => {
+      const ip = await this.addressOf(key, 'data cap');
+      await this.call('quota', () => this.kernel.quota.ensure(this.ifname));
+      await this.call('quota', () =>
+        this.kernel.quota.setCap(this.ifname, { address: ip, publicKey: key }, quotaBytes),
+      );
+      this.log.info(
+        { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
+        'data cap set',
+      );
+      return { publicKey: key, ip };
+    });
+  }
+
+  removeDataCap(publicKey: string): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    return this.change(async () => {
+      const ip = await this.addressOf(key, 'data cap');
+      await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, ip));
+      this.log.info(
+        { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
+        'data cap removed',
+      );
+      return { publicKey: key, ip };
+    });
+  }
+
+  /** Runs a change alone, and makes every later list read the kernel afresh. */
+  private async change<T>(task: () => Promise<T>): Promise<T> {
+    return this.changes.runExclusive(async () => {
+      try {
+        return await task();
+      } finally {
+        this.snapshots.invalidate();
+      }
+    });
+  }
+
+  private async readSnapshot(): Promise<Snapshot> {
+    const [device, limits, caps] = await Promise.all([
+      this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
+      this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
+      this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
+    ]);
+    return { device, limits, caps };
+  }
+
+  /** A read of limits or caps on a kernel without that facility: there are none. */
+  private async optional<K, V>(
+    facility: Facility,
+    read: () => Promise<Map<K, V>>,
+  ): Promise<Map<K, V>> {
+    try {
+      return await this.call(facility, read);
+    } catch (error) {
+      if (isFacilityAbsent(error)) return new Map();
+      throw error;
+    }
+  }
+
+  private async call<T>(facility: Facility, operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      throw translateKernelError(error, facility, this.ifname);
+    }
+  }
+
+  private async findPeer(publicKey: string): Promise<WireGuardPeer> {
+    const device = await this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname));
+    const peer = device.peers.find((p) => p.publicKey === publicKey);
+    if (peer === undefined) throw new PeerNotFoundError();
+    return peer;
+  }
+
+  private async addressOf(publicKey: string, what: string): Promise<string> {
+    const ip = tunnelAddressOf(await this.findPeer(publicKey));
+    if (ip === null) throw new PeerWithoutAddressError(what);
+    return ip;
+  }
+
+  private async removeLimitAndCap(address: string): Promise<void> {
+    for (const [facility, remove] of [
+      ['shaper', () => this.kernel.shaper.removeLimit(this.ifname, address)],
+      ['quota', () => this.kernel.quota.removeCap(this.ifname, address)],
+    ] as const) {
+      try {
+        await this.call(facility, remove);
+      } catch (error) {
+        // Without the facility there is nothing to remove.
+        if (!isFacilityAbsent(error)) throw error;
+      }
+    }
+  }
+
+  private async serverHost(): Promise<string> {
+    if (this.endpointHost !== null) return this.endpointHost;
+    const primary = await this.call('link', () => this.kernel.link.primaryIpv4());
+    if (primary === null) throw new EndpointUnknownError();
+    return primary;
+  }
+}

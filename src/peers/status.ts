@@ -1,0 +1,35 @@
+/** Liveness of a peer from the age of its last handshake (SPEC §3, DESIGN §3). */
+
+export const ALIVE = 'ALIVE';
+export const DEAD = 'DEAD';
+export const NO_HANDSHAKE = 'No handshake yet';
+
+export type FilterStatus = typeof ALIVE | typeof DEAD;
+export type PeerStatus = FilterStatus | typeof NO_HANDSHAKE;
+
+/** A handshake at most this old is ALIVE; older is DEAD (SPEC §8). */
+export const ALIVE_THRESHOLD_MS = 150_000;
+
+export interface Liveness {
+  status: PeerStatus;
+  /** ISO 8601 UTC, null without a handshake. */
+  lastHandshake: string | null;
+  /** Whole minutes since the handshake, rounded down; null without a handshake. */
+  minutesSinceHandshake: number | null;
+}
+
+/**
+ * `now` is milliseconds since the epoch. A handshake stamped in the future (clock step) counts
+ * as age 0.
+ */
+export function livenessOf(lastHandshake: Date | null, now: number): Liveness {
+  if (lastHandshake === null) {
+    return { status: NO_HANDSHAKE, lastHandshake: null, minutesSinceHandshake: null };
+  }
+  const age = Math.max(0, now - lastHandshake.getTime());
+  return {
+    status: age <= ALIVE_THRESHOLD_MS ? ALIVE : DEAD,
+    lastHandshake: lastHandshake.toISOString(),
+    minutesSinceHandshake: Math.floor(age / 60_000),
+  };
+}
