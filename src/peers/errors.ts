@@ -2,6 +2,7 @@
  * Domain errors of the peer service, and the one place where kernel (netlink) errors are
  * translated into them. The HTTP layer maps `category` to a status code; nothing here knows HTTP.
  */
+import { FacilityUnavailableError } from '../kernel/errors';
 import { isNetlinkError } from '../netlink/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
@@ -138,9 +139,10 @@ const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> =
 
 export class FacilityMissingError extends UnavailableError {
   readonly facility: Facility;
-  constructor(facility: Facility, kernelText: string) {
+  /** `message` when given is complete; otherwise it is made from the facility and `detail`. */
+  constructor(facility: Facility, detail: string, message?: string) {
     const help = FACILITY_HELP[facility];
-    super('FACILITY_MISSING', `The kernel lacks ${help.what} (${kernelText}); ${help.fix}`);
+    super('FACILITY_MISSING', message ?? `The kernel lacks ${help.what} (${detail}); ${help.fix}`);
     this.facility = facility;
   }
 }
@@ -175,6 +177,11 @@ const MISSING_FACILITY_CODES: ReadonlySet<string> = new Set([
  * NetlinkError (a bug, a protocol error) is returned unchanged.
  */
 export function translateKernelError(error: unknown, facility: Facility, ifname: string): unknown {
+  if (error instanceof DomainError) return error;
+  if (error instanceof FacilityUnavailableError) {
+    // The kernel layer already says what is missing and how to fix it.
+    return new FacilityMissingError(facility, error.facility, error.message);
+  }
   if (!isNetlinkError(error)) return error;
   const text = error.kernelMessage ? `${error.code}: ${error.kernelMessage}` : error.code;
   if (error.code === 'ENODEV' && (facility === 'wireguard' || facility === 'link')) {

@@ -169,7 +169,7 @@ export class PeerService implements PeerServiceApi {
     return entries;
   }
 
-  createPeer(): Promise<CreatedPeer> {
+  async createPeer(): Promise<CreatedPeer> {
     return this.change(async () => {
       const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
       if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
@@ -222,7 +222,7 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  deletePeer(publicKey: string): Promise<ChangedPeer> {
+  async deletePeer(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     return this.change(async () => {
       const peer = await this.findPeer(key);
@@ -247,7 +247,7 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer> {
+  async setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     checkInteger(bytesPerSecond, SPEED_LIMIT_MIN, SPEED_LIMIT_MAX, 'bytesPerSecond');
     return this.change(async () => {
@@ -264,7 +264,7 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  removeSpeedLimit(publicKey: string): Promise<ChangedPeer> {
+  async removeSpeedLimit(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     return this.change(async () => {
       const ip = await this.addressOf(key, 'speed limit');
@@ -277,7 +277,7 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer> {
+  async setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     checkInteger(quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
     return this.change(async () => {
@@ -294,7 +294,7 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  removeDataCap(publicKey: string): Promise<ChangedPeer> {
+  async removeDataCap(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     return this.change(async () => {
       const ip = await this.addressOf(key, 'data cap');

@@ -1,0 +1,333 @@
+/**
+ * Configuration of DESIGN §4: flags, each with an environment variable of the same meaning
+ * (a flag wins over its variable; an empty variable counts as unset). Parsing is a pure function
+ * so it can be tested; main.ts turns a ConfigError into one line on stderr and exit status 2.
+ */
+import { isIP } from 'node:net';
+import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './peers/ipv4';
+
+export interface ListenAddress {
+  /** IP literal without brackets, or "localhost". */
+  host: string;
+  port: number;
+}
+
+export interface Config {
+  interfaceName: string;
+  listen: ListenAddress;
+  /** null: the host's primary IPv4 address, read over rtnetlink. */
+  endpointHost: string | null;
+  /** null: no authentication (only allowed on loopback or with allowUnauthenticated). */
+  token: string | null;
+  /** Address of an interface wg-peerd creates. */
+  address: { address: string; prefixLength: number };
+  /** Listen port of an interface wg-peerd creates. */
+  listenPort: number;
+  allowUnauthenticated: boolean;
+}
+
+export type ParseOutcome = { kind: 'help' } | { kind: 'run'; config: Config };
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export type Environment = Readonly<Record<string, string | undefined>>;
+export type ReadTextFile = (path: string) => string;
+
+interface Option {
+  flag: string;
+  env: string;
+  /** Takes no value (a switch). */
+  boolean?: true;
+  value: string;
+  default: string;
+  meaning: string;
+}
+
+export const OPTIONS: readonly Option[] = [
+  {
+    flag: '--interface',
+    env: 'WG_PEERD_INTERFACE',
+    value: 'NAME',
+    default: 'wg0',
+    meaning: 'WireGuard interface whose peers are managed',
+  },
+  {
+    flag: '--listen',
+    env: 'WG_PEERD_LISTEN',
+    value: 'HOST:PORT',
+    default: '127.0.0.1:8080',
+    meaning: 'HTTP listen address (IPv6 as [::1]:8080)',
+  },
+  {
+    flag: '--endpoint-host',
+    env: 'WG_PEERD_ENDPOINT_HOST',
+    value: 'HOST',
+    default: "the host's primary IPv4 address",
+    meaning: 'host part of server.endpoint handed to new peers',
+  },
+  {
+    flag: '--token-file',
+    env: 'WG_PEERD_TOKEN',
+    value: 'PATH',
+    default: 'none',
+    meaning: 'file holding the bearer token (the variable holds the token itself)',
+  },
+  {
+    flag: '--address',
+    env: 'WG_PEERD_ADDRESS',
+    value: 'CIDR',
+    default: '10.8.0.1/24',
+    meaning: 'address of the interface, only when wg-peerd creates it',
+  },
+  {
+    flag: '--listen-port',
+    env: 'WG_PEERD_LISTEN_PORT',
+    value: 'PORT',
+    default: '51820',
+    meaning: 'WireGuard UDP port, only when wg-peerd creates the interface',
+  },
+  {
+    flag: '--allow-unauthenticated',
+    env: 'WG_PEERD_ALLOW_UNAUTHENTICATED',
+    boolean: true,
+    value: '',
+    default: 'off',
+    meaning: 'serve a non-loopback address without a token (variable: 1)',
+  },
+];
+
+export function helpText(): string {
+  const rows = OPTIONS.map((o) => [
+    o.boolean ? o.flag : `${o.flag} ${o.value}`,
+    o.env === 'WG_PEERD_TOKEN' ? `${o.env} (the token itself)` : o.boolean ? `${o.env}=1` : o.env,
+    o.default,
+    o.meaning,
+  ]);
+  rows.push(['--help', '', '', 'print this table and exit']);
+  const header = ['flag', 'env', 'default', 'meaning'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [
+    'Usage: wg-peerd [options]',
+    '',
+    'Manages the peers of a WireGuard interface over an HTTP API (see the README).',
+    'Each flag has an environment variable of the same meaning; the flag wins.',
+    '',
+    line(header),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...rows.map(line),
+    '',
+  ].join('\n');
+}
+
+const INTERFACE_NAME = /^[^\s/:]{1,15}$/;
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+/** A token travels in a header: visible ASCII, no spaces. */
+const TOKEN = /^[\x21-\x7e]+$/;
+
+function parsePort(text: string, what: string): number {
+  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
+    throw new ConfigError(`${what} must be a port number from 1 to 65535, not "${text}"`);
+  }
+  return Number(text);
+}
+
+export function parseInterfaceName(text: string, what: string): string {
+  if (!INTERFACE_NAME.test(text) || text === '.' || text === '..') {
+    throw new ConfigError(
+      `${what} must be an interface name of 1 to 15 characters without spaces, "/" or ":", not "${text}"`,
+    );
+  }
+  return text;
+}
+
+export function parseListen(text: string, what: string): ListenAddress {
+  const bracketed = /^\[([^\]]+)\]:(\d+)$/.exec(text);
+  const plain = /^([^:[\]]+):(\d+)$/.exec(text);
+  const match = bracketed ?? plain;
+  if (match === null) {
+    throw new ConfigError(`${what} must be HOST:PORT (IPv6 as [::1]:8080), not "${text}"`);
+  }
+  const host = match[1]!;
+  const family = isIP(host);
+  if ((bracketed && family !== 6) || (!bracketed && family !== 4 && host !== 'localhost')) {
+    throw new ConfigError(
+      `${what} must name an IP address or localhost as host (IPv6 in brackets), not "${host}"`,
+    );
+  }
+  return { host, port: parsePort(match[2]!, what) };
+}
+
+export function parseEndpointHost(text: string, what: string): string {
+  const bare = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
+  if (isIP(bare) !== 0 || HOSTNAME.test(bare)) return bare;
+  throw new ConfigError(`${what} must be a host name or an IP address without port, not "${text}"`);
+}
+
+export function parseInterfaceAddress(
+  text: string,
+  what: string,
+): { address: string; prefixLength: number } {
+  const match = /^([0-9.]+)\/(\d{1,2})$/.exec(text);
+  if (match === null || !isIpv4(match[1]!) || Number(match[2]) > 32) {
+    throw new ConfigError(
+      `${what} must be an IPv4 address with prefix length, like 10.8.0.1/24, not "${text}"`,
+    );
+  }
+  const address = match[1]!;
+  const prefixLength = Number(match[2]);
+  if (prefixLength < 8 || prefixLength > 30) {
+    throw new ConfigError(
+      `${what} must have a prefix length from /8 to /30 so that peers get addresses, not /${prefixLength}`,
+    );
+  }
+  const hosts = hostRange(address, prefixLength);
+  const value = ipv4ToNumber(address);
+  if (value < hosts.first || value > hosts.last) {
+    const { first } = prefixRange(address, prefixLength);
+    const which = value === first ? 'network' : 'broadcast';
+    throw new ConfigError(
+      `${what} ${text} is the ${which} address of its subnet; use a host address`,
+    );
+  }
+  return { address, prefixLength };
+}
+
+function parseToken(text: string, where: string): string {
+  const token = text.trim();
+  if (token === '') throw new ConfigError(`${where} holds no token`);
+  if (!TOKEN.test(token)) {
+    throw new ConfigError(
+      `${where} must hold one token of visible ASCII characters without spaces`,
+    );
+  }
+  return token;
+}
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost' || host === '::1') return true;
+  return isIpv4(host) && host.startsWith('127.');
+}
+
+/** Formats a listen address back as HOST:PORT. */
+export function formatListen(listen: ListenAddress): string {
+  return listen.host.includes(':')
+    ? `[${listen.host}]:${listen.port}`
+    : `${listen.host}:${listen.port}`;
+}
+
+/**
+ * argv without node and script. Throws ConfigError with one line a person can act on.
+ */
+export function parseConfig(
+  argv: readonly string[],
+  env: Environment,
+  readTextFile: ReadTextFile,
+): ParseOutcome {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') return { kind: 'help' };
+    if (!arg.startsWith('--')) {
+      throw new ConfigError(
+        `unexpected argument "${arg}"; wg-peerd takes only --flags (see --help)`,
+      );
+    }
+    const eq = arg.indexOf('=');
+    const name = eq === -1 ? arg : arg.slice(0, eq);
+    const option = OPTIONS.find((o) => o.flag === name);
+    if (option === undefined) throw new ConfigError(`unknown option ${name} (see --help)`);
+    if (flags.has(name)) throw new ConfigError(`${name} is given more than once`);
+    if (option.boolean) {
+      if (eq !== -1) throw new ConfigError(`${name} takes no value`);
+      flags.set(name, '1');
+      continue;
+    }
+    let value: string | undefined;
+    if (eq !== -1) {
+      value = arg.slice(eq + 1);
+    } else {
+      value = argv[i + 1];
+      if (value === undefined || value.startsWith('--')) {
+        throw new ConfigError(`${name} needs a value: ${name} ${option.value}`);
+      }
+      i += 1;
+    }
+    flags.set(name, value);
+  }
+
+  /** The flag's value, else its non-empty environment variable, with where it came from. */
+  const source = (flag: string): { value: string; what: string; fromEnv: boolean } | null => {
+    const option = OPTIONS.find((o) => o.flag === flag)!;
+    const fromFlag = flags.get(flag);
+    if (fromFlag !== undefined) return { value: fromFlag, what: flag, fromEnv: false };
+    const fromEnv = env[option.env];
+    if (fromEnv !== undefined && fromEnv !== '') {
+      return { value: fromEnv, what: option.env, fromEnv: true };
+    }
+    return null;
+  };
+
+  const ifname = source('--interface');
+  const listenSrc = source('--listen');
+  const endpoint = source('--endpoint-host');
+  const address = source('--address');
+  const port = source('--listen-port');
+  const allow = source('--allow-unauthenticated');
+
+  let allowUnauthenticated = false;
+  if (allow !== null) {
+    if (allow.value !== '1' && allow.value !== '0') {
+      throw new ConfigError(`${allow.what} must be 1 or 0, not "${allow.value}"`);
+    }
+    allowUnauthenticated = allow.value === '1';
+  }
+
+  let token: string | null = null;
+  const tokenSrc = source('--token-file');
+  if (tokenSrc !== null && tokenSrc.fromEnv) {
+    token = parseToken(tokenSrc.value, tokenSrc.what);
+  } else if (tokenSrc !== null) {
+    let text: string;
+    try {
+      text = readTextFile(tokenSrc.value);
+    } catch (error) {
+      const reason =
+        error instanceof Error && 'code' in error ? String(error.code) : 'cannot be read';
+      throw new ConfigError(`--token-file ${tokenSrc.value} cannot be read (${reason})`);
+    }
+    token = parseToken(text, `--token-file ${tokenSrc.value}`);
+  }
+
+  const config: Config = {
+    interfaceName: ifname ? parseInterfaceName(ifname.value, ifname.what) : 'wg0',
+    listen: listenSrc
+      ? parseListen(listenSrc.value, listenSrc.what)
+      : { host: '127.0.0.1', port: 8080 },
+    endpointHost: endpoint ? parseEndpointHost(endpoint.value, endpoint.what) : null,
+    token,
+    address: address
+      ? parseInterfaceAddress(address.value, address.what)
+      : { address: '10.8.0.1', prefixLength: 24 },
+    listenPort: port ? parsePort(port.value, port.what) : 51820,
+    allowUnauthenticated,
+  };
+
+  if (!isLoopback(config.listen.host) && token === null && !allowUnauthenticated) {
+    throw new ConfigError(
+      `refusing to serve ${formatListen(config.listen)} without authentication: give a token ` +
+        '(--token-file PATH or WG_PEERD_TOKEN) or pass --allow-unauthenticated',
+    );
+  }
+  return { kind: 'run', config };
+}
