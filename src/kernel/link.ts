@@ -1,0 +1,262 @@
+/**
+ * rtnetlink links, addresses and routes: find an interface and its IPv4 address, create a
+ * WireGuard (or IFB) interface, bring it up, and find the host's primary IPv4 address.
+ */
+import {
+  NETLINK_ROUTE,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  NLM_F_REPLACE,
+  NetlinkSocket,
+  type NetlinkMessage,
+  type TransportFactory,
+  bytes,
+  decodeAttributes,
+  encodeAttributes,
+  isNetlinkError,
+  nested,
+  openNativeTransport,
+  schema,
+  string,
+  u32,
+} from '../netlink';
+import {
+  AF_INET,
+  IFA_ADDRESS,
+  IFA_LOCAL,
+  IFF_UP,
+  IFLA_IFNAME,
+  IFLA_INFO_KIND,
+  IFLA_LINKINFO,
+  IFLA_MTU,
+  RTA_DST,
+  RTA_OIF,
+  RTA_PREFSRC,
+  RTA_TABLE,
+  RTM_DELLINK,
+  RTM_GETADDR,
+  RTM_GETLINK,
+  RTM_GETROUTE,
+  RTM_NEWADDR,
+  RTM_NEWLINK,
+  bytesToIpv4,
+  ifaddrmsg,
+  ifinfomsg,
+  ipv4ToBytes,
+  rtmsg,
+} from './rtnetlink';
+import { FacilityUnavailableError } from './errors';
+import type { Ipv4Address, LinkApi, LinkInfo } from './types';
+
+/** RT_TABLE_MAIN from rtnetlink.h. */
+const RT_TABLE_MAIN = 254;
+/** RT_SCOPE_HOST from rtnetlink.h: addresses such as 127.0.0.1 that never leave the host. */
+const RT_SCOPE_HOST = 254;
+
+const linkAttributes = schema({
+  ifname: { type: IFLA_IFNAME, codec: string },
+  mtu: { type: IFLA_MTU, codec: u32 },
+  linkinfo: {
+    type: IFLA_LINKINFO,
+    codec: nested(schema({ kind: { type: IFLA_INFO_KIND, codec: string } })),
+  },
+});
+
+const addressAttributes = schema({
+  address: { type: IFA_ADDRESS, codec: bytes },
+  local: { type: IFA_LOCAL, codec: bytes },
+});
+
+const routeAttributes = schema({
+  dst: { type: RTA_DST, codec: bytes },
+  oif: { type: RTA_OIF, codec: u32 },
+  prefsrc: { type: RTA_PREFSRC, codec: bytes },
+  table: { type: RTA_TABLE, codec: u32 },
+});
+
+export interface CreateLinkOptions {
+  mtu?: number;
+}
+
+function parseLink(message: NetlinkMessage): LinkInfo {
+  const header = ifinfomsg.decode(message.payload);
+  const attributes = decodeAttributes(
+    linkAttributes,
+    message.payload.subarray(ifinfomsg.size),
+    'ifinfomsg',
+  );
+  return {
+    index: header.index,
+    name: attributes.ifname ?? '',
+    kind: attributes.linkinfo?.kind ?? null,
+    up: (header.flags & IFF_UP) !== 0,
+    mtu: attributes.mtu ?? 0,
+  };
+}
+
+interface ParsedAddress extends Ipv4Address {
+  index: number;
+  scope: number;
+}
+
+function parseAddress(message: NetlinkMessage): ParsedAddress | null {
+  const header = ifaddrmsg.decode(message.payload);
+  if (header.family !== AF_INET) return null;
+  const attributes = decodeAttributes(
+    addressAttributes,
+    message.payload.subarray(ifaddrmsg.size),
+    'ifaddrmsg',
+  );
+  // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer's on point-to-point links.
+  const raw = attributes.local ?? attributes.address;
+  if (!raw || raw.length !== 4) return null;
+  return {
+    index: header.index,
+    scope: header.scope,
+    address: bytesToIpv4(raw),
+    prefixLength: header.prefixlen,
+  };
+}
+
+export class Links implements LinkApi {
+  private readonly socket: NetlinkSocket;
+
+  constructor(open: TransportFactory = openNativeTransport) {
+    this.socket = new NetlinkSocket(open(NETLINK_ROUTE));
+  }
+
+  async getLink(name: string): Promise<LinkInfo> {
+    const replies = await this.socket.request(
+      RTM_GETLINK,
+      Buffer.concat([ifinfomsg.encode({}), encodeAttributes(linkAttributes, { ifname: name })]),
+      { operation: `RTM_GETLINK ${name}` },
+    );
+    const reply = replies.find((message) => message.type === RTM_NEWLINK);
+    if (!reply) throw new Error(`RTM_GETLINK ${name}: the kernel sent no link`);
+    return parseLink(reply);
+  }
+
+  async getIpv4Addresses(index: number): Promise<Ipv4Address[]> {
+    // With NETLINK_GET_STRICT_CHK the kernel filters by index; older kernels ignore the filter,
+    // so filter here too.
+    const replies = await this.socket.dump(
+      RTM_GETADDR,
+      ifaddrmsg.encode({ family: AF_INET, index }),
+      {
+        operation: `RTM_GETADDR ifindex ${index}`,
+      },
+    );
+    return replies
+      .map(parseAddress)
+      .filter((address): address is ParsedAddress => address !== null && address.index === index)
+      .map(({ address, prefixLength }) => ({ address, prefixLength }));
+  }
+
+  /** RTM_NEWLINK with CREATE|EXCL: an existing link of that name is EEXIST, never reused. */
+  async createLink(name: string, kind: string, options: CreateLinkOptions = {}): Promise<number> {
+    await this.socket.request(
+      RTM_NEWLINK,
+      Buffer.concat([
+        ifinfomsg.encode({}),
+        encodeAttributes(linkAttributes, { ifname: name, mtu: options.mtu, linkinfo: { kind } }),
+      ]),
+      { operation: `RTM_NEWLINK ${name} type ${kind}`, flags: NLM_F_CREATE | NLM_F_EXCL },
+    );
+    return (await this.getLink(name)).index;
+  }
+
+  /**
+   * The kernel loads wireguard.ko on demand (module alias rtnl-link-wireguard); a kernel
+   * without it answers EOPNOTSUPP "Unknown device type". MTU 1420 as wg-quick uses: 1500 less
+   * WireGuard's 80 bytes of IPv6 + UDP + header overhead.
+   */
+  async createWireGuard(name: string, options: CreateLinkOptions = {}): Promise<number> {
+    try {
+      return await this.createLink(name, 'wireguard', { mtu: options.mtu ?? 1420 });
+    } catch (error) {
+      if (isNetlinkError(error, 'EOPNOTSUPP')) {
+        throw new FacilityUnavailableError(
+          'WireGuard (link kind "wireguard")',
+          'load the module with `modprobe wireguard` (Linux 5.6+ ships it)',
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+
+  async addIpv4Address(index: number, address: Ipv4Address): Promise<void> {
+    const raw = ipv4ToBytes(address.address);
+    await this.socket.request(
+      RTM_NEWADDR,
+      Buffer.concat([
+        ifaddrmsg.encode({ family: AF_INET, prefixlen: address.prefixLength, index }),
+        encodeAttributes(addressAttributes, { local: raw, address: raw }),
+      ]),
+      {
+        operation: `RTM_NEWADDR ${address.address}/${address.prefixLength} ifindex ${index}`,
+        flags: NLM_F_CREATE | NLM_F_REPLACE,
+      },
+    );
+  }
+
+  async setUp(index: number): Promise<void> {
+    await this.socket.request(
+      RTM_NEWLINK,
+      ifinfomsg.encode({ index, flags: IFF_UP, change: IFF_UP }),
+      {
+        operation: `RTM_NEWLINK ifindex ${index} up`,
+      },
+    );
+  }
+
+  async deleteLink(index: number): Promise<void> {
+    await this.socket.request(RTM_DELLINK, ifinfomsg.encode({ index }), {
+      operation: `RTM_DELLINK ifindex ${index}`,
+    });
+  }
+
+  /**
+   * The address a client would reach this host at: the preferred source of the main table's
+   * default route, else the first address of the default route's interface, else the first
+   * non-host-scope address of any interface. Read from the FIB and address list; nothing is sent.
+   */
+  async primaryIpv4(): Promise<string | null> {
+    const routes = await this.socket.dump(RTM_GETROUTE, rtmsg.encode({ family: AF_INET }), {
+      operation: 'RTM_GETROUTE ipv4',
+    });
+    const defaults = routes
+      .map((message) => ({
+        header: rtmsg.decode(message.payload),
+        attributes: decodeAttributes(
+          routeAttributes,
+          message.payload.subarray(rtmsg.size),
+          'rtmsg',
+        ),
+      }))
+      .filter(
+        ({ header, attributes }) =>
+          header.dstLen === 0 && (attributes.table ?? header.table) === RT_TABLE_MAIN,
+      );
+    for (const { attributes } of defaults) {
+      if (attributes.prefsrc?.length === 4) return bytesToIpv4(attributes.prefsrc);
+    }
+    const addresses = (
+      await this.socket.dump(RTM_GETADDR, ifaddrmsg.encode({ family: AF_INET }), {
+        operation: 'RTM_GETADDR ipv4',
+      })
+    )
+      .map(parseAddress)
+      .filter(
+        (address): address is ParsedAddress => address !== null && address.scope !== RT_SCOPE_HOST,
+      );
+    const defaultOif = defaults.find(({ attributes }) => attributes.oif !== undefined)?.attributes
+      .oif;
+    const onDefault = addresses.find((address) => address.index === defaultOif);
+    return (onDefault ?? addresses[0])?.address ?? null;
+  }
+
+  close(): void {
+    this.socket.close();
+  }
+}

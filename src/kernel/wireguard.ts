@@ -1,0 +1,266 @@
+/**
+ * WireGuard over generic netlink: read a device (WG_CMD_GET_DEVICE, a dump that a large device
+ * spreads over many messages), configure it and add or remove peers (WG_CMD_SET_DEVICE, split
+ * into several messages when large).
+ */
+import {
+  GenericNetlink,
+  type GenlReply,
+  NETLINK_GENERIC,
+  type NetlinkError,
+  NetlinkSocket,
+  type TransportFactory,
+  decodeAttributes,
+  encodeAttributes,
+  isNetlinkError,
+  nested,
+  openNativeTransport,
+} from '../netlink';
+import type { Attributes } from '../netlink';
+import { FacilityUnavailableError } from './errors';
+import { AF_INET, AF_INET6, bytesToIpv4, ipv4ToBytes } from './rtnetlink';
+import type {
+  DeviceConfig,
+  IpPrefix,
+  PeerConfig,
+  WireGuardApi,
+  WireGuardDevice,
+  WireGuardPeer,
+} from './types';
+import {
+  WGPEER_F_REMOVE_ME,
+  WGPEER_F_REPLACE_ALLOWEDIPS,
+  WGPEER_F_UPDATE_ONLY,
+  WG_CMD_GET_DEVICE,
+  WG_CMD_SET_DEVICE,
+  WG_GENL_NAME,
+  WG_KEY_LEN,
+  bytesToIpv6,
+  deviceReadAttributes,
+  deviceWriteAttributes,
+  ipv6ToBytes,
+  peerAttributes,
+} from './wireguard-schema';
+
+/**
+ * Bytes of peer entries per SET message. WGDEVICE_A_PEERS is one attribute and nla_len is 16
+ * bits, so a message can carry at most 64 KiB of peers; half of that leaves room and still
+ * moves ~250 single-address peers per message.
+ */
+const PEERS_BYTES_PER_MESSAGE = 32 * 1024;
+/** Allowed IPs per peer entry; a peer with more continues in further entries. */
+const ALLOWED_IPS_PER_ENTRY = 256;
+
+type PeerAttributes = Attributes<typeof peerAttributes>;
+type DeviceAttributes = Attributes<typeof deviceReadAttributes>;
+
+export function decodeKey(key: string): Buffer {
+  const raw = Buffer.from(key, 'base64');
+  if (raw.length !== WG_KEY_LEN || raw.toString('base64') !== key) {
+    throw new TypeError(`not a base64 WireGuard key: ${key}`);
+  }
+  return raw;
+}
+
+function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']>[number] {
+  return prefix.family === 4
+    ? { family: AF_INET, address: ipv4ToBytes(prefix.address), cidr: prefix.cidr }
+    : { family: AF_INET6, address: ipv6ToBytes(prefix.address), cidr: prefix.cidr };
+}
+
+function fromAllowedIp(entry: NonNullable<PeerAttributes['allowedIps']>[number]): IpPrefix | null {
+  if (entry.family === AF_INET && entry.address?.length === 4) {
+    return { family: 4, address: bytesToIpv4(entry.address), cidr: entry.cidr ?? 32 };
+  }
+  if (entry.family === AF_INET6 && entry.address?.length === 16) {
+    return { family: 6, address: bytesToIpv6(entry.address), cidr: entry.cidr ?? 128 };
+  }
+  return null;
+}
+
+function toPeer(attributes: PeerAttributes): WireGuardPeer {
+  const handshake = attributes.lastHandshake;
+  const never = !handshake || (handshake.sec === 0n && handshake.nsec === 0n);
+  return {
+    publicKey: (attributes.publicKey ?? Buffer.alloc(0)).toString('base64'),
+    endpoint: attributes.endpoint ?? null,
+    lastHandshake: never
+      ? null
+      : new Date(Number(handshake.sec) * 1000 + Math.floor(Number(handshake.nsec) / 1e6)),
+    rxBytes: Number(attributes.rxBytes ?? 0n),
+    txBytes: Number(attributes.txBytes ?? 0n),
+    persistentKeepalive: attributes.persistentKeepalive ?? 0,
+    allowedIps: (attributes.allowedIps ?? [])
+      .map(fromAllowedIp)
+      .filter((ip): ip is IpPrefix => ip !== null),
+  };
+}
+
+/**
+ * Merges the messages of one GET_DEVICE dump. Only the first carries the device's own fields;
+ * later ones carry WGDEVICE_A_PEERS only (wg_get_device_dump), and a peer whose allowed IPs did
+ * not fit is repeated at the start of the next message with its key and the remaining IPs.
+ */
+export function parseDevice(name: string, replies: GenlReply[]): WireGuardDevice {
+  let device: DeviceAttributes | undefined;
+  const peers = new Map<string, WireGuardPeer>();
+  for (const reply of replies) {
+    const attributes = decodeAttributes(deviceReadAttributes, reply.attributes, 'wgdevice');
+    device ??= attributes;
+    for (const peerAttributesEntry of attributes.peers ?? []) {
+      const peer = toPeer(peerAttributesEntry);
+      const earlier = peers.get(peer.publicKey);
+      if (earlier) earlier.allowedIps.push(...peer.allowedIps);
+      else peers.set(peer.publicKey, peer);
+    }
+  }
+  return {
+    name: device?.ifname ?? name,
+    ifindex: device?.ifindex ?? 0,
+    publicKey: device?.publicKey?.toString('base64') ?? null,
+    listenPort: device?.listenPort ?? 0,
+    fwmark: device?.fwmark ?? 0,
+    peers: [...peers.values()],
+  };
+}
+
+/**
+ * Splits peer configurations into SET_DEVICE messages of bounded size. A peer with more
+ * allowed IPs than fit in one entry continues in later entries: REPLACE_ALLOWEDIPS and the
+ * keepalive go in its first entry only (a later REPLACE would drop the IPs just added), while
+ * REMOVE_ME and UPDATE_ONLY go in every entry.
+ */
+export function planPeerMessages(peers: PeerAttributes[]): PeerAttributes[][] {
+  const entries: PeerAttributes[] = [];
+  for (const peer of peers) {
+    const ips = peer.allowedIps ?? [];
+    const continuationFlags = (peer.flags ?? 0) & (WGPEER_F_REMOVE_ME | WGPEER_F_UPDATE_ONLY);
+    for (let start = 0; start === 0 || start < ips.length; start += ALLOWED_IPS_PER_ENTRY) {
+      const chunk = ips.length > 0 ? ips.slice(start, start + ALLOWED_IPS_PER_ENTRY) : undefined;
+      entries.push(
+        start === 0
+          ? { ...peer, allowedIps: chunk }
+          : { publicKey: peer.publicKey, flags: continuationFlags, allowedIps: chunk },
+      );
+    }
+  }
+  const entryCodec = nested(peerAttributes);
+  const messages: PeerAttributes[][] = [];
+  let current: PeerAttributes[] = [];
+  let size = 0;
+  for (const entry of entries) {
+    const entrySize = entryCodec.encode(entry).length + 4;
+    if (current.length > 0 && size + entrySize > PEERS_BYTES_PER_MESSAGE) {
+      messages.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(entry);
+    size += entrySize;
+  }
+  if (current.length > 0) messages.push(current);
+  return messages;
+}
+
+/** Every peer entry and allowed-IP entry goes out with NLA_F_NESTED (the list codec sets it),
+ * which WireGuard's strict nla_parse_nested requires. */
+function setDeviceAttributes(name: string, peers: PeerAttributes[]): Buffer {
+  return encodeAttributes(deviceWriteAttributes, { ifname: name, peers });
+}
+
+export class WireGuard implements WireGuardApi {
+  private readonly genl: GenericNetlink;
+
+  constructor(open: TransportFactory = openNativeTransport) {
+    this.genl = new GenericNetlink(new NetlinkSocket(open(NETLINK_GENERIC)));
+  }
+
+  async getDevice(name: string): Promise<WireGuardDevice> {
+    const replies = await this.call(
+      WG_CMD_GET_DEVICE,
+      encodeAttributes(deviceReadAttributes, { ifname: name }),
+      `WG_CMD_GET_DEVICE ${name}`,
+      true,
+    );
+    return parseDevice(name, replies);
+  }
+
+  async configureDevice(name: string, config: DeviceConfig): Promise<void> {
+    await this.call(
+      WG_CMD_SET_DEVICE,
+      encodeAttributes(deviceWriteAttributes, {
+        ifname: name,
+        privateKey: config.privateKey,
+        listenPort: config.listenPort,
+      }),
+      `WG_CMD_SET_DEVICE ${name}`,
+      false,
+    );
+  }
+
+  async addPeers(name: string, peers: PeerConfig[]): Promise<void> {
+    await this.setPeers(
+      name,
+      peers.map((peer) => ({
+        publicKey: decodeKey(peer.publicKey),
+        flags:
+          (peer.replaceAllowedIps ? WGPEER_F_REPLACE_ALLOWEDIPS : 0) |
+          (peer.updateOnly ? WGPEER_F_UPDATE_ONLY : 0),
+        persistentKeepalive: peer.persistentKeepalive,
+        allowedIps: peer.allowedIps.map(toAllowedIp),
+      })),
+      'add',
+    );
+  }
+
+  /** Removing a key the device does not have is not an error (the kernel answers 0). */
+  async removePeers(name: string, publicKeys: string[]): Promise<void> {
+    await this.setPeers(
+      name,
+      publicKeys.map((key) => ({ publicKey: decodeKey(key), flags: WGPEER_F_REMOVE_ME })),
+      'remove',
+    );
+  }
+
+  close(): void {
+    this.genl.socket.close();
+  }
+
+  /**
+   * Sends the peers in as many messages as needed. WireGuard applies each message on its own,
+   * so a failure in message k leaves messages 1..k-1 applied; the error says how far it got.
+   */
+  private async setPeers(name: string, peers: PeerAttributes[], verb: string): Promise<void> {
+    const messages = planPeerMessages(peers);
+    for (const [index, batch] of messages.entries()) {
+      const operation =
+        messages.length === 1
+          ? `WG_CMD_SET_DEVICE ${name} (${verb} ${peers.length} peer${peers.length === 1 ? '' : 's'})`
+          : `WG_CMD_SET_DEVICE ${name} (${verb} peers, message ${index + 1} of ${messages.length})`;
+      await this.call(WG_CMD_SET_DEVICE, setDeviceAttributes(name, batch), operation, false);
+    }
+  }
+
+  private async call(
+    cmd: number,
+    attributes: Buffer,
+    operation: string,
+    dump: boolean,
+  ): Promise<GenlReply[]> {
+    try {
+      return await this.genl.request(WG_GENL_NAME, cmd, attributes, { operation, dump });
+    } catch (error) {
+      if (
+        isNetlinkError(error, 'ENOENT') &&
+        (error as NetlinkError).operation.startsWith('CTRL_CMD_GETFAMILY')
+      ) {
+        throw new FacilityUnavailableError(
+          'WireGuard (generic netlink family "wireguard")',
+          'load the module with `modprobe wireguard` (Linux 5.6+ ships it)',
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+}
