@@ -1,4 +1,6 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
+import { linkLifecycle } from './link';
 import type { Scenario } from './scenario';
+import { wireguardDevice } from './wireguard';
 
-export const scenarios: Scenario[] = [];
+export const scenarios: Scenario[] = [wireguardDevice, linkLifecycle];
