@@ -19,12 +19,6 @@ export const EXIT_FAILURE = 1;
 /** How long in-flight requests may take to finish after SIGTERM before connections are cut. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-/** The kernel engineer's src/kernel/index.ts; loaded only once the configuration is good. */
-const KERNEL_MODULE = './kernel';
-interface KernelModule {
-  openKernel(): Promise<Kernel>;
-}
-
 function fail(status: number, message: string, logger?: Logger): never {
   logger?.fatal({ exitStatus: status }, message);
   process.stderr.write(`wg-peerd: ${message}\n`);
@@ -67,8 +61,9 @@ async function start(): Promise<void> {
 
   let kernel: Kernel;
   try {
-    const loaded = (await import(KERNEL_MODULE)) as KernelModule;
-    kernel = await loaded.openKernel();
+    // Loaded only once the configuration is good: a bad flag never needs the native addon.
+    const { openKernel } = await import('./kernel');
+    kernel = await openKernel();
   } catch (error) {
     fail(EXIT_FAILURE, `cannot open the kernel's netlink sockets: ${messageOf(error)}`, logger);
   }

@@ -192,7 +192,7 @@ export class PeerService implements PeerServiceApi {
 
       // A limit or cap left behind for this address (a delete whose clean-up failed) must not
       // fall to the new peer.
-      await this.removeLimitAndCap(ip);
+      await this.removeLimitsAndCaps([ip]);
 
       const keys = generateKeyPair(this.random);
       await this.call('wireguard', () =>
@@ -232,16 +232,14 @@ export class PeerService implements PeerServiceApi {
         { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
         'peer deleted',
       );
-      for (const address of hostAddressesOf(peer)) {
-        try {
-          await this.removeLimitAndCap(address);
-        } catch (error) {
-          this.log.error(
-            { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip: address },
-            'peer deleted, but removing its speed limit or data cap failed',
-          );
-          throw new CleanupFailedError(error);
-        }
+      try {
+        await this.removeLimitsAndCaps(hostAddressesOf(peer));
+      } catch (error) {
+        this.log.error(
+          { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip },
+          'peer deleted, but removing its speed limit or data cap failed',
+        );
+        throw new CleanupFailedError(error);
       }
       return { publicKey: key, ip };
     });
@@ -361,16 +359,23 @@ export class PeerService implements PeerServiceApi {
     return ip;
   }
 
-  private async removeLimitAndCap(address: string): Promise<void> {
-    for (const [facility, remove] of [
-      ['shaper', () => this.kernel.shaper.removeLimit(this.ifname, address)],
-      ['quota', () => this.kernel.quota.removeCap(this.ifname, address)],
-    ] as const) {
-      try {
-        await this.call(facility, remove);
-      } catch (error) {
-        // Without the facility there is nothing to remove.
-        if (!isFacilityAbsent(error)) throw error;
+  /**
+   * Removes the speed limits and data caps the kernel holds for these addresses. Only what is
+   * listed is removed, so a kernel without tc or nf_tables (or a facility not built yet) costs
+   * nothing here.
+   */
+  private async removeLimitsAndCaps(addresses: readonly string[]): Promise<void> {
+    if (addresses.length === 0) return;
+    const [limits, caps] = await Promise.all([
+      this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
+      this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
+    ]);
+    for (const address of addresses) {
+      if (limits.has(address)) {
+        await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, address));
+      }
+      if (caps.has(address)) {
+        await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, address));
       }
     }
   }

@@ -1,0 +1,386 @@
+/**
+ * An in-memory Kernel for unit tests. It keeps WireGuard's own rules where they matter to the
+ * domain: an allowed IP belongs to one peer only (adding it to another peer moves it), the
+ * device's public key follows from its private key, an unknown link is ENODEV. Every call is
+ * recorded; any method can be made to fail or to wait.
+ */
+import { constants } from 'node:os';
+import nacl from 'tweetnacl';
+import type {
+  DataCap,
+  DeviceConfig,
+  IpPrefix,
+  Ipv4Address,
+  Kernel,
+  LinkApi,
+  LinkInfo,
+  PeerConfig,
+  PeerRef,
+  QuotaApi,
+  ShaperApi,
+  WireGuardApi,
+  WireGuardDevice,
+  WireGuardPeer,
+} from '../../../src/kernel/types';
+import { NetlinkError } from '../../../src/netlink/errors';
+
+export function netlinkError(
+  code: keyof typeof constants.errno,
+  operation: string,
+  kernelMessage?: string,
+): NetlinkError {
+  return new NetlinkError({ errno: constants.errno[code], operation, kernelMessage });
+}
+
+interface FakeLink {
+  info: LinkInfo;
+  addresses: Ipv4Address[];
+}
+
+interface FakeDevice {
+  privateKey: Buffer | null;
+  listenPort: number;
+  fwmark: number;
+  peers: WireGuardPeer[];
+}
+
+export interface Call {
+  method: string;
+  args: unknown[];
+}
+
+export interface InterfaceSetup {
+  name?: string;
+  address?: string;
+  prefixLength?: number;
+  listenPort?: number;
+  /** false: the device has no private key. */
+  withKey?: boolean;
+  /** false: the interface has no IPv4 address. */
+  withAddress?: boolean;
+}
+
+function copyPeer(peer: WireGuardPeer): WireGuardPeer {
+  return {
+    ...peer,
+    lastHandshake: peer.lastHandshake === null ? null : new Date(peer.lastHandshake.getTime()),
+    allowedIps: peer.allowedIps.map((p) => ({ ...p })),
+  };
+}
+
+function samePrefix(a: IpPrefix, b: IpPrefix): boolean {
+  return a.family === b.family && a.address === b.address && a.cidr === b.cidr;
+}
+
+export class FakeKernel implements Kernel {
+  readonly calls: Call[] = [];
+  readonly links = new Map<string, FakeLink>();
+  readonly devices = new Map<string, FakeDevice>();
+  /** ifname → address → limit. */
+  readonly limits = new Map<string, Map<string, { bytesPerSecond: number; publicKey: string }>>();
+  /** ifname → address → cap. */
+  readonly caps = new Map<string, Map<string, DataCap & { publicKey: string }>>();
+  primaryAddress: string | null = '203.0.113.10';
+  closed = false;
+  private nextIndex = 10;
+  private readonly failures = new Map<string, { error: Error; once: boolean }>();
+
+  readonly wireguard: WireGuardApi;
+  readonly link: LinkApi;
+  readonly shaper: ShaperApi;
+  readonly quota: QuotaApi;
+
+  constructor() {
+    this.wireguard = {
+      getDevice: (name) =>
+        this.op('getDevice', [name], () => {
+          // A dump reads the state as it is when it starts.
+          const device = this.requireDevice(name, 'WG_CMD_GET_DEVICE');
+          const link = this.links.get(name)!;
+          const snapshot: WireGuardDevice = {
+            name,
+            ifindex: link.info.index,
+            publicKey: device.privateKey === null ? null : this.publicOf(device.privateKey),
+            listenPort: device.listenPort,
+            fwmark: device.fwmark,
+            peers: device.peers.map(copyPeer),
+          };
+          return snapshot;
+        }),
+      configureDevice: (name, config: DeviceConfig) =>
+        this.op(
+          'configureDevice',
+          [name, { ...config, privateKey: config.privateKey ? '<bytes>' : undefined }],
+          () => {
+            const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+            if (config.privateKey) device.privateKey = Buffer.from(config.privateKey);
+            if (config.listenPort !== undefined) device.listenPort = config.listenPort;
+          },
+        ),
+      addPeers: (name, peers: PeerConfig[]) =>
+        this.op('addPeers', [name, peers], () => {
+          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          for (const config of peers) {
+            let peer = device.peers.find((p) => p.publicKey === config.publicKey);
+            if (peer === undefined) {
+              if (config.updateOnly) continue;
+              peer = {
+                publicKey: config.publicKey,
+                endpoint: null,
+                lastHandshake: null,
+                rxBytes: 0,
+                txBytes: 0,
+                persistentKeepalive: config.persistentKeepalive ?? 0,
+                allowedIps: [],
+              };
+              device.peers.push(peer);
+            }
+            if (config.replaceAllowedIps) peer.allowedIps = [];
+            for (const prefix of config.allowedIps) {
+              // WireGuard: an allowed IP has one owner; giving it to this peer takes it away.
+              for (const other of device.peers) {
+                other.allowedIps = other.allowedIps.filter((p) => !samePrefix(p, prefix));
+              }
+              peer.allowedIps.push({ ...prefix });
+            }
+          }
+        }),
+      removePeers: (name, keys: string[]) =>
+        this.op('removePeers', [name, keys], () => {
+          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
+        }),
+    };
+
+    this.link = {
+      getLink: (name) =>
+        this.op('getLink', [name], () => {
+          const link = this.links.get(name);
+          if (link === undefined) throw netlinkError('ENODEV', `RTM_GETLINK ${name}`);
+          return { ...link.info };
+        }),
+      getIpv4Addresses: (index) =>
+        this.op('getIpv4Addresses', [index], () => {
+          const link = [...this.links.values()].find((l) => l.info.index === index);
+          return link ? link.addresses.map((a) => ({ ...a })) : [];
+        }),
+      createWireGuard: (name) =>
+        this.op('createWireGuard', [name], () => {
+          if (this.links.has(name)) throw netlinkError('EEXIST', `RTM_NEWLINK ${name}`);
+          const index = this.nextIndex++;
+          this.links.set(name, {
+            info: { index, name, kind: 'wireguard', up: false, mtu: 1420 },
+            addresses: [],
+          });
+          this.devices.set(name, { privateKey: null, listenPort: 0, fwmark: 0, peers: [] });
+          return index;
+        }),
+      addIpv4Address: (index, address) =>
+        this.op('addIpv4Address', [index, address], () => {
+          this.linkByIndex(index).addresses.push({ ...address });
+        }),
+      setUp: (index) =>
+        this.op('setUp', [index], () => {
+          this.linkByIndex(index).info.up = true;
+        }),
+      deleteLink: (index) =>
+        this.op('deleteLink', [index], () => {
+          const link = this.linkByIndex(index);
+          this.links.delete(link.info.name);
+          this.devices.delete(link.info.name);
+        }),
+      primaryIpv4: () => this.op('primaryIpv4', [], () => this.primaryAddress),
+    };
+
+    this.shaper = {
+      ensure: (ifname) => this.op('shaper.ensure', [ifname], () => undefined),
+      setLimit: (ifname, peer: PeerRef, bytesPerSecond) =>
+        this.op('shaper.setLimit', [ifname, peer, bytesPerSecond], () => {
+          this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
+        }),
+      removeLimit: (ifname, address) =>
+        this.op('shaper.removeLimit', [ifname, address], () => {
+          this.limitsOf(ifname).delete(address);
+        }),
+      listLimits: (ifname) =>
+        this.op('shaper.listLimits', [ifname], () => {
+          const out = new Map<string, number>();
+          for (const [address, limit] of this.limitsOf(ifname))
+            out.set(address, limit.bytesPerSecond);
+          return out;
+        }),
+    };
+
+    this.quota = {
+      ensure: (ifname) => this.op('quota.ensure', [ifname], () => undefined),
+      setCap: (ifname, peer: PeerRef, quotaBytes) =>
+        this.op('quota.setCap', [ifname, peer, quotaBytes], () => {
+          const caps = this.capsOf(ifname);
+          const usedBytes = caps.get(peer.address)?.usedBytes ?? 0;
+          caps.set(peer.address, { quotaBytes, usedBytes, publicKey: peer.publicKey });
+        }),
+      removeCap: (ifname, address) =>
+        this.op('quota.removeCap', [ifname, address], () => {
+          this.capsOf(ifname).delete(address);
+        }),
+      listCaps: (ifname) =>
+        this.op('quota.listCaps', [ifname], () => {
+          const out = new Map<string, DataCap>();
+          for (const [address, cap] of this.capsOf(ifname)) {
+            out.set(address, { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes });
+          }
+          return out;
+        }),
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  // ---- test set-up and inspection -------------------------------------------------------
+
+  /** A WireGuard interface with a key and an address, like `wg-peerd` leaves it. */
+  static withInterface(setup: InterfaceSetup = {}): FakeKernel {
+    const kernel = new FakeKernel();
+    kernel.addInterface(setup);
+    return kernel;
+  }
+
+  addInterface(setup: InterfaceSetup = {}): void {
+    const name = setup.name ?? 'wg0';
+    const index = this.nextIndex++;
+    this.links.set(name, {
+      info: { index, name, kind: 'wireguard', up: true, mtu: 1420 },
+      addresses:
+        setup.withAddress === false
+          ? []
+          : [{ address: setup.address ?? '10.8.0.1', prefixLength: setup.prefixLength ?? 24 }],
+    });
+    const privateKey = Buffer.alloc(32, 7);
+    privateKey[0] = privateKey[0]! & 248;
+    privateKey[31] = (privateKey[31]! & 127) | 64;
+    this.devices.set(name, {
+      privateKey: setup.withKey === false ? null : privateKey,
+      listenPort: setup.listenPort ?? 51820,
+      fwmark: 0,
+      peers: [],
+    });
+  }
+
+  addOtherLink(name: string, kind: string | null): void {
+    const index = this.nextIndex++;
+    this.links.set(name, { info: { index, name, kind, up: true, mtu: 1500 }, addresses: [] });
+  }
+
+  /** Puts a peer straight into the device, as an operator's `wg set` would. */
+  putPeer(
+    publicKey: string,
+    allowedIps: string[],
+    extra: Partial<Omit<WireGuardPeer, 'publicKey' | 'allowedIps'>> = {},
+    ifname = 'wg0',
+  ): void {
+    this.requireDevice(ifname, 'test').peers.push({
+      publicKey,
+      endpoint: null,
+      lastHandshake: null,
+      rxBytes: 0,
+      txBytes: 0,
+      persistentKeepalive: 0,
+      ...extra,
+      allowedIps: allowedIps.map((text) => {
+        const [address, cidr] = text.split('/');
+        return {
+          family: address!.includes(':') ? 6 : 4,
+          address: address!,
+          cidr: Number(cidr),
+        } as IpPrefix;
+      }),
+    });
+  }
+
+  peers(ifname = 'wg0'): WireGuardPeer[] {
+    return this.requireDevice(ifname, 'test').peers.map(copyPeer);
+  }
+
+  serverPublicKey(ifname = 'wg0'): string | null {
+    const key = this.requireDevice(ifname, 'test').privateKey;
+    return key === null ? null : this.publicOf(key);
+  }
+
+  setUsed(address: string, usedBytes: number, ifname = 'wg0'): void {
+    const cap = this.capsOf(ifname).get(address);
+    if (cap === undefined) throw new Error(`no cap for ${address}`);
+    cap.usedBytes = usedBytes;
+  }
+
+  count(method: string): number {
+    return this.calls.filter((c) => c.method === method).length;
+  }
+
+  /** The next call(s) of `method` throw `error`; `once: false` keeps failing. */
+  fail(method: string, error: Error, once = true): void {
+    this.failures.set(method, { error, once });
+  }
+
+  /**
+   * The next call of `method` waits (after reading state) until the returned function is
+   * called: a dump in flight.
+   */
+  hold(method: string): () => void {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.gates.set(method, [...(this.gates.get(method) ?? []), gate]);
+    return () => release();
+  }
+
+  private readonly gates = new Map<string, Promise<void>[]>();
+
+  private async op<T>(method: string, args: unknown[], body: () => T): Promise<T> {
+    this.calls.push({ method, args });
+    // Every kernel call takes a turn of the event loop, as a socket round trip would.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const failure = this.failures.get(method);
+    if (failure !== undefined) {
+      if (failure.once) this.failures.delete(method);
+      throw failure.error;
+    }
+    const result = body();
+    const gates = this.gates.get(method);
+    if (gates !== undefined && gates.length > 0) {
+      const gate = gates.shift()!;
+      await gate;
+    }
+    return result;
+  }
+
+  private requireDevice(name: string, operation: string): FakeDevice {
+    const device = this.devices.get(name);
+    if (device === undefined) throw netlinkError('ENODEV', `${operation} ${name}`);
+    return device;
+  }
+
+  private linkByIndex(index: number): FakeLink {
+    const link = [...this.links.values()].find((l) => l.info.index === index);
+    if (link === undefined) throw netlinkError('ENODEV', `link ${index}`);
+    return link;
+  }
+
+  private limitsOf(ifname: string): Map<string, { bytesPerSecond: number; publicKey: string }> {
+    let map = this.limits.get(ifname);
+    if (map === undefined) this.limits.set(ifname, (map = new Map()));
+    return map;
+  }
+
+  private capsOf(ifname: string): Map<string, DataCap & { publicKey: string }> {
+    let map = this.caps.get(ifname);
+    if (map === undefined) this.caps.set(ifname, (map = new Map()));
+    return map;
+  }
+
+  private publicOf(privateKey: Buffer): string {
+    return Buffer.from(nacl.scalarMult.base(privateKey)).toString('base64');
+  }
+}
