@@ -123,11 +123,15 @@ function fromExpressError(error: ExpressError & Error): ErrorResponse {
   }
   const status = typeof error.status === 'number' ? error.status : error.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return client(
-      status === 400 ? 400 : status,
-      'BAD_REQUEST',
-      'The request is malformed (bad percent-encoding in the path?)',
-    );
+    // The router decodes the key segment of the path: the only decoding that can fail here.
+    if (error.message.startsWith('Failed to decode param')) {
+      return client(
+        400,
+        'INVALID_PUBLIC_KEY',
+        'The public key in the path has broken percent-encoding',
+      );
+    }
+    return client(status, 'BAD_REQUEST', 'The request is malformed');
   }
   return INTERNAL;
 }

@@ -1,0 +1,61 @@
+/** Shared set-up for the HTTP tests: a real PeerService over the fake kernel, behind the app. */
+import { expect } from 'chai';
+import type { Response } from 'supertest';
+import request from 'supertest';
+import { createApp } from '../../../src/http';
+import { PeerService } from '../../../src/peers';
+import { FakeKernel } from '../support/fake-kernel';
+import { captureLog } from '../support/log-capture';
+
+export const NOW = Date.parse('2026-03-01T12:00:00.000Z');
+
+export function setup(
+  options: { token?: string; kernel?: FakeKernel; endpointHost?: string | null } = {},
+) {
+  const kernel = options.kernel ?? FakeKernel.withInterface();
+  const log = captureLog();
+  const service = new PeerService({
+    kernel,
+    interfaceName: 'wg0',
+    endpointHost: options.endpointHost === undefined ? 'vpn.example.net' : options.endpointHost,
+    logger: log.logger,
+    now: () => NOW,
+  });
+  const app = createApp({ service, token: options.token ?? null, logger: log.logger });
+  return { kernel, log, app, http: request(app) };
+}
+
+/** A key whose standard base64 holds '+', '/' and '=' ("++++////...="). */
+export const SLASHY_KEY = Buffer.concat([
+  Buffer.from([0xfb, 0xef, 0xbe, 0xff, 0xff, 0xff]),
+  Buffer.alloc(26, 0x41),
+]).toString('base64');
+
+export function key(n: number): string {
+  return Buffer.alloc(32, n).toString('base64');
+}
+
+/** Percent-encodes / + = as a careful client does. */
+export function encoded(publicKey: string): string {
+  return encodeURIComponent(publicKey);
+}
+
+export function urlSafe(publicKey: string): string {
+  return publicKey.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+/**
+ * DESIGN §3: every failure is JSON {success: false, error: <sentence>, code: <UPPER_SNAKE>}
+ * (+ details), never HTML, never a stack trace.
+ */
+export function expectError(res: Response, status: number, code: string): void {
+  expect(res.status, JSON.stringify(res.body)).to.equal(status);
+  expect(res.headers['content-type']).to.match(/^application\/json/);
+  expect(res.body.success).to.equal(false);
+  expect(res.body.code).to.equal(code);
+  expect(res.body.code).to.match(/^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$/);
+  expect(res.body.error).to.be.a('string').and.not.equal('');
+  const allowed = ['success', 'error', 'code', 'details'];
+  expect(Object.keys(res.body).every((k) => allowed.includes(k))).to.equal(true);
+  expect(res.text).to.not.match(/<html|<!DOCTYPE|\n\s+at /i);
+}

@@ -1,0 +1,586 @@
+import { expect } from 'chai';
+import nacl from 'tweetnacl';
+import { FacilityUnavailableError } from '../../../src/kernel/errors';
+import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
+
+describe('http GET /api/peers (SPEC §4.1)', () => {
+  it('answers an empty list with success, total_count 0 and filter null', async () => {
+    const res = await setup().http.get('/api/peers');
+    expect(res.status).to.equal(200);
+    expect(res.headers['content-type']).to.match(/^application\/json/);
+    expect(res.body).to.deep.equal({ success: true, peers: [], total_count: 0, filter: null });
+  });
+
+  it('gives each peer the five SPEC §2.1 fields with their types, plus the added fields', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32'], {
+      lastHandshake: new Date(NOW - 125_000),
+      endpoint: '198.51.100.7:40000',
+      rxBytes: 100,
+      txBytes: 200,
+    });
+    const res = await http.get('/api/peers');
+    expect(res.status).to.equal(200);
+    const [peer] = res.body.peers;
+    expect(peer).to.deep.equal({
+      public_key: key(1),
+      ip_address: '10.8.0.2',
+      last_handshake: '2026-03-01T11:57:55.000Z',
+      minutes_since_handshake: 2,
+      status: 'ALIVE',
+      allowed_ips: ['10.8.0.2/32'],
+      endpoint: '198.51.100.7:40000',
+      rx_bytes: 100,
+      tx_bytes: 200,
+      persistent_keepalive_seconds: 0,
+      speed_limit_bytes_per_second: null,
+      data_cap: null,
+    });
+    expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
+    expect(peer.ip_address).to.match(/^\d+\.\d+\.\d+\.\d+$/);
+  });
+
+  it('gives null last_handshake and minutes_since_handshake for a peer without a handshake', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    const res = await http.get('/api/peers');
+    expect(res.body.peers[0]).to.include({
+      status: 'No handshake yet',
+      last_handshake: null,
+      minutes_since_handshake: null,
+    });
+  });
+
+  it('is ALIVE at exactly 150 s and DEAD at 151 s', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32'], { lastHandshake: new Date(NOW - 150_000) });
+    kernel.putPeer(key(2), ['10.8.0.3/32'], { lastHandshake: new Date(NOW - 151_000) });
+    const res = await http.get('/api/peers');
+    expect(res.body.peers.map((p: { status: string }) => p.status)).to.deep.equal([
+      'ALIVE',
+      'DEAD',
+    ]);
+  });
+
+  describe('status filter', () => {
+    function threePeers() {
+      const s = setup();
+      s.kernel.putPeer(key(1), ['10.8.0.2/32'], { lastHandshake: new Date(NOW - 5_000) });
+      s.kernel.putPeer(key(2), ['10.8.0.3/32'], { lastHandshake: new Date(NOW - 500_000) });
+      s.kernel.putPeer(key(3), ['10.8.0.4/32'], { lastHandshake: new Date(NOW - 900_000) });
+      s.kernel.putPeer(key(4), ['10.8.0.5/32']);
+      return s;
+    }
+
+    it('echoes ALIVE and counts only the returned peers', async () => {
+      const res = await threePeers().http.get('/api/peers?status=ALIVE');
+      expect(res.status).to.equal(200);
+      expect(res.body.filter).to.equal('ALIVE');
+      expect(res.body.total_count).to.equal(1);
+      expect(res.body.peers.map((p: { public_key: string }) => p.public_key)).to.deep.equal([
+        key(1),
+      ]);
+    });
+
+    it('echoes DEAD and counts only the returned peers', async () => {
+      const res = await threePeers().http.get('/api/peers').query({ status: 'DEAD' });
+      expect(res.body.filter).to.equal('DEAD');
+      expect(res.body.total_count).to.equal(2);
+      expect(res.body.peers).to.have.length(2);
+    });
+
+    it('returns every peer, counted, with filter null when absent', async () => {
+      const res = await threePeers().http.get('/api/peers');
+      expect(res.body.filter).to.equal(null);
+      expect(res.body.total_count).to.equal(4);
+    });
+
+    const bad = [
+      'status=alive',
+      'status=',
+      'status=No%20handshake%20yet',
+      'status=Peer%20not%20found%20in%20VPN',
+      'status=ALIVE&status=DEAD',
+      'limit=10',
+    ];
+    for (const query of bad) {
+      it(`rejects ?${query} with 400`, async () => {
+        const res = await setup().http.get(`/api/peers?${query}`);
+        expectError(res, 400, 'VALIDATION_FAILED');
+        expect(res.body.details).to.be.an('array').that.is.not.empty;
+      });
+    }
+  });
+
+  it('answers 503 INTERFACE_MISSING naming the interface when it is gone', async () => {
+    const res = await setup({ kernel: new FakeKernel() }).http.get('/api/peers');
+    expectError(res, 503, 'INTERFACE_MISSING');
+    expect(res.body.error).to.contain('wg0');
+  });
+
+  it("answers 500 KERNEL_ERROR with the kernel's extended-ACK text", async () => {
+    const { kernel, http } = setup();
+    kernel.fail(
+      'getDevice',
+      netlinkError('EMSGSIZE', 'WG_CMD_GET_DEVICE wg0', 'message too big for the buffer'),
+    );
+    const res = await http.get('/api/peers');
+    expectError(res, 500, 'KERNEL_ERROR');
+    expect(res.body.error).to.contain('message too big for the buffer');
+  });
+
+  it('answers 500 INTERNAL_ERROR without stack or message for a bug', async () => {
+    const { kernel, http, log } = setup();
+    kernel.fail(
+      'getDevice',
+      new TypeError("Cannot read properties of undefined (reading 'peers')"),
+    );
+    const res = await http.get('/api/peers');
+    expectError(res, 500, 'INTERNAL_ERROR');
+    expect(res.text).to.not.contain('Cannot read properties');
+    // The log keeps what the client does not get.
+    expect(log.text()).to.contain('Cannot read properties');
+  });
+});
+
+describe('http POST /api/peer (SPEC §4.2)', () => {
+  it('answers 201 with exactly the SPEC §2.2 fields plus config, uncached', async () => {
+    const { kernel, http } = setup();
+    const res = await http.post('/api/peer');
+    expect(res.status).to.equal(201);
+    expect(res.headers['cache-control']).to.equal('no-store');
+    expect(Object.keys(res.body).sort()).to.deep.equal(['config', 'peer', 'server', 'success']);
+    expect(Object.keys(res.body.peer).sort()).to.deep.equal(['ip', 'privateKey', 'publicKey']);
+    expect(Object.keys(res.body.server).sort()).to.deep.equal(['endpoint', 'publicKey']);
+    expect(res.body.success).to.equal(true);
+    expect(res.body.peer.ip).to.equal('10.8.0.2');
+    expect(res.body.server.publicKey).to.equal(kernel.serverPublicKey());
+    expect(res.body.server.endpoint).to.equal('vpn.example.net:51820');
+    expect(res.body.server.endpoint).to.match(/^[^:]+:\d+$/);
+  });
+
+  it('returns a private key whose X25519 public key is peer.publicKey, and that peer is in the kernel', async () => {
+    const { kernel, http } = setup();
+    const res = await http.post('/api/peer');
+    const derived = Buffer.from(
+      nacl.scalarMult.base(Buffer.from(res.body.peer.privateKey, 'base64')),
+    );
+    expect(derived.toString('base64')).to.equal(res.body.peer.publicKey);
+    const peer = kernel.peers().find((p) => p.publicKey === res.body.peer.publicKey);
+    expect(peer?.allowedIps).to.deep.equal([{ family: 4, address: res.body.peer.ip, cidr: 32 }]);
+  });
+
+  it('adds a wg-quick config built from the same values', async () => {
+    const res = await setup().http.post('/api/peer');
+    const { config, peer, server } = res.body;
+    expect(config).to.contain('[Interface]').and.contain('[Peer]');
+    expect(config).to.contain(`PrivateKey = ${peer.privateKey}`);
+    expect(config).to.contain(`Address = ${peer.ip}/32`);
+    expect(config).to.contain(`PublicKey = ${server.publicKey}`);
+    expect(config).to.contain(`Endpoint = ${server.endpoint}`);
+    expect(config).to.contain('AllowedIPs = 10.8.0.0/24');
+    expect(config).to.contain('PersistentKeepalive = 25');
+  });
+
+  it("uses the host's primary IPv4 address when no endpoint host is configured", async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.primaryAddress = '192.0.2.9';
+    const res = await setup({ kernel, endpointHost: null }).http.post('/api/peer');
+    expect(res.body.server.endpoint).to.equal('192.0.2.9:51820');
+  });
+
+  it('answers 503 ENDPOINT_UNKNOWN when there is neither endpoint host nor default route', async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.primaryAddress = null;
+    const res = await setup({ kernel, endpointHost: null }).http.post('/api/peer');
+    expectError(res, 503, 'ENDPOINT_UNKNOWN');
+    expect(res.body.error).to.contain('--endpoint-host');
+  });
+
+  it('accepts an empty JSON object as body', async () => {
+    const res = await setup().http.post('/api/peer').send({});
+    expect(res.status).to.equal(201);
+  });
+
+  it('rejects unknown body fields with 400 and details naming them', async () => {
+    const res = await setup().http.post('/api/peer').send({ name: 'laptop' });
+    expectError(res, 400, 'VALIDATION_FAILED');
+    expect(res.body.details).to.deep.equal([{ field: '/name', message: 'is not a known field' }]);
+  });
+
+  it('rejects a JSON array body with 400', async () => {
+    const res = await setup()
+      .http.post('/api/peer')
+      .set('Content-Type', 'application/json')
+      .send('[]');
+    expectError(res, 400, 'VALIDATION_FAILED');
+  });
+
+  it('rejects broken JSON and JSON that is not an object or array with 400 INVALID_JSON', async () => {
+    for (const text of ['{', '{"a":}', '"text"', 'null', '42']) {
+      const res = await setup()
+        .http.post('/api/peer')
+        .set('Content-Type', 'application/json')
+        .send(text);
+      expectError(res, 400, 'INVALID_JSON');
+    }
+  });
+
+  it('answers 415 for a body that is not JSON', async () => {
+    const plain = await setup()
+      .http.post('/api/peer')
+      .set('Content-Type', 'text/plain')
+      .send('hello');
+    expectError(plain, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    const form = await setup().http.post('/api/peer').type('form').send({ a: '1' });
+    expectError(form, 415, 'UNSUPPORTED_MEDIA_TYPE');
+  });
+
+  it('answers 415 for JSON in a charset other than UTF-8', async () => {
+    const res = await setup()
+      .http.post('/api/peer')
+      .set('Content-Type', 'application/json; charset=latin1')
+      .send('{}');
+    expectError(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+  });
+
+  it('answers 413 for a body over 4 KiB', async () => {
+    const res = await setup()
+      .http.post('/api/peer')
+      .send({ padding: 'x'.repeat(5000) });
+    expectError(res, 413, 'BODY_TOO_LARGE');
+  });
+
+  it('answers 409 ADDRESS_POOL_EXHAUSTED when the subnet is full', async () => {
+    const kernel = FakeKernel.withInterface({ address: '10.8.0.1', prefixLength: 30 });
+    const { http } = setup({ kernel });
+    expect((await http.post('/api/peer')).status).to.equal(201);
+    const res = await http.post('/api/peer');
+    expectError(res, 409, 'ADDRESS_POOL_EXHAUSTED');
+    expect(res.body.error).to.contain('10.8.0.0/30');
+  });
+
+  it('answers 503 INTERFACE_MISSING when the interface is gone', async () => {
+    const res = await setup({ kernel: new FakeKernel() }).http.post('/api/peer');
+    expectError(res, 503, 'INTERFACE_MISSING');
+  });
+
+  it('answers 503 FACILITY_MISSING when the WireGuard module is not loaded', async () => {
+    const { kernel, http } = setup();
+    kernel.fail('getDevice', netlinkError('ENOENT', 'CTRL_CMD_GETFAMILY wireguard'));
+    const res = await http.post('/api/peer');
+    expectError(res, 503, 'FACILITY_MISSING');
+    expect(res.body.error).to.contain('modprobe wireguard');
+  });
+
+  it('gives 100 concurrent creates 100 distinct addresses that are all in the kernel', async () => {
+    const { kernel, http } = setup();
+    const responses = await Promise.all(Array.from({ length: 100 }, () => http.post('/api/peer')));
+    expect(responses.every((r) => r.status === 201)).to.equal(true);
+    const ips = responses.map((r) => r.body.peer.ip as string);
+    expect(new Set(ips).size).to.equal(100);
+    const held = new Set(kernel.peers().flatMap((p) => p.allowedIps.map((a) => a.address)));
+    expect(ips.every((ip) => held.has(ip))).to.equal(true);
+    expect(held.size).to.equal(100);
+  });
+});
+
+describe('http DELETE /api/peer/<publicKey> (SPEC §4.3)', () => {
+  async function deleted(path: string, stored = SLASHY_KEY) {
+    const { kernel, http } = setup();
+    kernel.putPeer(stored, ['10.8.0.2/32']);
+    const res = await http.delete(path);
+    return { res, kernel };
+  }
+
+  it('deletes a peer named with percent-encoded / + = and confirms it', async () => {
+    expect(encoded(SLASHY_KEY)).to.contain('%2F').and.contain('%2B').and.contain('%3D');
+    const { res, kernel } = await deleted(`/api/peer/${encoded(SLASHY_KEY)}`);
+    expect(res.status).to.equal(200);
+    expect(res.body.success).to.equal(true);
+    expect(res.body.message)
+      .to.be.a('string')
+      .and.match(/deleted/i);
+    expect(kernel.peers()).to.have.length(0);
+  });
+
+  it('accepts the URL-safe alphabet without padding', async () => {
+    const { res, kernel } = await deleted(`/api/peer/${urlSafe(SLASHY_KEY)}`);
+    expect(res.status).to.equal(200);
+    expect(kernel.peers()).to.have.length(0);
+  });
+
+  it("accepts a literal '+' and '=' with only '/' encoded", async () => {
+    const { res } = await deleted(`/api/peer/${SLASHY_KEY.replace(/\//g, '%2F')}`);
+    expect(res.status).to.equal(200);
+  });
+
+  it("accepts unencoded '/' in the key", async () => {
+    const { res, kernel } = await deleted(`/api/peer/${SLASHY_KEY}`);
+    expect(res.status).to.equal(200);
+    expect(kernel.peers()).to.have.length(0);
+  });
+
+  it('answers 404 "Peer not found in VPN" for an unknown key, and for a second delete', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    const unknown = await http.delete(`/api/peer/${encoded(key(2))}`);
+    expectError(unknown, 404, 'PEER_NOT_FOUND');
+    expect(unknown.body.error).to.equal('Peer not found in VPN');
+    expect((await http.delete(`/api/peer/${encoded(key(1))}`)).status).to.equal(200);
+    const again = await http.delete(`/api/peer/${encoded(key(1))}`);
+    expectError(again, 404, 'PEER_NOT_FOUND');
+  });
+
+  const malformed: Array<[string, string]> = [
+    ['too short', 'abc'],
+    ['33 bytes', encoded(Buffer.alloc(33, 1).toString('base64'))],
+    ['bad trailing bits', encoded(`${SLASHY_KEY.slice(0, 42)}B=`)],
+    ['hex', 'ab'.repeat(32)],
+    ['a space', encoded(`${SLASHY_KEY.slice(0, 10)} ${SLASHY_KEY.slice(11)}`)],
+  ];
+  for (const [what, segment] of malformed) {
+    it(`answers 400 INVALID_PUBLIC_KEY for a key that is ${what}`, async () => {
+      const res = await setup().http.delete(`/api/peer/${segment}`);
+      expectError(res, 400, 'INVALID_PUBLIC_KEY');
+    });
+  }
+
+  it('answers 400 for broken percent-encoding in the key', async () => {
+    const res = await setup().http.delete('/api/peer/%E0%A4%A');
+    expectError(res, 400, 'INVALID_PUBLIC_KEY');
+  });
+
+  it('rejects a body with fields on DELETE', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    const res = await http.delete(`/api/peer/${encoded(key(1))}`).send({ force: true });
+    expectError(res, 400, 'VALIDATION_FAILED');
+    expect(kernel.peers()).to.have.length(1);
+  });
+
+  it('removes the speed limit and data cap of the deleted peer', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    const path = `/api/peer/${encoded(key(1))}`;
+    expect(
+      (await http.patch(`${path}/speed-limit`).send({ bytesPerSecond: 5000 })).status,
+    ).to.equal(200);
+    expect((await http.patch(`${path}/data-cap`).send({ quotaBytes: 5000 })).status).to.equal(200);
+    expect((await http.delete(path)).status).to.equal(200);
+    expect(kernel.limits.get('wg0')!.size).to.equal(0);
+    expect(kernel.caps.get('wg0')!.size).to.equal(0);
+  });
+});
+
+describe('http GET /api/peer/<publicKey>/config (SPEC §4.4)', () => {
+  it('always answers 404 with a JSON body saying why', async () => {
+    const { kernel, http } = setup();
+    kernel.putPeer(SLASHY_KEY, ['10.8.0.2/32']);
+    for (const segment of [encoded(SLASHY_KEY), encoded(key(9)), 'not-a-key']) {
+      const res = await http.get(`/api/peer/${segment}/config`);
+      expectError(res, 404, 'CONFIG_NOT_STORED');
+      expect(res.body.error).to.match(/not stored/);
+    }
+  });
+});
+
+describe('http speed limit (PATCH/DELETE /api/peer/<publicKey>/speed-limit)', () => {
+  function withPeer() {
+    const s = setup();
+    s.kernel.putPeer(SLASHY_KEY, ['10.8.0.2/32']);
+    return { ...s, path: `/api/peer/${encoded(SLASHY_KEY)}/speed-limit` };
+  }
+
+  it('sets the limit, confirms it, and the list shows it', async () => {
+    const { kernel, http, path } = withPeer();
+    const res = await http.patch(path).send({ bytesPerSecond: 200_000 });
+    expect(res.status).to.equal(200);
+    expect(res.body.success).to.equal(true);
+    expect(res.body.message)
+      .to.be.a('string')
+      .and.match(/speed limit/i);
+    expect(kernel.limits.get('wg0')!.get('10.8.0.2')).to.deep.equal({
+      bytesPerSecond: 200_000,
+      publicKey: SLASHY_KEY,
+    });
+    const list = await http.get('/api/peers');
+    expect(list.body.peers[0].speed_limit_bytes_per_second).to.equal(200_000);
+  });
+
+  it('accepts the bounds 1,000 and 10^12', async () => {
+    const { http, path } = withPeer();
+    expect((await http.patch(path).send({ bytesPerSecond: 1000 })).status).to.equal(200);
+    expect((await http.patch(path).send({ bytesPerSecond: 1e12 })).status).to.equal(200);
+  });
+
+  const bad: Array<[string, unknown]> = [
+    ['999', { bytesPerSecond: 999 }],
+    ['10^12 + 1', { bytesPerSecond: 1e12 + 1 }],
+    ['a string', { bytesPerSecond: '1000' }],
+    ['a fraction', { bytesPerSecond: 1000.5 }],
+    ['null', { bytesPerSecond: null }],
+    ['a boolean', { bytesPerSecond: true }],
+    ['missing', {}],
+    ['with an unknown field', { bytesPerSecond: 1000, burst: 10 }],
+    ['an array', [1000]],
+  ];
+  for (const [what, body] of bad) {
+    it(`answers 400 for bytesPerSecond ${what}`, async () => {
+      const { kernel, http, path } = withPeer();
+      const res = await http.patch(path).send(body as object);
+      expectError(res, 400, 'VALIDATION_FAILED');
+      expect(res.body.details).to.be.an('array').that.is.not.empty;
+      expect(kernel.count('shaper.setLimit')).to.equal(0);
+    });
+  }
+
+  it('names the offending fields in details', async () => {
+    const { http, path } = withPeer();
+    const missing = await http.patch(path).send({});
+    expect(missing.body.details).to.deep.equal([
+      { field: '/bytesPerSecond', message: 'is required' },
+    ]);
+    const unknown = await http.patch(path).send({ bytesPerSecond: 1000, burst: 1 });
+    expect(unknown.body.details).to.deep.equal([
+      { field: '/burst', message: 'is not a known field' },
+    ]);
+  });
+
+  it('answers 415 for a non-JSON body and 400 for no body', async () => {
+    const { http, path } = withPeer();
+    expectError(
+      await http.patch(path).set('Content-Type', 'text/plain').send('1000'),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    );
+    expectError(await http.patch(path), 400, 'VALIDATION_FAILED');
+  });
+
+  it('answers 404 for an unknown peer and 400 for a malformed key', async () => {
+    const { http } = withPeer();
+    const unknown = await http
+      .patch(`/api/peer/${encoded(key(3))}/speed-limit`)
+      .send({ bytesPerSecond: 1000 });
+    expectError(unknown, 404, 'PEER_NOT_FOUND');
+    expect(unknown.body.error).to.equal('Peer not found in VPN');
+    expectError(
+      await http.patch('/api/peer/xyz/speed-limit').send({ bytesPerSecond: 1000 }),
+      400,
+      'INVALID_PUBLIC_KEY',
+    );
+  });
+
+  it('answers 503 FACILITY_MISSING when the kernel lacks tc', async () => {
+    const { kernel, http, path } = withPeer();
+    kernel.fail(
+      'shaper.ensure',
+      new FacilityUnavailableError('the HTB qdisc (sch_htb)', 'modprobe sch_htb'),
+    );
+    const res = await http.patch(path).send({ bytesPerSecond: 1000 });
+    expectError(res, 503, 'FACILITY_MISSING');
+    expect(res.body.error).to.contain('sch_htb');
+  });
+
+  it('removes the limit with DELETE', async () => {
+    const { http, path } = withPeer();
+    await http.patch(path).send({ bytesPerSecond: 5000 });
+    const res = await http.delete(path);
+    expect(res.status).to.equal(200);
+    expect(res.body).to.include({ success: true });
+    expect((await http.get('/api/peers')).body.peers[0].speed_limit_bytes_per_second).to.equal(
+      null,
+    );
+    expectError(
+      await http.delete(`/api/peer/${encoded(key(3))}/speed-limit`),
+      404,
+      'PEER_NOT_FOUND',
+    );
+  });
+});
+
+describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
+  function withPeer() {
+    const s = setup();
+    s.kernel.putPeer(key(1), ['10.8.0.2/32']);
+    return { ...s, path: `/api/peer/${urlSafe(key(1))}/data-cap` };
+  }
+
+  it('sets the cap, confirms it, and the list shows cap and bytes used', async () => {
+    const { kernel, http, path } = withPeer();
+    const res = await http.patch(path).send({ quotaBytes: 1_000_000 });
+    expect(res.status).to.equal(200);
+    expect(res.body.success).to.equal(true);
+    expect(res.body.message)
+      .to.be.a('string')
+      .and.match(/data cap/i);
+    kernel.setUsed('10.8.0.2', 1234);
+    const list = await http.get('/api/peers');
+    expect(list.body.peers[0].data_cap).to.deep.equal({ quota_bytes: 1_000_000, used_bytes: 1234 });
+  });
+
+  it('accepts the bounds 1 and 2^53-1', async () => {
+    const { http, path } = withPeer();
+    expect((await http.patch(path).send({ quotaBytes: 1 })).status).to.equal(200);
+    const max = await http
+      .patch(path)
+      .set('Content-Type', 'application/json')
+      .send('{"quotaBytes": 9007199254740991}');
+    expect(max.status).to.equal(200);
+  });
+
+  const bad: Array<[string, string]> = [
+    ['0', '{"quotaBytes": 0}'],
+    ['2^53', '{"quotaBytes": 9007199254740992}'],
+    ['negative', '{"quotaBytes": -5}'],
+    ['a string', '{"quotaBytes": "5"}'],
+    ['a fraction', '{"quotaBytes": 1.5}'],
+    ['with an unknown field', '{"quotaBytes": 5, "period": "month"}'],
+    ['under another name', '{"bytesPerSecond": 5000}'],
+  ];
+  for (const [what, text] of bad) {
+    it(`answers 400 for quotaBytes ${what}`, async () => {
+      const { kernel, http, path } = withPeer();
+      const res = await http.patch(path).set('Content-Type', 'application/json').send(text);
+      expectError(res, 400, 'VALIDATION_FAILED');
+      expect(kernel.count('quota.setCap')).to.equal(0);
+    });
+  }
+
+  it('answers 404 for an unknown peer', async () => {
+    const { http } = withPeer();
+    const res = await http.patch(`/api/peer/${encoded(key(3))}/data-cap`).send({ quotaBytes: 10 });
+    expectError(res, 404, 'PEER_NOT_FOUND');
+  });
+
+  it('removes the cap with DELETE', async () => {
+    const { http, path } = withPeer();
+    await http.patch(path).send({ quotaBytes: 5000 });
+    const res = await http.delete(path);
+    expect(res.status).to.equal(200);
+    expect((await http.get('/api/peers')).body.peers[0].data_cap).to.equal(null);
+  });
+});
+
+describe('http unknown routes', () => {
+  const routes: Array<[string, string]> = [
+    ['get', '/api'],
+    ['get', '/api/peer'],
+    ['put', '/api/peers'],
+    ['post', '/api/peers'],
+    ['get', '/api/peer/abc'],
+    ['put', `/api/peer/${encoded(key(1))}/speed-limit`],
+    ['get', '/'],
+    ['get', '/index.html'],
+  ];
+  for (const [method, path] of routes) {
+    it(`answers ${method.toUpperCase()} ${path} with a JSON 404`, async () => {
+      const http = setup().http;
+      const res = await (
+        http as unknown as Record<string, (p: string) => Promise<import('supertest').Response>>
+      )[method]!(path);
+      expectError(res, 404, 'ROUTE_NOT_FOUND');
+    });
+  }
+});
