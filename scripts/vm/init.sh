@@ -1,0 +1,94 @@
+#!/bin/busybox sh
+# PID 1 of the test VM: prepare.sh copies this file into the initramfs as /init.
+#
+# It loads the virtio/9p modules, mounts the host's root file system (read-only, tag "host") on
+# /host, the unpacked kernel's modules (tag "modules") over /host/lib/modules, and the two writable
+# exports of run.sh: "ctl" (the job, its output, its status) on /host/run/vm/ctl and "out"
+# (OUT_DIR) on /host/run/vm/out. It loads wireguard, then runs ctl/job.sh as root chrooted into
+# /host with stdout/stderr written to ctl/stdout and ctl/stderr, writes the exit code to
+# ctl/status and powers off. Output never goes through the serial console.
+
+/bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+CTL=/host/run/vm/ctl
+
+say() { echo "vm-init: $*" >/dev/console; }
+# "vm.debug" on the kernel command line (WG_PEERD_VM_APPEND=vm.debug) traces the steps on the console.
+case " $(cat /proc/cmdline) " in
+  *" vm.debug "*) trace() { say "$*"; } ;;
+  *) trace() { :; } ;;
+esac
+fail() {
+  say "$*"
+  if mountpoint -q "$CTL" 2>/dev/null; then echo "$*" >"$CTL/init-error"; fi
+  sync
+  poweroff -f
+}
+
+trace "loading modules"
+while read -r m; do
+  insmod "/modules/$m" || fail "insmod $m failed"
+done </modules/order
+
+# request_module() runs this helper in the initramfs' root; it delegates to the host's modprobe.
+echo /sbin/vm-modprobe >/proc/sys/kernel/modprobe
+
+mount9p() { # TAG DIR OPTIONS
+  tries=0
+  until mount -t 9p -o "trans=virtio,version=9p2000.L,msize=512000,$3" "$1" "$2" 2>/dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 50 ] || fail "cannot mount the 9p export '$1' on $2"
+    sleep 0.1
+  done
+}
+
+trace "mounting"
+# cache=loose: the host root is read-only for the whole run, and node starts in 0.4 s instead of 3-5 s.
+mount9p host /host ro,cache=loose
+mount -t proc proc /host/proc || fail "mount /host/proc"
+mount -t sysfs sysfs /host/sys || fail "mount /host/sys"
+mount -t devtmpfs devtmpfs /host/dev || fail "mount /host/dev"
+mkdir -p /host/dev/pts /host/dev/shm
+mount -t devpts devpts /host/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm
+ln -sf /proc/self/fd /host/dev/fd
+ln -sf /proc/self/fd/0 /host/dev/stdin
+ln -sf /proc/self/fd/1 /host/dev/stdout
+ln -sf /proc/self/fd/2 /host/dev/stderr
+mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "mount /host/tmp"
+mount -t tmpfs -o mode=755 tmpfs /host/run || fail "mount /host/run"
+if [ -d /host/var/run ] && [ ! -L /host/var/run ]; then mount -t tmpfs tmpfs /host/var/run; fi
+mkdir -p "$CTL" /host/run/vm/out
+mount9p ctl "$CTL" rw,cache=none
+mount9p out /host/run/vm/out rw,cache=none
+[ -f "$CTL/job.sh" ] || fail "no job.sh in the ctl export"
+[ -d /host/lib/modules ] || fail "the host has no /lib/modules directory to mount the modules on"
+mount9p modules /host/lib/modules ro,cache=loose
+
+trace "modprobe wireguard"
+hostname wg-peerd-vm
+ip link set lo up
+chroot /host /sbin/modprobe wireguard 2>"$CTL/init-error" || fail "modprobe wireguard: $(cat "$CTL/init-error")"
+rm -f "$CTL/init-error"
+
+trace "running job"
+env -i \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  HOME=/tmp \
+  TERM=dumb \
+  LANG=C.UTF-8 \
+  npm_config_update_notifier=false \
+  OUT_DIR=/run/vm/out \
+  WG_PEERD_VM=1 \
+  chroot /host /bin/sh /run/vm/ctl/job.sh >"$CTL/stdout" 2>"$CTL/stderr" </dev/null
+echo "$?" >"$CTL/status.tmp"
+trace "job done"
+mv "$CTL/status.tmp" "$CTL/status"
+sync
+poweroff -f

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Boot the throw-away test VM, run one command in it as root, power it off.
+#
+#   scripts/vm/run.sh [--out HOSTDIR] [--timeout SECONDS] [--cwd DIR] [-e NAME=VALUE]... -- CMD...
+#
+# CMD runs through `sh -c` in the guest, chrooted into the host's own root file system (read-only),
+# with cwd = DIR (default: the repository, same absolute path as on the host) and the environment
+#   PATH, HOME=/tmp, TERM=dumb, LANG=C.UTF-8, npm_config_update_notifier=false, WG_PEERD_VM=1,
+#   OUT_DIR=/run/vm/out (a writable export: files written there appear in HOSTDIR),
+#   and every NAME=VALUE given with -e.
+# A single CMD argument is a shell script ("cd x && make"); several are one command line whose
+# arguments are quoted as given (like exec).
+# /tmp and /run are fresh tmpfs in the guest; everything else is the host's, read-only.
+#
+# The guest's stdout and stderr are streamed to this script's stdout and stderr while it runs.
+# Exit status: the guest command's; 124 when the timeout (default: WG_PEERD_VM_TIMEOUT, else 1800 s)
+# killed the VM; 125 when the guest never reported a status (the last lines of its console are
+# printed then).
+#
+# Environment: WG_PEERD_VM_DIR (default <repo>/.vm), WG_PEERD_VM_ACCEL (default tcg,thread=multi;
+# "kvm" where /dev/kvm works), WG_PEERD_VM_CPU (default max), WG_PEERD_VM_MEM (MiB, default 1024),
+# WG_PEERD_VM_SMP (default 2), WG_PEERD_VM_APPEND (extra kernel command line; "vm.debug" traces
+# the guest init on the console), WG_PEERD_VM_KEEP=1 (keep the control directory: console log,
+# job script; for debugging), WG_PEERD_VM_TIMEOUT (default of --timeout).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO="$(cd "$HERE/../.." && pwd -P)"
+VM_DIR="${WG_PEERD_VM_DIR:-$REPO/.vm}"
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+die() {
+  printf 'run.sh: %s\n' "$*" >&2
+  exit 125
+}
+# Single-quote a string for a POSIX shell (the guest's /bin/sh may be dash).
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+out_dir=""
+timeout_s="${WG_PEERD_VM_TIMEOUT:-1800}"
+cwd="$REPO"
+envs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out_dir="${2:?--out needs a directory}"; shift 2 ;;
+    --out=*) out_dir="${1#--out=}"; shift ;;
+    --timeout) timeout_s="${2:?--timeout needs seconds}"; shift 2 ;;
+    --timeout=*) timeout_s="${1#--timeout=}"; shift ;;
+    --cwd) cwd="${2:?--cwd needs a directory}"; shift 2 ;;
+    --cwd=*) cwd="${1#--cwd=}"; shift ;;
+    -e | --env) envs+=("${2:?-e needs NAME=VALUE}"); shift 2 ;;
+    --) shift; break ;;
+    -h | --help) usage ;;
+    *) echo "run.sh: unknown option $1" >&2; usage ;;
+  esac
+done
+[ $# -gt 0 ] || usage
+[[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout must be a whole number of seconds"
+for e in "${envs[@]+"${envs[@]}"}"; do
+  [[ "$e" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "-e wants NAME=VALUE, got: $e"
+done
+
+if [ $# -eq 1 ]; then
+  cmd="$1"
+else
+  cmd=""
+  for a in "$@"; do cmd+="$(q "$a") "; done
+fi
+
+[ -f "$VM_DIR/current.env" ] || die "the VM is not prepared: run scripts/vm/prepare.sh first"
+# shellcheck source=/dev/null
+. "$VM_DIR/current.env"
+for f in "$VM_KERNEL" "$VM_INITRD" "$VM_MODULES"; do
+  [ -e "$f" ] || die "$f is missing: run scripts/vm/prepare.sh"
+done
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: run scripts/vm/prepare.sh"
+
+cwd="$(cd "$cwd" && pwd -P)" || die "no such directory: $cwd"
+case "$cwd/" in
+  /tmp/* | /run/* | /proc/* | /sys/* | /dev/*) die "$cwd is hidden in the guest (fresh /tmp, /run, ...)" ;;
+esac
+
+ctl=""
+qemu_pid=""
+cleanup() {
+  if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+    kill "$qemu_pid" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      kill -0 "$qemu_pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$qemu_pid" 2>/dev/null; then kill -9 "$qemu_pid" 2>/dev/null || true; fi
+  fi
+  if [ -z "$ctl" ]; then
+    return
+  elif [ "${WG_PEERD_VM_KEEP:-0}" = 1 ]; then
+    echo "run.sh: kept $ctl" >&2
+  else
+    rm -rf "$ctl"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ctl="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-vm.XXXXXX")"
+chmod 755 "$ctl"
+if [ -z "$out_dir" ]; then
+  out_dir="$ctl/out"
+fi
+mkdir -p "$out_dir"
+out_dir="$(cd "$out_dir" && pwd -P)"
+
+{
+  echo "cd $(q "$cwd") || exit 125"
+  for e in "${envs[@]+"${envs[@]}"}"; do
+    echo "export ${e%%=*}=$(q "${e#*=}")"
+  done
+  echo "exec /bin/sh -c $(q "$cmd")"
+} >"$ctl/job.sh"
+: >"$ctl/stdout"
+: >"$ctl/stderr"
+
+
+# Besides the essentials, the command line drops what only slows a TCG boot (about 2 s): CPU
+# mitigations, AppArmor/IMA, audit, the PS/2 keyboard, the TSC watchdog. random.trust_cpu seeds
+# the RNG at once (wg genkey never waits for entropy).
+cmdline="console=ttyS0 quiet loglevel=0 panic=-1 random.trust_cpu=on mitigations=off"
+cmdline+=" lsm=capability audit=0 i8042.noaux i8042.nokbd nowatchdog tsc=reliable no_timer_check"
+cmdline+=" ${WG_PEERD_VM_APPEND:-}"
+qemu-system-x86_64 \
+  -M q35 -accel "${WG_PEERD_VM_ACCEL:-tcg,thread=multi}" -cpu "${WG_PEERD_VM_CPU:-max}" \
+  -m "${WG_PEERD_VM_MEM:-1024}" -smp "${WG_PEERD_VM_SMP:-2}" \
+  -nographic -nodefaults -no-user-config -no-reboot \
+  -serial "file:$ctl/console.log" -monitor none \
+  -kernel "$VM_KERNEL" -initrd "$VM_INITRD" \
+  -append "$cmdline" \
+  -virtfs "local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap" \
+  -virtfs "local,path=$VM_MODULES,mount_tag=modules,security_model=passthrough,readonly=on" \
+  -virtfs "local,path=$ctl,mount_tag=ctl,security_model=none" \
+  -virtfs "local,path=$out_dir,mount_tag=out,security_model=none" \
+  </dev/null >"$ctl/qemu.log" 2>&1 &
+qemu_pid=$!
+
+# Stream what the guest wrote since the last look: FILE, file descriptor, offset variable.
+declare -A sent=([stdout]=0 [stderr]=0)
+stream() {
+  local size
+  size="$(stat -c %s "$ctl/$1" 2>/dev/null || echo 0)"
+  if [ "$size" -gt "${sent[$1]}" ]; then
+    tail -c "+$((sent[$1] + 1))" "$ctl/$1" | head -c "$((size - sent[$1]))" >&"$2" || true
+    sent[$1]="$size"
+  fi
+}
+
+start=$SECONDS
+timed_out=0
+while kill -0 "$qemu_pid" 2>/dev/null; do
+  stream stdout 1
+  stream stderr 2
+  if [ $((SECONDS - start)) -ge "$timeout_s" ]; then
+    timed_out=1
+    kill "$qemu_pid" 2>/dev/null || true
+    break
+  fi
+  sleep 0.5
+done
+qemu_rc=0
+wait "$qemu_pid" 2>/dev/null || qemu_rc=$?
+qemu_pid=""
+stream stdout 1
+stream stderr 2
+
+console_tail() {
+  if [ -s "$ctl/init-error" ]; then echo "guest init: $(cat "$ctl/init-error")" >&2; fi
+  if [ -s "$ctl/qemu.log" ]; then sed 's/^/qemu: /' "$ctl/qemu.log" | tail -n 20 >&2; fi
+  if [ -s "$ctl/console.log" ]; then
+    echo "--- last lines of the guest console ---" >&2
+    tr -d '\r' <"$ctl/console.log" | tail -n 40 >&2
+  fi
+}
+
+if [ "$timed_out" = 1 ]; then
+  echo "run.sh: timed out after ${timeout_s} s; the VM was killed" >&2
+  console_tail
+  exit 124
+fi
+if [ ! -s "$ctl/status" ]; then
+  echo "run.sh: the guest never reported an exit status (qemu exited with $qemu_rc)" >&2
+  console_tail
+  exit 125
+fi
+status="$(cat "$ctl/status")"
+[[ "$status" =~ ^[0-9]+$ ]] || die "the guest reported a malformed status: $status"
+exit "$status"
