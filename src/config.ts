@@ -75,7 +75,7 @@ export const OPTIONS: readonly Option[] = [
     env: 'WG_PEERD_TOKEN',
     value: 'PATH',
     default: 'none',
-    meaning: 'file holding the bearer token (the variable holds the token itself)',
+    meaning: 'file holding the bearer token',
   },
   {
     flag: '--address',
@@ -97,7 +97,7 @@ export const OPTIONS: readonly Option[] = [
     boolean: true,
     value: '',
     default: 'off',
-    meaning: 'serve a non-loopback address without a token (variable: 1)',
+    meaning: 'serve a non-loopback address without a token',
   },
 ];
 

@@ -1,0 +1,266 @@
+import { expect } from 'chai';
+import {
+  ConfigError,
+  helpText,
+  parseConfig,
+  type Config,
+  type Environment,
+} from '../../../src/config';
+
+function files(map: Record<string, string>) {
+  return (path: string): string => {
+    const text = map[path];
+    if (text === undefined) {
+      throw Object.assign(new Error(`ENOENT: no such file or directory, open '${path}'`), {
+        code: 'ENOENT',
+      });
+    }
+    return text;
+  };
+}
+
+function parse(argv: string[], env: Environment = {}, fs: Record<string, string> = {}): Config {
+  const outcome = parseConfig(argv, env, files(fs));
+  if (outcome.kind !== 'run') throw new Error('expected a configuration');
+  return outcome.config;
+}
+
+function failure(argv: string[], env: Environment = {}, fs: Record<string, string> = {}): string {
+  try {
+    parseConfig(argv, env, files(fs));
+  } catch (error) {
+    expect(error).to.be.instanceOf(ConfigError);
+    const message = (error as Error).message;
+    expect(message, 'one line').to.not.contain('\n');
+    return message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+// DESIGN §4: the table of flags, variables and defaults.
+describe('config: defaults of DESIGN §4', () => {
+  it('starts on wg0, 127.0.0.1:8080, 10.8.0.1/24, port 51820, no token, no endpoint host', () => {
+    expect(parse([])).to.deep.equal({
+      interfaceName: 'wg0',
+      listen: { host: '127.0.0.1', port: 8080 },
+      endpointHost: null,
+      token: null,
+      address: { address: '10.8.0.1', prefixLength: 24 },
+      listenPort: 51820,
+      allowUnauthenticated: false,
+    });
+  });
+});
+
+describe('config: flags and environment', () => {
+  it('reads every flag, as "--flag value" and as "--flag=value"', () => {
+    const config = parse(
+      [
+        '--interface',
+        'wg9',
+        '--listen=[::1]:9000',
+        '--endpoint-host',
+        'vpn.example.net',
+        '--token-file',
+        '/etc/wg-peerd/token',
+        '--address=10.20.0.1/16',
+        '--listen-port',
+        '51000',
+        '--allow-unauthenticated',
+      ],
+      {},
+      { '/etc/wg-peerd/token': 'tok-123\n' },
+    );
+    expect(config).to.deep.equal({
+      interfaceName: 'wg9',
+      listen: { host: '::1', port: 9000 },
+      endpointHost: 'vpn.example.net',
+      token: 'tok-123',
+      address: { address: '10.20.0.1', prefixLength: 16 },
+      listenPort: 51000,
+      allowUnauthenticated: true,
+    });
+  });
+
+  it('reads every environment variable, the token variable holding the token itself', () => {
+    const config = parse([], {
+      WG_PEERD_INTERFACE: 'wgx',
+      WG_PEERD_LISTEN: '0.0.0.0:8081',
+      WG_PEERD_ENDPOINT_HOST: '203.0.113.5',
+      WG_PEERD_TOKEN: 'env-token',
+      WG_PEERD_ADDRESS: '172.16.0.1/24',
+      WG_PEERD_LISTEN_PORT: '4500',
+      WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
+    });
+    expect(config).to.deep.equal({
+      interfaceName: 'wgx',
+      listen: { host: '0.0.0.0', port: 8081 },
+      endpointHost: '203.0.113.5',
+      token: 'env-token',
+      address: { address: '172.16.0.1', prefixLength: 24 },
+      listenPort: 4500,
+      allowUnauthenticated: true,
+    });
+  });
+
+  it('lets a flag win over its variable', () => {
+    const config = parse(
+      ['--interface', 'wg-flag', '--token-file', '/t'],
+      {
+        WG_PEERD_INTERFACE: 'wg-env',
+        WG_PEERD_TOKEN: 'env-token',
+      },
+      { '/t': 'file-token' },
+    );
+    expect(config.interfaceName).to.equal('wg-flag');
+    expect(config.token).to.equal('file-token');
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(parse([], { WG_PEERD_INTERFACE: '', WG_PEERD_TOKEN: '' })).to.include({
+      interfaceName: 'wg0',
+      token: null,
+    });
+  });
+
+  it('ignores whitespace around the token in the token file', () => {
+    expect(parse(['--token-file', '/t'], {}, { '/t': '  \n secret-token \r\n\n' }).token).to.equal(
+      'secret-token',
+    );
+  });
+
+  it('answers --help (and -h) with the help outcome', () => {
+    expect(parseConfig(['--help'], {}, files({}))).to.deep.equal({ kind: 'help' });
+    expect(parseConfig(['--interface', 'x', '-h'], {}, files({}))).to.deep.equal({ kind: 'help' });
+  });
+
+  it('prints every flag, variable and default of DESIGN §4 in --help', () => {
+    const text = helpText();
+    const table: Array<[string, string, string]> = [
+      ['--interface NAME', 'WG_PEERD_INTERFACE', 'wg0'],
+      ['--listen HOST:PORT', 'WG_PEERD_LISTEN', '127.0.0.1:8080'],
+      ['--endpoint-host HOST', 'WG_PEERD_ENDPOINT_HOST', "the host's primary IPv4 address"],
+      ['--token-file PATH', 'WG_PEERD_TOKEN', 'none'],
+      ['--address CIDR', 'WG_PEERD_ADDRESS', '10.8.0.1/24'],
+      ['--listen-port PORT', 'WG_PEERD_LISTEN_PORT', '51820'],
+      ['--allow-unauthenticated', 'WG_PEERD_ALLOW_UNAUTHENTICATED=1', 'off'],
+    ];
+    for (const [flag, env, def] of table) {
+      const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
+      expect(line, flag).to.be.a('string');
+      expect(line).to.contain(env).and.contain(def);
+    }
+  });
+});
+
+describe('config: listen address and authentication (DESIGN §3)', () => {
+  it('refuses a non-loopback address without a token', () => {
+    for (const listen of ['0.0.0.0:8080', '192.0.2.1:8080', '[::]:8080']) {
+      expect(failure(['--listen', listen]))
+        .to.contain('without authentication')
+        .and.contain('--allow-unauthenticated');
+    }
+  });
+
+  it('serves a non-loopback address with a token, or when told to run unauthenticated', () => {
+    expect(parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_TOKEN: 't' }).token).to.equal('t');
+    expect(
+      parse(['--listen', '0.0.0.0:8080', '--allow-unauthenticated']).allowUnauthenticated,
+    ).to.equal(true);
+    expect(
+      parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_ALLOW_UNAUTHENTICATED: '1' }).token,
+    ).to.equal(null);
+  });
+
+  it('serves loopback addresses without a token', () => {
+    for (const listen of ['127.0.0.1:1', '127.8.9.10:8080', '[::1]:8080', 'localhost:8080']) {
+      expect(parse(['--listen', listen]).token).to.equal(null);
+    }
+  });
+
+  it('does not take WG_PEERD_ALLOW_UNAUTHENTICATED=0 as permission', () => {
+    expect(
+      failure(['--listen', '0.0.0.0:8080'], { WG_PEERD_ALLOW_UNAUTHENTICATED: '0' }),
+    ).to.contain('without authentication');
+  });
+});
+
+describe('config: bad configuration is one clear line', () => {
+  const cases: Array<[string, string[], Environment, Record<string, string>, RegExp]> = [
+    ['an unknown flag', ['--port', '1'], {}, {}, /unknown option --port/],
+    ['a positional argument', ['wg0'], {}, {}, /unexpected argument "wg0"/],
+    ['a flag without value', ['--interface'], {}, {}, /--interface needs a value/],
+    [
+      'a flag followed by a flag',
+      ['--interface', '--listen', '127.0.0.1:1'],
+      {},
+      {},
+      /--interface needs a value/,
+    ],
+    ['a flag given twice', ['--interface', 'a', '--interface', 'b'], {}, {}, /more than once/],
+    ['a value for a switch', ['--allow-unauthenticated=yes'], {}, {}, /takes no value/],
+    ['a long interface name', ['--interface', 'a-very-long-name0'], {}, {}, /1 to 15 characters/],
+    ['an interface name with a slash', ['--interface', 'wg/0'], {}, {}, /interface name/],
+    ['a listen address without port', ['--listen', '127.0.0.1'], {}, {}, /HOST:PORT/],
+    ['a listen port out of range', ['--listen', '127.0.0.1:70000'], {}, {}, /1 to 65535/],
+    [
+      'a listen host that is a name',
+      ['--listen', 'example.com:80'],
+      {},
+      {},
+      /IP address or localhost/,
+    ],
+    ['an unbracketed IPv6 listen address', ['--listen', '::1:8080'], {}, {}, /HOST:PORT/],
+    ['a listen port of 0', ['--listen-port', '0'], {}, {}, /--listen-port must be a port number/],
+    [
+      'a non-numeric listen port',
+      [],
+      { WG_PEERD_LISTEN_PORT: 'fifty' },
+      {},
+      /WG_PEERD_LISTEN_PORT must be a port/,
+    ],
+    ['an address without prefix', ['--address', '10.8.0.1'], {}, {}, /like 10.8.0.1\/24/],
+    ['an address that is not IPv4', ['--address', 'fd00::1/64'], {}, {}, /IPv4 address/],
+    ['an address with octets over 255', ['--address', '10.8.0.300/24'], {}, {}, /IPv4 address/],
+    ['a /31 address', ['--address', '10.8.0.1/31'], {}, {}, /\/8 to \/30/],
+    ['a /32 address', ['--address', '10.8.0.1/32'], {}, {}, /\/8 to \/30/],
+    ['the network address', ['--address', '10.8.0.0/24'], {}, {}, /network address/],
+    ['the broadcast address', ['--address', '10.8.0.255/24'], {}, {}, /broadcast address/],
+    [
+      'an endpoint host with a port',
+      ['--endpoint-host', 'vpn.example.net:51820'],
+      {},
+      {},
+      /without port/,
+    ],
+    [
+      'an endpoint host with spaces',
+      ['--endpoint-host', 'vpn example'],
+      {},
+      {},
+      /host name or an IP/,
+    ],
+    [
+      'a missing token file',
+      ['--token-file', '/nope'],
+      {},
+      {},
+      /--token-file \/nope cannot be read \(ENOENT\)/,
+    ],
+    ['an empty token file', ['--token-file', '/t'], {}, { '/t': ' \n' }, /holds no token/],
+    ['a token with spaces', [], { WG_PEERD_TOKEN: 'two words' }, {}, /without spaces/],
+    ['a bad allow value', [], { WG_PEERD_ALLOW_UNAUTHENTICATED: 'yes' }, {}, /must be 1 or 0/],
+  ];
+  for (const [what, argv, env, fs, pattern] of cases) {
+    it(`refuses ${what}`, () => {
+      expect(failure(argv, env, fs)).to.match(pattern);
+    });
+  }
+
+  it('accepts endpoint hosts as names, IPv4 and IPv6 (brackets optional)', () => {
+    expect(parse(['--endpoint-host', 'vpn.example.net']).endpointHost).to.equal('vpn.example.net');
+    expect(parse(['--endpoint-host', '198.51.100.1']).endpointHost).to.equal('198.51.100.1');
+    expect(parse(['--endpoint-host', '2001:db8::1']).endpointHost).to.equal('2001:db8::1');
+    expect(parse(['--endpoint-host', '[2001:db8::1]']).endpointHost).to.equal('2001:db8::1');
+  });
+});
