@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
 import { createApp } from './http';
 import type { Kernel } from './kernel/types';
@@ -16,33 +17,34 @@ import { InterfaceNotWireGuardError, PeerService, ensureInterface } from './peer
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
 export const EXIT_CONFIG = 2;
 export const EXIT_FAILURE = 1;
-/** How long in-flight requests may take to finish after SIGTERM before connections are cut. */
-const SHUTDOWN_GRACE_MS = 10_000;
+/** How long requests in flight may take after SIGTERM before their connections are cut. */
+export const SHUTDOWN_GRACE_MS = 10_000;
 
-function fail(status: number, message: string, logger?: Logger): never {
-  logger?.fatal({ exitStatus: status }, message);
-  process.stderr.write(`wg-peerd: ${message}\n`);
-  process.exit(status);
+/** A start that cannot go on; `exitStatus` is 2 for configuration, 1 otherwise. */
+export class StartupError extends Error {
+  constructor(
+    message: string,
+    readonly exitStatus: number,
+  ) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+export interface DaemonDeps {
+  openKernel: () => Promise<Kernel>;
+  logger: Logger;
+  graceMs?: number;
+}
+
+export interface Daemon {
+  address: AddressInfo;
+  /** Stops accepting, lets requests in flight finish, closes the kernel sockets. */
+  shutdown(): Promise<void>;
 }
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function readConfig(): Config {
-  try {
-    const outcome = parseConfig(process.argv.slice(2), process.env, (path) =>
-      readFileSync(path, 'utf8'),
-    );
-    if (outcome.kind === 'help') {
-      process.stdout.write(helpText());
-      process.exit(0);
-    }
-    return outcome.config;
-  } catch (error) {
-    if (error instanceof ConfigError) fail(EXIT_CONFIG, error.message);
-    throw error;
-  }
 }
 
 function listen(server: http.Server, config: Config): Promise<void> {
@@ -55,17 +57,16 @@ function listen(server: http.Server, config: Config): Promise<void> {
   });
 }
 
-async function start(): Promise<void> {
-  const config = readConfig();
-  const logger = createLogger();
-
+export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
+  const { logger } = deps;
   let kernel: Kernel;
   try {
-    // Loaded only once the configuration is good: a bad flag never needs the native addon.
-    const { openKernel } = await import('./kernel');
-    kernel = await openKernel();
+    kernel = await deps.openKernel();
   } catch (error) {
-    fail(EXIT_FAILURE, `cannot open the kernel's netlink sockets: ${messageOf(error)}`, logger);
+    throw new StartupError(
+      `cannot open the kernel's netlink sockets: ${messageOf(error)}`,
+      EXIT_FAILURE,
+    );
   }
 
   try {
@@ -81,7 +82,7 @@ async function start(): Promise<void> {
   } catch (error) {
     kernel.close();
     const status = error instanceof InterfaceNotWireGuardError ? EXIT_CONFIG : EXIT_FAILURE;
-    fail(status, messageOf(error), logger);
+    throw new StartupError(messageOf(error), status);
   }
 
   const service = new PeerService({
@@ -90,54 +91,103 @@ async function start(): Promise<void> {
     endpointHost: config.endpointHost,
     logger,
   });
-  const app = createApp({ service, token: config.token, logger });
-  const server = http.createServer(app);
+  const server = http.createServer(createApp({ service, token: config.token, logger }));
   try {
     await listen(server, config);
   } catch (error) {
     kernel.close();
-    fail(
-      EXIT_FAILURE,
+    throw new StartupError(
       `cannot listen on ${formatListen(config.listen)}: ${messageOf(error)}`,
-      logger,
+      EXIT_FAILURE,
     );
   }
+  const address = server.address() as AddressInfo;
   logger.info(
     {
       event: 'listening',
-      listen: formatListen(config.listen),
+      listen: formatListen({ host: address.address, port: address.port }),
       interface: config.interfaceName,
       authentication: config.token === null ? 'none' : 'bearer token',
     },
     'wg-peerd is serving',
   );
 
-  let stopping = false;
-  const shutdown = (signal: NodeJS.Signals): void => {
-    if (stopping) {
+  let stopped: Promise<void> | null = null;
+  const shutdown = (): Promise<void> => {
+    stopped ??= new Promise<void>((resolve) => {
+      logger.info({}, 'shutting down: finishing requests in flight');
+      const graceMs = deps.graceMs ?? SHUTDOWN_GRACE_MS;
+      const force = setTimeout(() => {
+        logger.warn({ graceMs }, 'requests still running after the grace period: closing them');
+        server.closeAllConnections();
+      }, graceMs);
+      force.unref();
+      // Stops accepting; keep-alive connections close once their request is answered.
+      server.close(() => {
+        clearTimeout(force);
+        kernel.close();
+        logger.info({}, 'stopped');
+        resolve();
+      });
+      server.closeIdleConnections();
+    });
+    return stopped;
+  };
+  return { address, shutdown };
+}
+
+function readConfig(): Config {
+  try {
+    const outcome = parseConfig(process.argv.slice(2), process.env, (path) =>
+      readFileSync(path, 'utf8'),
+    );
+    if (outcome.kind === 'help') {
+      process.stdout.write(helpText());
+      process.exit(0);
+    }
+    return outcome.config;
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`wg-peerd: ${error.message}\n`);
+      process.exit(EXIT_CONFIG);
+    }
+    throw error;
+  }
+}
+
+async function cli(): Promise<void> {
+  const config = readConfig();
+  const logger = createLogger();
+  let daemon: Daemon;
+  try {
+    daemon = await startDaemon(config, {
+      logger,
+      // Loaded only once the configuration is good: a bad flag never needs the native addon.
+      openKernel: async () => (await import('./kernel')).openKernel(),
+    });
+  } catch (error) {
+    const status = error instanceof StartupError ? error.exitStatus : EXIT_FAILURE;
+    logger.fatal({ exitStatus: status }, messageOf(error));
+    process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    process.exit(status);
+  }
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signalled) {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(EXIT_FAILURE);
     }
-    stopping = true;
-    logger.info({ signal }, 'shutting down: finishing requests in flight');
-    const force = setTimeout(() => {
-      logger.warn({ graceMs: SHUTDOWN_GRACE_MS }, 'requests still running: closing connections');
-      server.closeAllConnections();
-    }, SHUTDOWN_GRACE_MS);
-    force.unref();
-    // Stops accepting; keep-alive connections are closed once idle.
-    server.close(() => {
-      clearTimeout(force);
-      kernel.close();
-      logger.info({}, 'stopped');
-      process.exit(0);
-    });
-    server.closeIdleConnections();
+    signalled = true;
+    logger.info({ signal }, 'signal received');
+    void daemon.shutdown().then(() => process.exit(0));
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
 }
 
 if (require.main === module) {
-  start().catch((error: unknown) => fail(EXIT_FAILURE, messageOf(error)));
+  cli().catch((error: unknown) => {
+    process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    process.exit(EXIT_FAILURE);
+  });
 }

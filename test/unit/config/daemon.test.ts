@@ -1,0 +1,151 @@
+import { expect } from 'chai';
+import http from 'node:http';
+import type { Config } from '../../../src/config';
+import {
+  EXIT_CONFIG,
+  EXIT_FAILURE,
+  StartupError,
+  startDaemon,
+  type Daemon,
+} from '../../../src/main';
+import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { captureLog } from '../support/log-capture';
+
+function config(overrides: Partial<Config> = {}): Config {
+  return {
+    interfaceName: 'wg0',
+    listen: { host: '127.0.0.1', port: 0 },
+    endpointHost: 'vpn.example.net',
+    token: null,
+    address: { address: '10.8.0.1', prefixLength: 24 },
+    listenPort: 51820,
+    allowUnauthenticated: false,
+    ...overrides,
+  };
+}
+
+/** One request on its own connection (no keep-alive pool between tests). */
+function get(daemon: Daemon, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(
+      { host: '127.0.0.1', port: daemon.address.port, path, agent: false },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+  });
+}
+
+async function startupError(promise: Promise<unknown>): Promise<StartupError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).to.be.instanceOf(StartupError);
+    return error as StartupError;
+  }
+  throw new Error('expected the start to fail');
+}
+
+describe('daemon start and shutdown', () => {
+  it('creates the missing interface, says so, and serves the API', async () => {
+    const kernel = new FakeKernel();
+    const log = captureLog();
+    const daemon = await startDaemon(config(), {
+      openKernel: async () => kernel,
+      logger: log.logger,
+    });
+    try {
+      expect(kernel.links.get('wg0')?.info.kind).to.equal('wireguard');
+      expect(log.lines().some((l) => l['event'] === 'interface_created')).to.equal(true);
+      const res = await get(daemon, '/api/peers');
+      expect(res.status).to.equal(200);
+      expect(JSON.parse(res.body)).to.deep.equal({
+        success: true,
+        peers: [],
+        total_count: 0,
+        filter: null,
+      });
+    } finally {
+      await daemon.shutdown();
+    }
+  });
+
+  it('finishes a request in flight, refuses new connections, then closes the kernel', async () => {
+    const kernel = FakeKernel.withInterface();
+    const log = captureLog();
+    const daemon = await startDaemon(config(), {
+      openKernel: async () => kernel,
+      logger: log.logger,
+    });
+    const release = kernel.hold('getDevice');
+    const inFlight = get(daemon, '/api/peers');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const stopped = daemon.shutdown();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // No longer accepting.
+    let refused = false;
+    await get(daemon, '/api/peers').catch(() => (refused = true));
+    expect(refused).to.equal(true);
+    expect(kernel.closed).to.equal(false);
+    release();
+    expect((await inFlight).status).to.equal(200);
+    await stopped;
+    expect(kernel.closed).to.equal(true);
+    expect(log.lines().some((l) => l['msg'] === 'stopped')).to.equal(true);
+  });
+
+  it('refuses an interface of another kind with the configuration exit status', async () => {
+    const kernel = new FakeKernel();
+    kernel.addOtherLink('wg0', 'bridge');
+    const error = await startupError(
+      startDaemon(config(), { openKernel: async () => kernel, logger: captureLog().logger }),
+    );
+    expect(error.exitStatus).to.equal(EXIT_CONFIG);
+    expect(error.message).to.contain('wg0').and.contain('not a WireGuard interface');
+    expect(kernel.closed).to.equal(true);
+  });
+
+  it('fails with status 1 when the kernel cannot be opened or refuses to create the interface', async () => {
+    const noSockets = await startupError(
+      startDaemon(config(), {
+        openKernel: async () => {
+          throw netlinkError('EPROTONOSUPPORT', 'socket NETLINK_GENERIC');
+        },
+        logger: captureLog().logger,
+      }),
+    );
+    expect(noSockets.exitStatus).to.equal(EXIT_FAILURE);
+    const kernel = new FakeKernel();
+    kernel.fail('createWireGuard', netlinkError('EPERM', 'RTM_NEWLINK wg0'));
+    const denied = await startupError(
+      startDaemon(config(), { openKernel: async () => kernel, logger: captureLog().logger }),
+    );
+    expect(denied.exitStatus).to.equal(EXIT_FAILURE);
+    expect(denied.message).to.contain('CAP_NET_ADMIN');
+  });
+
+  it('fails with status 1 when the listen address is taken', async () => {
+    const first = await startDaemon(config(), {
+      openKernel: async () => FakeKernel.withInterface(),
+      logger: captureLog().logger,
+    });
+    try {
+      const kernel = FakeKernel.withInterface();
+      const error = await startupError(
+        startDaemon(config({ listen: { host: '127.0.0.1', port: first.address.port } }), {
+          openKernel: async () => kernel,
+          logger: captureLog().logger,
+        }),
+      );
+      expect(error.exitStatus).to.equal(EXIT_FAILURE);
+      expect(error.message).to.contain('EADDRINUSE');
+      expect(kernel.closed).to.equal(true);
+    } finally {
+      await first.shutdown();
+    }
+  });
+});
