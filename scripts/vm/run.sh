@@ -179,7 +179,7 @@ console_tail() {
   if [ -s "$ctl/qemu.log" ]; then sed 's/^/qemu: /' "$ctl/qemu.log" | tail -n 20 >&2; fi
   if [ -s "$ctl/console.log" ]; then
     echo "--- last lines of the guest console ---" >&2
-    tr -d '\r' <"$ctl/console.log" | tail -n 40 >&2
+    tr -d '\r' <"$ctl/console.log" | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\x1bc//g' | tail -n 40 >&2
   fi
 }
 
