@@ -12,7 +12,12 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
       'no-restricted-imports': [
         'error',
-        { paths: ['child_process', 'node:child_process'], message: 'src/ talks to the kernel over netlink only' },
+        {
+          paths: ['child_process', 'node:child_process'].map((name) => ({
+            name,
+            message: 'src/ talks to the kernel over netlink only',
+          })),
+        },
       ],
     },
   },

@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import nacl from 'tweetnacl';
+import { randomPublicKey } from '../test/support/keys';
 import { Links } from '../src/kernel/link';
 import { WireGuard } from '../src/kernel/wireguard';
 
@@ -20,10 +20,6 @@ function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
-
-function publicKey(): string {
-  return Buffer.from(nacl.scalarMult.base(randomBytes(32))).toString('base64');
 }
 
 async function main(): Promise<void> {
@@ -38,8 +34,9 @@ async function main(): Promise<void> {
     await wireguard.configureDevice(IFNAME, { privateKey: randomBytes(32), listenPort: 51999 });
     await links.setUp(index);
 
+    const keysStart = performance.now();
     const peers = Array.from({ length: PEERS }, (_, i) => ({
-      publicKey: publicKey(),
+      publicKey: randomPublicKey(),
       allowedIps: [
         {
           family: 4 as const,
@@ -48,6 +45,7 @@ async function main(): Promise<void> {
         },
       ],
     }));
+    const keysMs = performance.now() - keysStart;
     const addStart = performance.now();
     await wireguard.addPeers(IFNAME, peers);
     const addMs = performance.now() - addStart;
@@ -82,6 +80,7 @@ async function main(): Promise<void> {
     console.log(
       `kernel ${execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim()}, ${PEERS} peers, ${ROUNDS} rounds`,
     );
+    console.log(`generate ${PEERS} key pairs (OpenSSL X25519):   ${fmt(keysMs)}`);
     console.log(`add ${PEERS} peers in one addPeers call:        ${fmt(addMs)}`);
     console.log(
       `full device read, netlink client (median):    ${fmt(median(ours))}  (min ${fmt(Math.min(...ours))}, max ${fmt(Math.max(...ours))})`,

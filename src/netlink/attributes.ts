@@ -22,32 +22,51 @@ export interface RawAttribute {
 }
 
 /**
- * Walks the attributes in `data`. Throws NetlinkProtocolError on a header that is shorter than
- * 4 bytes or claims more bytes than remain, so malformed input never loops or reads past the end.
+ * Calls `visit(type, nested, start, end)` for each attribute in `data`, where data[start..end)
+ * is the payload. Throws NetlinkProtocolError on a header shorter than 4 bytes or claiming more
+ * bytes than remain, so malformed input never loops or reads past the end. This is the hot loop
+ * of every dump (a 10,000-peer WireGuard device is ~100,000 attributes): it allocates nothing.
  */
-export function* iterateAttributes(data: Buffer): Generator<RawAttribute> {
+export function forEachAttribute(
+  data: Buffer,
+  visit: (type: number, nested: boolean, start: number, end: number) => void,
+): void {
   let offset = 0;
-  while (offset < data.length) {
-    const remaining = data.length - offset;
+  const length = data.length;
+  while (offset < length) {
+    const remaining = length - offset;
     if (remaining < NLA_HDRLEN) {
       // The kernel tolerates (and warns about) trailing bytes shorter than a header.
-      if (data.subarray(offset).every((byte) => byte === 0)) return;
-      throw new NetlinkProtocolError(`${remaining} stray bytes after the last attribute`);
+      for (let i = offset; i < length; i++) {
+        if (data[i] !== 0)
+          throw new NetlinkProtocolError(`${remaining} stray bytes after the last attribute`);
+      }
+      return;
     }
-    const length = data.readUInt16LE(offset);
+    const attributeLength = data.readUInt16LE(offset);
     const rawType = data.readUInt16LE(offset + 2);
-    if (length < NLA_HDRLEN || length > remaining) {
+    if (attributeLength < NLA_HDRLEN || attributeLength > remaining) {
       throw new NetlinkProtocolError(
-        `attribute at offset ${offset} has length ${length}, ${remaining} bytes remain`,
+        `attribute at offset ${offset} has length ${attributeLength}, ${remaining} bytes remain`,
       );
     }
-    yield {
-      type: rawType & NLA_TYPE_MASK,
-      nested: (rawType & NLA_F_NESTED) !== 0,
-      data: data.subarray(offset + NLA_HDRLEN, offset + length),
-    };
-    offset += align(length);
+    visit(
+      rawType & NLA_TYPE_MASK,
+      (rawType & NLA_F_NESTED) !== 0,
+      offset + NLA_HDRLEN,
+      offset + attributeLength,
+    );
+    offset += align(attributeLength);
   }
+}
+
+/** The attributes in `data` as a list (for tests and the few places that need raw TLVs). */
+export function iterateAttributes(data: Buffer): RawAttribute[] {
+  const attributes: RawAttribute[] = [];
+  forEachAttribute(data, (type, isNested, start, end) =>
+    attributes.push({ type, nested: isNested, data: data.subarray(start, end) }),
+  );
+  return attributes;
 }
 
 /** Accumulates attributes; `toBuffer()` concatenates them once. */
@@ -98,20 +117,25 @@ export interface Codec<T> {
   encode(value: T): Buffer;
   /** `where` names the attribute for error messages. */
   decode(data: Buffer, where: string): T;
+  /**
+   * Decodes buffer[start..end) in place. Scalars implement it so the hot decoding loop does not
+   * allocate a Buffer view per attribute; codecs without it get a subarray.
+   */
+  decodeRange?(buffer: Buffer, start: number, end: number, where: string): T;
 }
 
 export type ValueOf<C> = C extends Codec<infer T> ? T : never;
 
-function exactLength(data: Buffer, size: number, where: string): void {
-  if (data.length !== size) {
-    throw new NetlinkProtocolError(`${where}: expected ${size} bytes, got ${data.length}`);
+function exactLength(length: number, size: number, where: string): void {
+  if (length !== size) {
+    throw new NetlinkProtocolError(`${where}: expected ${size} bytes, got ${length}`);
   }
 }
 
 function scalar(
   size: number,
   write: (buffer: Buffer, value: number) => void,
-  read: (buffer: Buffer) => number,
+  read: (buffer: Buffer, offset: number) => number,
 ): Codec<number> {
   return {
     nested: false,
@@ -121,15 +145,19 @@ function scalar(
       return buffer;
     },
     decode(data, where) {
-      exactLength(data, size, where);
-      return read(data);
+      exactLength(data.length, size, where);
+      return read(data, 0);
+    },
+    decodeRange(buffer, start, end, where) {
+      exactLength(end - start, size, where);
+      return read(buffer, start);
     },
   };
 }
 
 function bigScalar(
   write: (buffer: Buffer, value: bigint) => void,
-  read: (buffer: Buffer) => bigint,
+  read: (buffer: Buffer, offset: number) => bigint,
 ): Codec<bigint> {
   return {
     nested: false,
@@ -139,8 +167,12 @@ function bigScalar(
       return buffer;
     },
     decode(data, where) {
-      exactLength(data, 8, where);
-      return read(data);
+      exactLength(data.length, 8, where);
+      return read(data, 0);
+    },
+    decodeRange(buffer, start, end, where) {
+      exactLength(end - start, 8, where);
+      return read(buffer, start);
     },
   };
 }
@@ -149,41 +181,41 @@ function bigScalar(
 export const u8 = scalar(
   1,
   (b, v) => b.writeUInt8(v),
-  (b) => b.readUInt8(0),
+  (b, o) => b.readUInt8(o),
 );
 export const u16 = scalar(
   2,
   (b, v) => b.writeUInt16LE(v),
-  (b) => b.readUInt16LE(0),
+  (b, o) => b.readUInt16LE(o),
 );
 export const u32 = scalar(
   4,
   (b, v) => b.writeUInt32LE(v >>> 0),
-  (b) => b.readUInt32LE(0),
+  (b, o) => b.readUInt32LE(o),
 );
 export const s32 = scalar(
   4,
   (b, v) => b.writeInt32LE(v),
-  (b) => b.readInt32LE(0),
+  (b, o) => b.readInt32LE(o),
 );
 export const u64 = bigScalar(
   (b, v) => b.writeBigUInt64LE(v),
-  (b) => b.readBigUInt64LE(0),
+  (b, o) => b.readBigUInt64LE(o),
 );
 // Network byte order, as nf_tables and a few tc fields use.
 export const be16 = scalar(
   2,
   (b, v) => b.writeUInt16BE(v),
-  (b) => b.readUInt16BE(0),
+  (b, o) => b.readUInt16BE(o),
 );
 export const be32 = scalar(
   4,
   (b, v) => b.writeUInt32BE(v >>> 0),
-  (b) => b.readUInt32BE(0),
+  (b, o) => b.readUInt32BE(o),
 );
 export const be64 = bigScalar(
   (b, v) => b.writeBigUInt64BE(v),
-  (b) => b.readBigUInt64BE(0),
+  (b, o) => b.readBigUInt64BE(o),
 );
 
 /** NUL-terminated string (NLA_NUL_STRING / NLA_STRING); decoding stops at the first NUL. */
@@ -220,7 +252,7 @@ export function fixedBytes(size: number): Codec<Buffer> {
       return value;
     },
     decode(data, where) {
-      exactLength(data, size, where);
+      exactLength(data.length, size, where);
       return Buffer.from(data);
     },
   };
@@ -287,9 +319,17 @@ function indexByType(table: Schema): Map<number, [string, AttributeSpec<unknown>
   return index;
 }
 
+/** Prefixes a decoding error with where it happened, on the error path only. */
+function located(error: unknown, where: string): unknown {
+  return error instanceof NetlinkProtocolError
+    ? new NetlinkProtocolError(`${where}.${error.message}`)
+    : error;
+}
+
 /**
- * Decodes every attribute the table knows; unknown types are skipped, so newer kernels that add
- * attributes do not break us. A repeated attribute keeps its last value (lists use `list`).
+ * Decodes every attribute the table knows; unknown types are skipped (newer kernels add
+ * attributes) without even being sliced. A repeated attribute keeps its last value (lists use
+ * `list`). Errors name the path of the attribute, e.g. "wgdevice.peers.3.allowedIps.0.cidr".
  */
 export function decodeAttributes<S extends Schema>(
   table: S,
@@ -298,11 +338,17 @@ export function decodeAttributes<S extends Schema>(
 ): Attributes<S> {
   const index = indexByType(table);
   const result: Record<string, unknown> = {};
-  for (const attribute of iterateAttributes(data)) {
-    const entry = index.get(attribute.type);
-    if (!entry) continue;
-    const [name, spec] = entry;
-    result[name] = spec.codec.decode(attribute.data, `${where}.${name}`);
+  try {
+    forEachAttribute(data, (type, _nested, start, end) => {
+      const entry = index.get(type);
+      if (!entry) return;
+      const codec = entry[1].codec;
+      result[entry[0]] = codec.decodeRange
+        ? codec.decodeRange(data, start, end, entry[0])
+        : codec.decode(data.subarray(start, end), entry[0]);
+    });
+  } catch (error) {
+    throw located(error, where);
   }
   return result as Attributes<S>;
 }
@@ -341,8 +387,12 @@ export function list<T>(
     },
     decode(data, where) {
       const values: T[] = [];
-      for (const attribute of iterateAttributes(data)) {
-        values.push(element.decode(attribute.data, `${where}[${values.length}]`));
+      try {
+        forEachAttribute(data, (_type, _nested, start, end) => {
+          values.push(element.decode(data.subarray(start, end), String(values.length)));
+        });
+      } catch (error) {
+        throw located(error, where);
       }
       return values;
     },

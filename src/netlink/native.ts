@@ -65,10 +65,12 @@ export class NativeTransport implements Transport {
     const bytes = options.bufferBytes ?? BUFFER_BYTES;
     // The *FORCE variants need CAP_NET_ADMIN and bypass rmem_max/wmem_max; without the
     // capability fall back to the capped ones (a bigger buffer only makes ENOBUFS rarer).
-    this.trySetOption(SOL_SOCKET, SO_RCVBUFFORCE, bytes) ||
+    if (!this.trySetOption(SOL_SOCKET, SO_RCVBUFFORCE, bytes)) {
       this.trySetOption(SOL_SOCKET, SO_RCVBUF, bytes);
-    this.trySetOption(SOL_SOCKET, SO_SNDBUFFORCE, bytes) ||
+    }
+    if (!this.trySetOption(SOL_SOCKET, SO_SNDBUFFORCE, bytes)) {
       this.trySetOption(SOL_SOCKET, SO_SNDBUF, bytes);
+    }
     // Extended ACKs carry the kernel's own error text; capped ACKs stop the kernel echoing
     // whole requests (a 1,000-peer SET) back in every ACK. Both exist since 4.12/4.3.
     this.trySetOption(SOL_NETLINK, NETLINK_EXT_ACK, 1);
