@@ -1,6 +1,7 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
 import { linkLifecycle } from './link';
+import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
 import { wireguardDevice } from './wireguard';
 
-export const scenarios: Scenario[] = [wireguardDevice, linkLifecycle];
+export const scenarios: Scenario[] = [wireguardDevice, linkLifecycle, ...quotaScenarios];

@@ -1,0 +1,644 @@
+/**
+ * Per-peer data caps over nf_tables (NETLINK_NETFILTER), counted and enforced in the kernel, with
+ * no state outside it.
+ *
+ * Layout, for interface wg0 (what `nft list table ip wg_peerd_wg0` prints):
+ *
+ *   table ip wg_peerd_wg0 {
+ *     comment "wg-peerd: data caps of the peers of wg0 ..."
+ *     quota q_10_8_0_2 { comment "wg-peerd peer <public key>"; over 1000000 bytes used 0 bytes }
+ *     map caps { type ipv4_addr : quota; elements = { 10.8.0.2 : "q_10_8_0_2" } }
+ *     chain from_peers {
+ *       type filter hook prerouting priority filter; policy accept;
+ *       iifname "wg0" quota name ip saddr map @caps drop
+ *     }
+ *     chain to_peers {
+ *       type filter hook postrouting priority filter; policy accept;
+ *       oifname "wg0" quota name ip daddr map @caps drop
+ *     }
+ *   }
+ *
+ * - A table of the daemon's own, one per interface, so nothing of the operator's is ever read or
+ *   changed, and two daemons on two interfaces do not meet. Family `ip`: peers' tunnel
+ *   addresses are IPv4 /32 allowed IPs, so WireGuard itself drops inner IPv6 from a peer (source
+ *   not in its allowed IPs) and routes none to it; the hooks see exactly the traffic to cap.
+ * - Hooks: prerouting with `iifname` sees every packet a peer sends into the tunnel, whether it
+ *   is for this host (input) or routed on (forward), before any of the host's own filtering;
+ *   postrouting with `oifname` sees every packet handed to the interface for a peer, forwarded
+ *   or sent by this host (output), after routing and DNAT, so `ip daddr` is the peer's tunnel
+ *   address. One chain and one rule per direction therefore covers forwarded and local traffic,
+ *   and the count is "bytes that crossed the tunnel", whatever the host's firewall does with
+ *   them later. Priority 0 (filter): after DNAT in prerouting, before SNAT in postrouting, so
+ *   neither rewrites the address matched. WireGuard's own UDP (handshakes, keepalives, the
+ *   encrypted packets) never crosses these hooks with the tunnel interface as iif/oif, so a
+ *   capped peer keeps its handshake.
+ * - Interfaces are matched by name (meta iifname/oifname), which survives the interface being
+ *   deleted and created again, where an ifindex would not.
+ * - One named quota object per capped peer, in `over` mode (NFT_QUOTA_F_INV: the rule goes on to
+ *   `drop` only once the quota is used up), found through the object map `caps` keyed by the
+ *   peer's address: one hash lookup per packet whatever the number of peers, and a packet of a
+ *   peer without a cap misses the map and ends the rule (NFT_BREAK) untouched. Both directions
+ *   count against the same object.
+ * - Object names are short ids derived from the address (`q_10_8_0_2`; base64 keys contain `/`
+ *   and `+`); the public key goes into the object's userdata as an nft comment
+ *   ("wg-peerd peer <key>", NFTA_OBJ_USERDATA, Linux 5.10+; older kernels ignore it).
+ *
+ * Kernel behaviour this relies on (net/netfilter/nft_quota.c, nf_tables_api.c):
+ * - Every packet that reaches the quota adds its length to `consumed`, dropped ones included; a
+ *   dump reports consumed capped at the quota, with NFT_QUOTA_F_DEPLETED once reached.
+ * - NEWOBJ on an existing name without EXCL/REPLACE updates bytes and flags in place and keeps
+ *   consumed (Linux 5.4+); older kernels accept it and change nothing, so the result is read
+ *   back and, if unchanged, the object is replaced instead.
+ * - Raising the cap of a depleted quota in place would leave in `consumed` the bytes of every
+ *   packet dropped since it ran out. So a depleted quota is replaced, in one transaction, by one
+ *   whose consumed is what the dump reported (the cap, i.e. the bytes let through), and the
+ *   peer gets exactly the difference. While depleted every packet is dropped, so nothing that
+ *   passed is lost between the read and the replacement.
+ */
+import {
+  type TransportFactory,
+  decodeAttributes,
+  encodeAttributes,
+  isNetlinkError,
+  openNativeTransport,
+} from '../netlink';
+import { FacilityUnavailableError } from './errors';
+import {
+  type ChainAttributes,
+  type ObjectAttributes,
+  type SetAttributes,
+  type TableAttributes,
+  NfTables,
+  NftBatch,
+} from './nftables/client';
+import {
+  IFNAMSIZ,
+  NFPROTO_IPV4,
+  NFTNL_UDATA_SET_KEYBYTEORDER,
+  NFT_BYTEORDER_BIG_ENDIAN,
+  NFT_DATATYPE_IPADDR,
+  NFT_META_IIFNAME,
+  NFT_META_OIFNAME,
+  NFT_OBJECT_QUOTA,
+  NFT_PAYLOAD_NETWORK_HEADER,
+  NFT_QUOTA_F_DEPLETED,
+  NFT_QUOTA_F_INV,
+  NFT_REG_1,
+  NFT_SET_OBJECT,
+  NFT_TABLE_F_DORMANT,
+  NF_ACCEPT,
+  NF_DROP,
+  NF_INET_POST_ROUTING,
+  NF_INET_PRE_ROUTING,
+} from './nftables/constants';
+import {
+  type Expression,
+  cmpEq,
+  metaLoad,
+  objrefMap,
+  payloadLoad,
+  sameExpressions,
+  verdict,
+} from './nftables/expressions';
+import { quotaAttributes } from './nftables/schema';
+import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
+import { bytesToIpv4, ipv4ToBytes } from './rtnetlink';
+import type { DataCap, PeerRef, QuotaApi } from './types';
+
+/** The family of the daemon's tables. */
+export const QUOTA_FAMILY = NFPROTO_IPV4;
+/** Name of the object map from peer address to quota object. */
+export const CAPS_MAP = 'caps';
+/** NF_IP_PRI_FILTER (linux/netfilter_ipv4.h). */
+const PRIORITY_FILTER = 0;
+/** NFTA_SET_ID of the map when a batch creates it, so the rules can refer to it. */
+const CAPS_MAP_ID = 1;
+/** Offsets of the IPv4 source and destination addresses in the IPv4 header (RFC 791). */
+const IPV4_SADDR_OFFSET = 12;
+const IPV4_DADDR_OFFSET = 16;
+/** Elements per NEWSETELEM message: ~44 bytes each keeps a message far below 64 KiB. */
+const ELEMENTS_PER_MESSAGE = 512;
+/** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
+const PROBE_OBJECT = 'wg_peerd_probe';
+/** Prefix of the userdata comment of a quota object; the peer's public key follows. */
+const OWNER_PREFIX = 'wg-peerd peer ';
+
+const OBJECT_NAME = /^q_(\d{1,3})_(\d{1,3})_(\d{1,3})_(\d{1,3})$/;
+
+/** `wg_peerd_<ifname>`: the table that holds everything of one interface. */
+export function quotaTableName(ifname: string): string {
+  if (ifname.length === 0 || ifname.length >= IFNAMSIZ || /[\s/:]/.test(ifname)) {
+    throw new TypeError(`not an interface name: ${JSON.stringify(ifname)}`);
+  }
+  return `wg_peerd_${ifname}`;
+}
+
+/** `q_10_8_0_2`: the quota object of a peer address. */
+export function quotaObjectName(address: string): string {
+  return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
+}
+
+/** The address a quota object name stands for, or null for a name that is not ours. */
+export function addressOfObject(name: string): string | null {
+  const match = OBJECT_NAME.exec(name);
+  if (!match) return null;
+  const octets = match.slice(1).map(Number);
+  if (octets.some((octet) => octet > 255)) return null;
+  const address = octets.join('.');
+  return quotaObjectName(address) === name ? address : null;
+}
+
+interface ChainSpec {
+  name: string;
+  hooknum: number;
+  /** Which interface name the rule matches: input (iifname) or output (oifname). */
+  metaKey: number;
+  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
+  addressOffset: number;
+  comment: string;
+}
+
+function chainSpecs(ifname: string): ChainSpec[] {
+  return [
+    {
+      name: 'from_peers',
+      hooknum: NF_INET_PRE_ROUTING,
+      metaKey: NFT_META_IIFNAME,
+      addressOffset: IPV4_SADDR_OFFSET,
+      comment: `wg-peerd: count traffic from capped peers of ${ifname}, drop it over the cap`,
+    },
+    {
+      name: 'to_peers',
+      hooknum: NF_INET_POST_ROUTING,
+      metaKey: NFT_META_OIFNAME,
+      addressOffset: IPV4_DADDR_OFFSET,
+      comment: `wg-peerd: count traffic to capped peers of ${ifname}, drop it over the cap`,
+    },
+  ];
+}
+
+/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
+function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
+  const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
+  name.write(ifname, 'utf8');
+  return [
+    metaLoad(spec.metaKey, NFT_REG_1),
+    cmpEq(NFT_REG_1, name),
+    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
+    objrefMap(NFT_REG_1, CAPS_MAP, setId),
+    verdict(NF_DROP),
+  ];
+}
+
+function capsMap(table: string, id?: number): SetAttributes {
+  return {
+    table,
+    name: CAPS_MAP,
+    flags: NFT_SET_OBJECT,
+    keyType: NFT_DATATYPE_IPADDR,
+    keyLen: 4,
+    objType: NFT_OBJECT_QUOTA,
+    id,
+    // What nft stores for an ipv4_addr key, so that `nft list` prints addresses.
+    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
+  };
+}
+
+function isCapsMap(set: SetAttributes): boolean {
+  return set.flags === NFT_SET_OBJECT && set.keyLen === 4 && set.objType === NFT_OBJECT_QUOTA;
+}
+
+function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {
+  return (
+    chain.type === 'filter' &&
+    chain.hook?.hooknum === spec.hooknum &&
+    chain.hook?.priority === PRIORITY_FILTER
+  );
+}
+
+/** A quota object as read back from the kernel. */
+interface QuotaState {
+  name: string;
+  quotaBytes: bigint;
+  /** Consumed as the kernel reports it: capped at quotaBytes. */
+  usedBytes: bigint;
+  depleted: boolean;
+  /** The public key from the userdata comment, or null. */
+  owner: string | null;
+}
+
+function parseQuota(object: ObjectAttributes): QuotaState | null {
+  if (object.type !== NFT_OBJECT_QUOTA || !object.name || !object.data) return null;
+  const data = decodeAttributes(quotaAttributes, object.data, `quota ${object.name}`);
+  const quotaBytes = data.bytes ?? 0n;
+  const usedBytes = data.consumed ?? 0n;
+  const comment = commentOf(object.userdata);
+  return {
+    name: object.name,
+    quotaBytes,
+    usedBytes,
+    depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
+    owner: comment?.startsWith(OWNER_PREFIX) ? comment.slice(OWNER_PREFIX.length) : null,
+  };
+}
+
+function checkQuotaBytes(quotaBytes: number): bigint {
+  if (!Number.isSafeInteger(quotaBytes) || quotaBytes < 0) {
+    throw new RangeError(`quotaBytes must be an integer from 0 to 2^53-1, got ${quotaBytes}`);
+  }
+  return BigInt(quotaBytes);
+}
+
+const missingNfTables = (cause: unknown): FacilityUnavailableError =>
+  new FacilityUnavailableError(
+    'nf_tables (nfnetlink subsystem 10)',
+    'load the kernel module: modprobe nf_tables',
+    { cause },
+  );
+const missingQuota = (cause: unknown): FacilityUnavailableError =>
+  new FacilityUnavailableError(
+    'nft_quota (nf_tables quota objects)',
+    'load the kernel module: modprobe nft_quota',
+    { cause },
+  );
+const missingObjref = (cause: unknown): FacilityUnavailableError =>
+  new FacilityUnavailableError(
+    'nft_objref (nf_tables object maps)',
+    'load the kernel module: modprobe nft_objref',
+    { cause },
+  );
+
+/** The set-up transaction for a kernel without our table: what `ensure` sends the first time. */
+export function writeSetUp(batch: NftBatch, ifname: string): void {
+  const table = quotaTableName(ifname);
+  batch.newTable({
+    name: table,
+    flags: 0,
+    userdata: commentUserdata(
+      `wg-peerd: data caps of the peers of ${ifname}; managed by wg-peerd, edits are undone`,
+    ),
+  });
+  batch.newSet(capsMap(table, CAPS_MAP_ID));
+  for (const spec of chainSpecs(ifname)) {
+    writeChain(batch, table, spec);
+    writeRule(batch, ifname, table, spec, CAPS_MAP_ID);
+  }
+  // Nothing else in the set-up needs nft_quota; create and delete an object in the same
+  // transaction so that a kernel without it fails here, named, rather than at the first cap.
+  batch.newObject(
+    {
+      table,
+      name: PROBE_OBJECT,
+      type: NFT_OBJECT_QUOTA,
+      data: encodeAttributes(quotaAttributes, { bytes: 0n, flags: NFT_QUOTA_F_INV }),
+    },
+    'quota',
+  );
+  batch.deleteObject(table, NFT_OBJECT_QUOTA, PROBE_OBJECT, 'quota');
+}
+
+function writeChain(batch: NftBatch, table: string, spec: ChainSpec): void {
+  batch.newChain({
+    table,
+    name: spec.name,
+    type: 'filter',
+    policy: NF_ACCEPT,
+    hook: { hooknum: spec.hooknum, priority: PRIORITY_FILTER },
+  });
+}
+
+function writeRule(
+  batch: NftBatch,
+  ifname: string,
+  table: string,
+  spec: ChainSpec,
+  setId?: number,
+): void {
+  batch.newRule({
+    table,
+    chain: spec.name,
+    expressions: ruleExpressions(ifname, spec, setId),
+    userdata: commentUserdata(spec.comment),
+  });
+}
+
+/**
+ * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
+ * quota, as the kernel requires), owned by the peer's key, and its map element.
+ */
+export function writeNewQuota(
+  batch: NftBatch,
+  table: string,
+  peer: PeerRef,
+  quotaBytes: bigint,
+  consumed: bigint,
+): void {
+  const name = quotaObjectName(peer.address);
+  batch.newObject(
+    {
+      table,
+      name,
+      type: NFT_OBJECT_QUOTA,
+      userdata: commentUserdata(`${OWNER_PREFIX}${peer.publicKey}`),
+      data: encodeAttributes(quotaAttributes, {
+        bytes: quotaBytes,
+        consumed: consumed > quotaBytes ? quotaBytes : consumed,
+        flags: NFT_QUOTA_F_INV,
+      }),
+    },
+    'quota',
+  );
+  writeElement(batch, table, peer.address, name);
+}
+
+/** The map element address → quota object. */
+export function writeElement(batch: NftBatch, table: string, address: string, name: string): void {
+  batch.newSetElements(
+    { table, set: CAPS_MAP, elements: [{ key: { value: ipv4ToBytes(address) }, objref: name }] },
+    address,
+  );
+}
+
+/**
+ * Turns the kernel's answer to a transaction into what is missing, when that is what it says:
+ * the batch itself refused (no nf_tables subsystem: EOPNOTSUPP on BATCH_BEGIN), a quota object
+ * of an unknown type (ENOENT after the kernel failed to load nft-obj-2), a rule with an unknown
+ * expression (ENOENT after it failed to load nft-expr-objref). Only valid for batches where the
+ * table, chains and map exist or are created before, so ENOENT cannot mean those.
+ */
+function translateCommitError(error: unknown): unknown {
+  if (!isNetlinkError(error)) return error;
+  if (error.operation.startsWith('NFNL_MSG_BATCH_BEGIN') && error.code === 'EOPNOTSUPP') {
+    return missingNfTables(error);
+  }
+  if (error.code === 'ENOENT' && error.operation.startsWith('NFT_MSG_NEWOBJ')) {
+    return missingQuota(error);
+  }
+  if (
+    (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP') &&
+    error.operation.startsWith('NFT_MSG_NEWRULE')
+  ) {
+    return missingObjref(error);
+  }
+  return error;
+}
+
+export class Quota implements QuotaApi {
+  private readonly nft: NfTables;
+
+  constructor(open: TransportFactory = openNativeTransport) {
+    this.nft = new NfTables(open);
+  }
+
+  /**
+   * Makes the table, the map, both chains and their rules exactly as specified, and gives every
+   * quota object of ours its map element. Reads first and writes only what is missing or
+   * wrong, in one transaction, so a second call on an intact table sends nothing but reads.
+   */
+  async ensure(ifname: string): Promise<void> {
+    const table = quotaTableName(ifname);
+    const specs = chainSpecs(ifname);
+    let current: TableAttributes | null;
+    try {
+      current = await this.nft.getTable(QUOTA_FAMILY, table);
+    } catch (error) {
+      // nfnetlink answers a GET for a subsystem it does not have (and could not load) with a
+      // bare EINVAL; a well-formed GETTABLE gets no EINVAL from nf_tables itself.
+      if (isNetlinkError(error, 'EINVAL') && !error.kernelMessage) throw missingNfTables(error);
+      throw error;
+    }
+    try {
+      if (current && ((current.flags ?? 0) & NFT_TABLE_F_DORMANT) !== 0) {
+        // A table someone made dormant has its hooks unregistered: wake it, on its own, since
+        // the kernel restricts what else a transaction that flips the flag may do.
+        const wake = new NftBatch(QUOTA_FAMILY).newTable({ name: table, flags: 0 });
+        await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
+      }
+      const batch = new NftBatch(QUOTA_FAMILY);
+      if (!current) writeSetUp(batch, ifname);
+      else await this.writeRepairs(batch, ifname, table, specs);
+      await this.nft.commit(batch, `set up data caps of ${ifname}`);
+    } catch (error) {
+      throw translateCommitError(error);
+    }
+  }
+
+  private async writeRepairs(
+    batch: NftBatch,
+    ifname: string,
+    table: string,
+    specs: ChainSpec[],
+  ): Promise<void> {
+    const [set, chains, rules, objects] = await Promise.all([
+      this.nft.getSet(QUOTA_FAMILY, table, CAPS_MAP),
+      Promise.all(specs.map((spec) => this.nft.getChain(QUOTA_FAMILY, table, spec.name))),
+      Promise.all(specs.map((spec) => this.nft.listRules(QUOTA_FAMILY, table, spec.name))),
+      this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA),
+    ]);
+
+    // The map. One of another shape cannot be changed: its rules go, then it, then it is made
+    // anew (and so are the rules, below).
+    let mapId: number | undefined;
+    const flushed = new Set<string>();
+    if (set && !isCapsMap(set)) {
+      specs.forEach((spec, index) => {
+        if (chains[index] && rules[index].length > 0) {
+          batch.deleteRules(table, spec.name);
+          flushed.add(spec.name);
+        }
+      });
+      batch.deleteSet(table, CAPS_MAP);
+    }
+    if (!set || !isCapsMap(set)) {
+      batch.newSet(capsMap(table, CAPS_MAP_ID));
+      mapId = CAPS_MAP_ID;
+    }
+
+    specs.forEach((spec, index) => {
+      const chain = chains[index];
+      let needsRule = false;
+      if (chain && !isChainAsSpecified(chain, spec)) {
+        batch.deleteChain(table, spec.name); // hook, priority or type cannot be changed
+        writeChain(batch, table, spec);
+        needsRule = true;
+      } else if (!chain) {
+        writeChain(batch, table, spec);
+        needsRule = true;
+      } else {
+        if (chain.policy !== NF_ACCEPT) writeChain(batch, table, spec); // updates policy
+        const intact =
+          mapId === undefined &&
+          rules[index].length === 1 &&
+          sameExpressions(rules[index][0].expressions ?? [], ruleExpressions(ifname, spec));
+        if (!intact) {
+          if (rules[index].length > 0 && !flushed.has(spec.name)) {
+            batch.deleteRules(table, spec.name);
+          }
+          needsRule = true;
+        }
+      }
+      if (needsRule) writeRule(batch, ifname, table, spec, mapId);
+    });
+
+    // Elements: every quota object of ours is reachable through the map under its address.
+    const wanted = new Map<string, string>(); // address → object name
+    for (const object of objects) {
+      const address = object.name ? addressOfObject(object.name) : null;
+      if (address && object.name) wanted.set(address, object.name);
+    }
+    const present = new Map<string, string | undefined>();
+    if (mapId === undefined) {
+      for (const element of await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP)) {
+        const key = element.key?.value;
+        if (key?.length === 4) present.set(bytesToIpv4(key), element.objref);
+      }
+    }
+    const stale: string[] = [];
+    const missing: string[] = [];
+    for (const [address, objref] of present) {
+      if (wanted.get(address) !== objref) stale.push(address);
+    }
+    for (const [address, name] of wanted) {
+      if (present.get(address) !== name) missing.push(address);
+    }
+    for (let i = 0; i < stale.length; i += ELEMENTS_PER_MESSAGE) {
+      const chunk = stale.slice(i, i + ELEMENTS_PER_MESSAGE);
+      batch.deleteSetElements(
+        { table, set: CAPS_MAP, elements: chunk.map((a) => ({ key: { value: ipv4ToBytes(a) } })) },
+        `${chunk.length} element(s)`,
+      );
+    }
+    for (let i = 0; i < missing.length; i += ELEMENTS_PER_MESSAGE) {
+      const chunk = missing.slice(i, i + ELEMENTS_PER_MESSAGE);
+      batch.newSetElements(
+        {
+          table,
+          set: CAPS_MAP,
+          setId: mapId,
+          elements: chunk.map((a) => ({
+            key: { value: ipv4ToBytes(a) },
+            objref: wanted.get(a),
+          })),
+        },
+        `${chunk.length} element(s)`,
+      );
+    }
+  }
+
+  async setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+    const bytes = checkQuotaBytes(quotaBytes);
+    try {
+      await this.writeCap(ifname, peer, bytes);
+    } catch (error) {
+      // The table or the map is gone (deleted by hand, or never set up): set up, then retry
+      // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
+      if (!isNetlinkError(error, 'ENOENT')) throw error;
+      await this.ensure(ifname);
+      try {
+        await this.writeCap(ifname, peer, bytes);
+      } catch (retryError) {
+        throw translateCommitError(retryError);
+      }
+    }
+  }
+
+  private async writeCap(ifname: string, peer: PeerRef, quotaBytes: bigint): Promise<void> {
+    const table = quotaTableName(ifname);
+    const name = quotaObjectName(peer.address);
+    const existing = await this.readQuota(table, name);
+    if (!existing) {
+      const batch = new NftBatch(QUOTA_FAMILY);
+      writeNewQuota(batch, table, peer, quotaBytes, 0n);
+      await this.nft.commit(batch, `set data cap of ${peer.address}`);
+      return;
+    }
+    if (existing.owner !== null && existing.owner !== peer.publicKey) {
+      // A cap left behind by an earlier peer on this address: the new peer starts from zero.
+      await this.replaceQuota(table, peer, quotaBytes, 0n);
+      return;
+    }
+    if (existing.depleted) {
+      await this.replaceQuota(table, peer, quotaBytes, existing.usedBytes);
+      return;
+    }
+    const batch = new NftBatch(QUOTA_FAMILY);
+    batch.newObject(
+      {
+        table,
+        name,
+        type: NFT_OBJECT_QUOTA,
+        data: encodeAttributes(quotaAttributes, { bytes: quotaBytes, flags: NFT_QUOTA_F_INV }),
+      },
+      'quota',
+    );
+    writeElement(batch, table, peer.address, name); // no-op if present; repairs if not
+    await this.nft.commit(batch, `change data cap of ${peer.address}`);
+    const after = await this.readQuota(table, name);
+    if (after && after.quotaBytes !== quotaBytes) {
+      // A kernel before 5.4 acknowledges the update and changes nothing.
+      await this.replaceQuota(table, peer, quotaBytes, after.usedBytes);
+    }
+  }
+
+  /** Element out, object out, object in with `consumed`, element in: one transaction. */
+  private async replaceQuota(
+    table: string,
+    peer: PeerRef,
+    quotaBytes: bigint,
+    consumed: bigint,
+  ): Promise<void> {
+    const batch = new NftBatch(QUOTA_FAMILY);
+    await this.writeRemoval(batch, table, peer.address);
+    writeNewQuota(batch, table, peer, quotaBytes, consumed);
+    await this.nft.commit(batch, `replace data cap of ${peer.address}`);
+  }
+
+  /** Queues deleting the address's map element, then its object (the order the kernel needs). */
+  private async writeRemoval(batch: NftBatch, table: string, address: string): Promise<boolean> {
+    const name = quotaObjectName(address);
+    const key = ipv4ToBytes(address);
+    const [object, element] = await Promise.all([
+      this.nft.getObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name),
+      this.nft.getSetElement(QUOTA_FAMILY, table, CAPS_MAP, key, address),
+    ]);
+    if (element) {
+      batch.deleteSetElements(
+        { table, set: CAPS_MAP, elements: [{ key: { value: key } }] },
+        address,
+      );
+    }
+    if (object) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+    return object !== null || element !== null;
+  }
+
+  async removeCap(ifname: string, address: string): Promise<void> {
+    const table = quotaTableName(ifname);
+    const batch = new NftBatch(QUOTA_FAMILY);
+    if (!(await this.writeRemoval(batch, table, address))) return;
+    await this.nft.commit(batch, `remove data cap of ${address}`);
+  }
+
+  async listCaps(ifname: string): Promise<Map<string, DataCap>> {
+    const table = quotaTableName(ifname);
+    const caps = new Map<string, DataCap>();
+    for (const object of await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA)) {
+      const address = object.name ? addressOfObject(object.name) : null;
+      const quota = address ? parseQuota(object) : null;
+      if (!address || !quota) continue;
+      caps.set(address, {
+        quotaBytes: Number(quota.quotaBytes),
+        usedBytes: Number(quota.usedBytes),
+      });
+    }
+    return caps;
+  }
+
+  private async readQuota(table: string, name: string): Promise<QuotaState | null> {
+    const object = await this.nft.getObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name);
+    return object && parseQuota(object);
+  }
+
+  close(): void {
+    this.nft.close();
+  }
+}
