@@ -2,6 +2,12 @@
 import { linkLifecycle } from './link';
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
+import { shaperScenarios } from './shaper';
 import { wireguardDevice } from './wireguard';
 
-export const scenarios: Scenario[] = [wireguardDevice, linkLifecycle, ...quotaScenarios];
+export const scenarios: Scenario[] = [
+  wireguardDevice,
+  linkLifecycle,
+  ...quotaScenarios,
+  ...shaperScenarios,
+];

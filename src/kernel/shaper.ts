@@ -1,0 +1,1007 @@
+/**
+ * Per-peer speed limits over rtnetlink tc (no `tc` process).
+ *
+ * Layout, the same on two devices:
+ * - download (traffic to the peer): egress of the WireGuard interface, keyed on the IPv4
+ *   destination (offset 16 of the IP header);
+ * - upload (traffic from the peer): an ingress qdisc on the WireGuard interface whose one u32
+ *   filter matches everything and redirects it (act_mirred) to the egress of an IFB device
+ *   "ifb-<wg name>" (cut to 15 characters), keyed there on the IPv4 source (offset 12).
+ *
+ * On each device: HTB root qdisc 1: with default class 0, which is no class, so unclassified
+ * packets (peers without a limit, non-IPv4) take HTB's direct queue and are never slowed; one
+ * parent class 1:ffff; one class 1:<low 16 bits of the peer's address> per limited peer, rate =
+ * ceil = the limit. Classification is u32 at priority 10, protocol ip, in two hashing steps:
+ *
+ *   root table (kernel-chosen id, normally 800:)
+ *     one key node: "dst in <subnet>", hash on the third octet  ─► table 100: (256 buckets)
+ *   table 100:, bucket X (one per third octet X of the subnet)
+ *     one key node: "dst in a.b.X.0/24", hash on the last octet ─► table 2XX: (256 buckets)
+ *   table 2XX:, bucket Y
+ *     the peer a.b.X.Y's key node 2XX:Y:1, "dst = a.b.X.Y", classid 1:<XY>, terminal
+ *
+ * so a packet visits at most three key nodes whatever the number of peers (10,000 peers of a
+ * /16 spread over 256 tables × 256 buckets, one node per bucket).
+ *
+ * Everything about a peer is derived from its tunnel address: class 1:(addr & 0xffff), filter
+ * handle (0x200 + third octet):(last octet):1. After a restart the limits are found in the kernel
+ * and a removal needs no dump; nothing is stored anywhere else. 1:ffff can never be a peer's
+ * class: for subnets of /16 or narrower (required) an address whose low 16 bits are all ones is
+ * the broadcast address. The peer's public key is not kept: tc classes carry no user data (u32
+ * actions have a 16-byte cookie, too short for a 32-byte key); the domain maps address to peer
+ * through WireGuard's allowed IPs. listLimits maps class ids back to addresses with the upper 16
+ * bits of the interface's first IPv4 address, read over rtnetlink on each call.
+ *
+ * The shaper owns the WireGuard interface's root qdisc and ingress hook and the IFB: ensure()
+ * replaces another root qdisc, removes a clsact and redirects to other devices, and repairs
+ * whatever part of the skeleton is missing. See net/sched/cls_u32.c, sch_htb.c, act_mirred.c.
+ */
+import { readFileSync } from 'node:fs';
+import {
+  type BatchMessage,
+  NETLINK_ROUTE,
+  NLM_F_ACK,
+  NLM_F_CREATE,
+  NLM_F_ECHO,
+  NLM_F_EXCL,
+  NLM_F_REQUEST,
+  NetlinkSocket,
+  type NetlinkMessage,
+  type TransportFactory,
+  decodeAttributes,
+  encodeAttributes,
+  isNetlinkError,
+  openNativeTransport,
+} from '../netlink';
+import { FacilityUnavailableError } from './errors';
+import { Links } from './link';
+import {
+  RTM_DELQDISC,
+  RTM_DELTCLASS,
+  RTM_DELTFILTER,
+  RTM_GETQDISC,
+  RTM_GETTCLASS,
+  RTM_GETTFILTER,
+  RTM_NEWQDISC,
+  RTM_NEWTCLASS,
+  RTM_NEWTFILTER,
+  bytesToIpv4,
+  ipv4ToBytes,
+} from './rtnetlink';
+import {
+  DEFAULT_TICKS_PER_MICROSECOND,
+  TC_HTB_PROTOVER,
+  htbClass,
+  htbClassOptions,
+  htbClassOptionsFor,
+  htbQdisc,
+  rateOf,
+  ticksPerMicrosecond,
+} from './tc/htb';
+import { egressRedirect, mirredActions, TC_ACT_STOLEN, TCA_EGRESS_REDIR } from './tc/mirred';
+import {
+  ETH_P_IP,
+  TC_H_INGRESS,
+  TC_H_ROOT,
+  type TcObject,
+  decodeTc,
+  tcAttributes,
+  encodeTc,
+  filterInfo,
+  formatHandle,
+  handle,
+  majorOf,
+  minorOf,
+} from './tc/tc';
+import {
+  TC_U32_TERMINAL,
+  U32_MAX_DIVISOR,
+  type U32Entry,
+  type U32Selector,
+  formatU32Handle,
+  isKernelChosenTable,
+  matchKey,
+  sameSelector,
+  tableOf,
+  u32Filter,
+  u32Handle,
+  u32Options,
+} from './tc/u32';
+import type { LinkInfo, PeerRef, ShaperApi } from './types';
+
+/** Priority of every u32 filter of ours; the protocol is IPv4 (peers have IPv4 /32s). */
+export const FILTER_PRIORITY = 10;
+const FILTER_INFO = filterInfo(FILTER_PRIORITY, ETH_P_IP);
+/** HTB qdisc 1: on both devices. */
+export const QDISC = handle(1, 0);
+/** The class every peer class hangs under. */
+export const PARENT_CLASS = handle(1, 0xffff);
+/** The ingress qdisc's fixed handle ffff: (sch_ingress). */
+export const INGRESS = handle(0xffff, 0);
+/** u32 table hashing the third octet. */
+export const OCTET_TABLE = 0x100;
+/** u32 tables hashing the last octet: 0x200 + the third octet. */
+export const HOST_TABLE_BASE = 0x200;
+/** Node id of every key node we create (node 0 names a table). */
+export const NODE = 1;
+/** Packets HTB's direct queue holds (unlimited traffic); the IFB's own default is only 32. */
+export const DIRECT_QLEN = 1000;
+/** Rate and ceil of 1:ffff, 8 Tbit/s: it must never be what limits a peer. */
+export const PARENT_RATE = 1_000_000_000_000;
+/** tc_htb_glob.rate2quantum, tc's default; unused since every class has its own quantum. */
+const R2Q = 10;
+/** Byte offsets of the addresses in the IPv4 header. */
+export const IPV4_SRC_OFFSET = 12;
+export const IPV4_DST_OFFSET = 16;
+/** Messages per datagram when many are sent at once (a /16's 513 tables and links, restores). */
+const BATCH_MESSAGES = 256;
+/** IFNAMSIZ - 1. */
+const MAX_IFNAME = 15;
+
+/** "ifb-<WireGuard interface>", cut to the 15 characters a link name may have. */
+export function ifbNameFor(ifname: string): string {
+  return `ifb-${ifname}`.slice(0, MAX_IFNAME);
+}
+
+/** 1:<low 16 bits of the address>. */
+export function peerClassId(address: number): number {
+  return handle(1, address & 0xffff);
+}
+
+export function hostTableOf(address: number): number {
+  return HOST_TABLE_BASE + ((address >>> 8) & 0xff);
+}
+
+/** 2XX:YY:1 for a.b.X.Y. */
+export function peerFilterHandle(address: number): number {
+  return u32Handle(hostTableOf(address), address & 0xff, NODE);
+}
+
+function ipv4ToNumber(text: string): number {
+  return ipv4ToBytes(text).readUInt32BE(0);
+}
+
+function numberToIpv4(value: number): string {
+  const buffer = Buffer.alloc(4);
+  buffer.writeUInt32BE(value >>> 0);
+  return bytesToIpv4(buffer);
+}
+
+function prefixMask(prefixLength: number): number {
+  return prefixLength === 0 ? 0 : (0xffffffff << (32 - prefixLength)) >>> 0;
+}
+
+export interface Subnet {
+  network: number;
+  prefixLength: number;
+}
+
+/** Subnets wider than /16 do not fit 16-bit class minors. */
+export const WIDEST_PREFIX = 16;
+
+export function formatSubnet(subnet: Subnet): string {
+  return `${numberToIpv4(subnet.network)}/${subnet.prefixLength}`;
+}
+
+/** Third octets the subnet spans: one for /24 and narrower, 256 for a /16. */
+export function thirdOctets(subnet: Subnet): number[] {
+  const first = (subnet.network >>> 8) & 0xff;
+  const last = ((subnet.network | ~prefixMask(subnet.prefixLength)) >>> 8) & 0xff;
+  const octets: number[] = [];
+  for (let octet = first; octet <= last; octet++) octets.push(octet);
+  return octets;
+}
+
+/** One direction: the device whose egress shapes it and where the peer's address sits. */
+interface Side {
+  direction: 'download' | 'upload';
+  ifname: string;
+  ifindex: number;
+  /** IPV4_DST_OFFSET on the WireGuard interface, IPV4_SRC_OFFSET on the IFB. */
+  keyOffset: number;
+}
+
+/** root table → 100: on the subnet, hashed on the third octet. */
+export function rootLinkSelector(keyOffset: number, subnet: Subnet): U32Selector {
+  return {
+    flags: 0,
+    hoff: keyOffset,
+    hmask: 0x0000ff00,
+    keys: [matchKey(keyOffset, subnet.network, prefixMask(subnet.prefixLength))],
+  };
+}
+
+/** 100:X → 2XX: on a.b.X.0/24, hashed on the last octet. */
+export function octetLinkSelector(keyOffset: number, subnet: Subnet, octet: number): U32Selector {
+  const network24 = ((subnet.network & 0xffff0000) | (octet << 8)) >>> 0;
+  return {
+    flags: 0,
+    hoff: keyOffset,
+    hmask: 0x000000ff,
+    keys: [matchKey(keyOffset, network24, 0xffffff00)],
+  };
+}
+
+/** The peer's own key node: its /32, terminal (the classid applies). */
+export function peerSelector(keyOffset: number, address: number): U32Selector {
+  return {
+    flags: TC_U32_TERMINAL,
+    hoff: 0,
+    hmask: 0,
+    keys: [matchKey(keyOffset, address, 0xffffffff)],
+  };
+}
+
+/** Matches every packet; terminal, so its action runs. */
+export const MATCH_ALL: U32Selector = {
+  flags: TC_U32_TERMINAL,
+  hoff: 0,
+  hmask: 0,
+  keys: [matchKey(0, 0, 0)],
+};
+
+/** What ensure() verified, so the next ensure() can check the skeleton with a few GETs. */
+interface Skeleton {
+  wg: { name: string; index: number };
+  ifb: { name: string; index: number };
+  subnet: Subnet;
+  /** Handle of the root-table key node linking to 100: on the WireGuard interface and the IFB. */
+  rootLinks: { download: number; upload: number };
+  /** Handle of the redirecting filter on the WireGuard interface's ingress. */
+  redirect: number;
+}
+
+/** Kernel modules the shaper needs, named the way `modprobe` wants them. */
+const MODULES = {
+  htb: { module: 'sch_htb', what: 'the HTB qdisc' },
+  ingress: { module: 'sch_ingress', what: 'the ingress qdisc' },
+  u32: { module: 'cls_u32', what: 'the u32 classifier' },
+  mirred: { module: 'act_mirred', what: 'the mirred action' },
+  ifb: { module: 'ifb', what: 'IFB devices' },
+} as const;
+
+/**
+ * A create that fails with ENOENT ("Specified qdisc kind is unknown", "TC classifier not found",
+ * "Failed to load TC action module") or EOPNOTSUPP ("Unknown device type") means the kernel has
+ * no such module and could not load one (sch_api.c qdisc_create, cls_api.c
+ * tcf_proto_lookup_ops, act_api.c tcf_action_init_1, rtnetlink.c rtnl_newlink).
+ */
+async function needing<T>(need: keyof typeof MODULES, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isNetlinkError(error) && (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP')) {
+      const { module, what } = MODULES[need];
+      const said = error.kernelMessage ? ` (the kernel said: ${error.kernelMessage})` : '';
+      throw new FacilityUnavailableError(
+        `${what} (kernel module ${module}), needed for per-peer speed limits,`,
+        `load it with \`modprobe ${module}\`${said}`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+function readTicksPerMicrosecond(): number {
+  try {
+    return ticksPerMicrosecond(readFileSync('/proc/net/psched', 'utf8'));
+  } catch {
+    return DEFAULT_TICKS_PER_MICROSECOND;
+  }
+}
+
+export interface ShaperOptions {
+  /** Psched ticks per microsecond; default: from /proc/net/psched (15.625 on every kernel). */
+  ticksPerUs?: number;
+}
+
+export class Shaper implements ShaperApi {
+  private readonly socket: NetlinkSocket;
+  private readonly links: Links;
+  private readonly ticksPerUs: number;
+  /** Per WireGuard interface: the skeleton the last full ensure() built or found. */
+  private readonly verified = new Map<string, Skeleton>();
+  /** Changes run one at a time: two ensure()s must not both create the same table. */
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(open: TransportFactory = openNativeTransport, options: ShaperOptions = {}) {
+    this.links = new Links(open);
+    this.socket = new NetlinkSocket(open(NETLINK_ROUTE));
+    this.ticksPerUs = options.ticksPerUs ?? readTicksPerMicrosecond();
+  }
+
+  ensure(ifname: string): Promise<void> {
+    return this.serialized(async () => {
+      await this.ensureSkeleton(ifname);
+    });
+  }
+
+  setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void> {
+    return this.serialized(async () => {
+      // Validates before anything is sent.
+      htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
+      let skeleton = this.verified.get(ifname) ?? (await this.ensureSkeleton(ifname));
+      const address = this.peerAddress(skeleton, peer.address);
+      try {
+        await this.applyLimit(skeleton, address, bytesPerSecond);
+      } catch (error) {
+        if (!isNetlinkError(error)) throw error;
+        // The skeleton changed under us (an operator removed the IFB, a qdisc, a table...):
+        // check and repair it, then try once more.
+        this.verified.delete(ifname);
+        skeleton = await this.ensureSkeleton(ifname);
+        await this.applyLimit(skeleton, this.peerAddress(skeleton, peer.address), bytesPerSecond);
+      }
+    });
+  }
+
+  removeLimit(ifname: string, address: string): Promise<void> {
+    return this.serialized(async () => {
+      const value = ipv4ToNumber(address);
+      const wg = await this.links.getLink(ifname);
+      const ifb = await this.findLink(ifbNameFor(ifname));
+      const qdiscs = await this.dumpQdiscs();
+      const sides = [this.download(wg), ...(ifb ? [this.upload(ifb)] : [])];
+      for (const side of sides) {
+        // No HTB of ours there, nothing of ours under it (and a filter request would fail
+        // with EINVAL "Parent Qdisc doesn't exists").
+        if (!isOurHtb(rootQdiscOf(qdiscs, side.ifindex))) continue;
+        // Filter first: HTB refuses to delete a class a filter points at (EBUSY).
+        await ignoringMissing(() =>
+          this.socket.request(RTM_DELTFILTER, this.peerFilterMessage(side, value), {
+            operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(value))} dev ${side.ifname}`,
+          }),
+        );
+        await ignoringMissing(() =>
+          this.socket.request(
+            RTM_DELTCLASS,
+            encodeTc({ ifindex: side.ifindex, handle: peerClassId(value), parent: 0 }),
+            {
+              operation: `RTM_DELTCLASS ${formatHandle(peerClassId(value))} dev ${side.ifname}`,
+            },
+          ),
+        );
+      }
+    });
+  }
+
+  /**
+   * Reads the download classes of the WireGuard interface (RTM_GETTCLASS dump). Upload classes
+   * on the IFB are set and removed together with them.
+   */
+  async listLimits(ifname: string): Promise<Map<string, number>> {
+    const wg = await this.links.getLink(ifname);
+    const [first] = await this.links.getIpv4Addresses(wg.index);
+    const limits = new Map<string, number>();
+    if (!first || first.prefixLength < WIDEST_PREFIX) return limits;
+    const upper = ipv4ToNumber(first.address) & 0xffff0000;
+    const classes = await this.peerClasses(this.download(wg));
+    for (const [minor, rate] of classes) {
+      limits.set(numberToIpv4((upper | minor) >>> 0), rate);
+    }
+    return limits;
+  }
+
+  close(): void {
+    this.socket.close();
+    this.links.close();
+  }
+
+  private serialized<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(work);
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  private download(wg: { name: string; index: number }): Side {
+    return {
+      direction: 'download',
+      ifname: wg.name,
+      ifindex: wg.index,
+      keyOffset: IPV4_DST_OFFSET,
+    };
+  }
+
+  private upload(ifb: { name: string; index: number }): Side {
+    return {
+      direction: 'upload',
+      ifname: ifb.name,
+      ifindex: ifb.index,
+      keyOffset: IPV4_SRC_OFFSET,
+    };
+  }
+
+  private peerAddress(skeleton: Skeleton, address: string): number {
+    const value = ipv4ToNumber(address);
+    const { subnet } = skeleton;
+    const inside = (value & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network;
+    const host = value & 0xffff;
+    if (!inside || host === 0 || host === 0xffff) {
+      throw new RangeError(
+        `${address} is not a host address of ${skeleton.wg.name}'s subnet ${formatSubnet(subnet)}; ` +
+          'speed limits are keyed on peers’ tunnel addresses inside it',
+      );
+    }
+    return value;
+  }
+
+  /** Class and filter on both devices, in one datagram; each is created or changed in place. */
+  private async applyLimit(skeleton: Skeleton, address: number, rate: number): Promise<void> {
+    const messages: BatchMessage[] = [];
+    for (const side of [this.download(skeleton.wg), this.upload(skeleton.ifb)]) {
+      messages.push(
+        this.peerClassMessage(side, address, rate),
+        this.peerFilterCreate(side, address),
+      );
+    }
+    await this.socket.batch(messages, {
+      operation: `set speed limit of ${numberToIpv4(address)} on ${skeleton.wg.name}`,
+    });
+  }
+
+  /** RTM_NEWTCLASS 1:<minor> under 1:ffff: created, or changed in place when it exists. */
+  private peerClassMessage(side: Side, address: number, rate: number): BatchMessage {
+    return {
+      type: RTM_NEWTCLASS,
+      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
+      payload: encodeTc(
+        { ifindex: side.ifindex, handle: peerClassId(address), parent: PARENT_CLASS },
+        encodeAttributes(htbClass, {
+          kind: 'htb',
+          options: htbClassOptionsFor({ rate, ticksPerUs: this.ticksPerUs }),
+        }),
+      ),
+      ack: true,
+      operation: `RTM_NEWTCLASS htb ${formatHandle(peerClassId(address))} rate ${rate} dev ${side.ifname}`,
+    };
+  }
+
+  /** RTM_NEWTFILTER of the peer's key node: created, or changed in place when it exists. */
+  private peerFilterCreate(side: Side, address: number): BatchMessage {
+    return {
+      type: RTM_NEWTFILTER,
+      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
+      payload: this.peerFilterMessage(side, address, {
+        hash: u32Handle(hostTableOf(address), address & 0xff, 0),
+        classid: peerClassId(address),
+        selector: peerSelector(side.keyOffset, address),
+      }),
+      ack: true,
+      operation: `RTM_NEWTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
+    };
+  }
+
+  private peerFilterMessage(
+    side: Side,
+    address: number,
+    options?: { hash: number; classid: number; selector: U32Selector },
+  ): Buffer {
+    return encodeTc(
+      {
+        ifindex: side.ifindex,
+        handle: peerFilterHandle(address),
+        parent: QDISC,
+        info: FILTER_INFO,
+      },
+      encodeAttributes(u32Filter, { kind: 'u32', options }),
+    );
+  }
+
+  /**
+   * Checks the skeleton and builds or repairs what is missing. When an earlier call verified it,
+   * a few cheap reads (links, qdiscs, three GETs of the filters that hold the layout together)
+   * confirm it is intact; otherwise the filters are dumped and compared piece by piece.
+   */
+  private async ensureSkeleton(ifname: string): Promise<Skeleton> {
+    const wg = await this.links.getLink(ifname);
+    const subnet = subnetOf(ifname, await this.links.getIpv4Addresses(wg.index));
+    const ifb = await this.ensureIfb(ifname);
+    const qdiscs = await this.dumpQdiscs();
+    const download = this.download(wg);
+    const upload = this.upload(ifb);
+    const known = this.verified.get(ifname);
+    if (
+      known &&
+      known.wg.index === wg.index &&
+      known.ifb.index === ifb.index &&
+      known.subnet.network === subnet.network &&
+      known.subnet.prefixLength === subnet.prefixLength &&
+      isOurHtb(rootQdiscOf(qdiscs, wg.index)) &&
+      isOurHtb(rootQdiscOf(qdiscs, ifb.index)) &&
+      ingressQdiscOf(qdiscs, wg.index)?.kind === 'ingress' &&
+      (await this.intact(known, download, upload))
+    ) {
+      return known;
+    }
+    this.verified.delete(ifname);
+    const rootLinks = { download: 0, upload: 0 };
+    const peerNodes = { download: new Set<number>(), upload: new Set<number>() };
+    const fresh = { download: false, upload: false };
+    for (const side of [download, upload]) {
+      fresh[side.direction] = await this.ensureHtb(side, rootQdiscOf(qdiscs, side.ifindex));
+      await this.ensureParentClass(side);
+      const tables = await this.ensureHashTables(side, subnet, fresh[side.direction]);
+      rootLinks[side.direction] = tables.root;
+      peerNodes[side.direction] = tables.peerNodes;
+    }
+    await this.restoreLimits({ download, upload }, subnet, peerNodes, fresh);
+    const redirect = await this.ensureRedirect(download, ifb, ingressQdiscOf(qdiscs, wg.index));
+    const skeleton: Skeleton = {
+      wg: { name: wg.name, index: wg.index },
+      ifb: { name: ifb.name, index: ifb.index },
+      subnet,
+      rootLinks,
+      redirect,
+    };
+    this.verified.set(ifname, skeleton);
+    return skeleton;
+  }
+
+  private async intact(known: Skeleton, download: Side, upload: Side): Promise<boolean> {
+    try {
+      for (const side of [download, upload]) {
+        const root = await this.getFilter(side, QDISC, known.rootLinks[side.direction]);
+        if (
+          root?.link !== u32Handle(OCTET_TABLE, 0, 0) ||
+          !sameSelector(root.selector, rootLinkSelector(side.keyOffset, known.subnet))
+        ) {
+          return false;
+        }
+      }
+      const redirect = await this.getFilter(download, INGRESS, known.redirect);
+      return redirect !== undefined && redirectsTo(redirect, known.ifb.index);
+    } catch (error) {
+      if (isNetlinkError(error)) return false;
+      throw error;
+    }
+  }
+
+  private async ensureIfb(ifname: string): Promise<{ name: string; index: number }> {
+    const name = ifbNameFor(ifname);
+    const existing = await this.findLink(name);
+    if (existing && existing.kind !== 'ifb') {
+      throw new Error(
+        `${name} exists but is ${existing.kind ? `a ${existing.kind}` : 'not an IFB'} link; ` +
+          `speed limits need it as ${ifname}'s IFB device for uploads: delete or rename it`,
+      );
+    }
+    const index =
+      existing?.index ?? (await needing('ifb', () => this.links.createLink(name, 'ifb')));
+    // A redirect to a device that is down drops the packet (act_mirred.c).
+    if (!existing?.up) await this.links.setUp(index);
+    return { name, index };
+  }
+
+  /** Returns true when the qdisc was created now (so it holds nothing yet). */
+  private async ensureHtb(side: Side, root: TcObject | undefined): Promise<boolean> {
+    if (isOurHtb(root)) return false;
+    if (root && root.handle !== 0) {
+      // Somebody else's root qdisc (handle 0 is a default one, which a create replaces).
+      await this.socket.request(
+        RTM_DELQDISC,
+        encodeTc({ ifindex: side.ifindex, handle: root.handle, parent: TC_H_ROOT }),
+        {
+          operation: `RTM_DELQDISC ${root.kind} ${formatHandle(root.handle)} root dev ${side.ifname}`,
+        },
+      );
+    }
+    await needing('htb', () =>
+      this.socket.request(
+        RTM_NEWQDISC,
+        encodeTc(
+          { ifindex: side.ifindex, handle: QDISC, parent: TC_H_ROOT },
+          encodeAttributes(htbQdisc, {
+            kind: 'htb',
+            options: {
+              // defcls 0 names no class: unclassified packets go to the direct queue, unshaped.
+              init: { version: TC_HTB_PROTOVER, rate2quantum: R2Q, defcls: 0 },
+              directQlen: DIRECT_QLEN,
+            },
+          }),
+        ),
+        {
+          operation: `RTM_NEWQDISC htb ${formatHandle(QDISC)} root dev ${side.ifname}`,
+          flags: NLM_F_CREATE | NLM_F_EXCL,
+        },
+      ),
+    );
+    return true;
+  }
+
+  /** Create or change 1:ffff (NLM_F_CREATE without EXCL does either). */
+  private async ensureParentClass(side: Side): Promise<void> {
+    await this.socket.request(
+      RTM_NEWTCLASS,
+      encodeTc(
+        { ifindex: side.ifindex, handle: PARENT_CLASS, parent: QDISC },
+        encodeAttributes(htbClass, {
+          kind: 'htb',
+          options: htbClassOptionsFor({ rate: PARENT_RATE, ticksPerUs: this.ticksPerUs }),
+        }),
+      ),
+      {
+        operation: `RTM_NEWTCLASS htb ${formatHandle(PARENT_CLASS)} dev ${side.ifname}`,
+        flags: NLM_F_CREATE,
+      },
+    );
+  }
+
+  /**
+   * The u32 tables and links of one side. Wrong key nodes are deleted and made again (u32 keeps
+   * a node's selector when it is changed in place). Returns the root link's handle and the
+   * peers' key nodes found.
+   */
+  private async ensureHashTables(
+    side: Side,
+    subnet: Subnet,
+    fresh: boolean,
+  ): Promise<{ root: number; peerNodes: Set<number> }> {
+    const entries = fresh ? [] : await this.dumpU32(side, QDISC);
+    const tables = new Map<number, U32Entry>();
+    const nodes = new Map<number, U32Entry>();
+    for (const entry of entries) {
+      if (entry.divisor !== undefined) tables.set(tableOf(entry.handle), entry);
+      else nodes.set(entry.handle, entry);
+    }
+    const creates: BatchMessage[] = [];
+    const table = (id: number): void => {
+      const existing = tables.get(id);
+      if (existing?.divisor === U32_MAX_DIVISOR) return;
+      if (existing) {
+        throw new Error(
+          `u32 table ${id.toString(16)}: at priority ${FILTER_PRIORITY} on ${side.ifname} has ` +
+            `${existing.divisor} buckets instead of ${U32_MAX_DIVISOR}; remove the filters at ` +
+            `that priority (tc filter del dev ${side.ifname} parent 1: prio ${FILTER_PRIORITY})`,
+        );
+      }
+      creates.push(
+        this.filterCreate(side, QDISC, u32Handle(id, 0, 0), { divisor: U32_MAX_DIVISOR }),
+      );
+    };
+    table(OCTET_TABLE);
+    const octets = thirdOctets(subnet);
+    for (const octet of octets) table(HOST_TABLE_BASE + octet);
+    for (const octet of octets) {
+      const id = u32Handle(OCTET_TABLE, octet, NODE);
+      const wanted = {
+        hash: u32Handle(OCTET_TABLE, octet, 0),
+        link: u32Handle(HOST_TABLE_BASE + octet, 0, 0),
+        selector: octetLinkSelector(side.keyOffset, subnet, octet),
+      };
+      const existing = nodes.get(id);
+      if (
+        existing &&
+        existing.link === wanted.link &&
+        sameSelector(existing.selector, wanted.selector)
+      ) {
+        continue;
+      }
+      if (existing) await this.deleteFilter(side, QDISC, id);
+      creates.push(this.filterCreate(side, QDISC, id, wanted));
+    }
+    if (creates.length > 0) {
+      await needing('u32', () => this.batch(creates, `create u32 hash tables on ${side.ifname}`));
+    }
+    const peerNodes = new Set(
+      [...nodes.keys()].filter((h) => tableOf(h) >= HOST_TABLE_BASE && tableOf(h) <= 0x2ff),
+    );
+    // The entry point last, so no packet is steered into a half-built tree.
+    const wanted = rootLinkSelector(side.keyOffset, subnet);
+    let root: number | undefined;
+    for (const node of nodes.values()) {
+      if (!isKernelChosenTable(tableOf(node.handle))) continue;
+      if (node.link !== u32Handle(OCTET_TABLE, 0, 0)) continue;
+      if (root === undefined && sameSelector(node.selector, wanted)) root = node.handle;
+      else await this.deleteFilter(side, QDISC, node.handle);
+    }
+    if (root === undefined) {
+      root = await this.createEchoed(
+        side,
+        QDISC,
+        // No TCA_U32_HASH: the root table of our priority, whatever id the kernel gave it; a
+        // handle with only a node id (0:0:1) means "node 1 in that table" (cls_u32.c u32_change).
+        u32Handle(0, 0, NODE),
+        { link: u32Handle(OCTET_TABLE, 0, 0), selector: wanted },
+        'u32',
+      );
+    }
+    return { root, peerNodes };
+  }
+
+  /**
+   * The kernel is the only record of the limits, kept twice: a class on each device. When one
+   * side lost them (the IFB was deleted and is new, an operator deleted a qdisc or our filters),
+   * the other side's classes restore them: class and key node on both devices, the download
+   * rate winning if the two disagree.
+   */
+  private async restoreLimits(
+    sides: { download: Side; upload: Side },
+    subnet: Subnet,
+    peerNodes: { download: Set<number>; upload: Set<number> },
+    fresh: { download: boolean; upload: boolean },
+  ): Promise<void> {
+    const classes = {
+      download: fresh.download ? new Map<number, number>() : await this.peerClasses(sides.download),
+      upload: fresh.upload ? new Map<number, number>() : await this.peerClasses(sides.upload),
+    };
+    const rates = new Map([...classes.upload, ...classes.download]);
+    const upper = subnet.network & 0xffff0000;
+    const mask = prefixMask(subnet.prefixLength);
+    const messages: BatchMessage[] = [];
+    for (const [minor, rate] of rates) {
+      const address = (upper | minor) >>> 0;
+      // A class left from another subnet has no table to hang a key node in: leave it.
+      if ((address & mask) >>> 0 !== subnet.network) continue;
+      for (const side of [sides.download, sides.upload]) {
+        if (classes[side.direction].get(minor) !== rate) {
+          messages.push(this.peerClassMessage(side, address, rate));
+        }
+        if (!peerNodes[side.direction].has(peerFilterHandle(address))) {
+          messages.push(this.peerFilterCreate(side, address));
+        }
+      }
+    }
+    if (messages.length > 0)
+      await this.batch(messages, `restore speed limits on ${sides.download.ifname}`);
+  }
+
+  /** Class minor → rate of the peer classes (children of 1:ffff) on one device. */
+  private async peerClasses(side: Side): Promise<Map<number, number>> {
+    const classes = await this.socket.dump(
+      RTM_GETTCLASS,
+      encodeTc({ ifindex: side.ifindex, handle: 0, parent: 0 }),
+      { operation: `RTM_GETTCLASS dev ${side.ifname}` },
+    );
+    const found = new Map<number, number>();
+    for (const message of classes) {
+      const tc = decodeTc(message);
+      if (tc.ifindex !== side.ifindex || tc.kind !== 'htb' || tc.parent !== PARENT_CLASS) continue;
+      if (majorOf(tc.handle) !== majorOf(QDISC) || !tc.options) continue;
+      const options = decodeAttributes(
+        htbClassOptions,
+        tc.options,
+        `class ${formatHandle(tc.handle)}`,
+      );
+      found.set(minorOf(tc.handle), rateOf(options));
+    }
+    return found;
+  }
+
+  /** Sends messages in datagrams of at most BATCH_MESSAGES, each acknowledged. */
+  private async batch(messages: BatchMessage[], operation: string): Promise<void> {
+    for (let start = 0; start < messages.length; start += BATCH_MESSAGES) {
+      await this.socket.batch(messages.slice(start, start + BATCH_MESSAGES), { operation });
+    }
+  }
+
+  /** The ingress qdisc and the one filter redirecting everything to the IFB's egress. */
+  private async ensureRedirect(
+    wg: Side,
+    ifb: { name: string; index: number },
+    ingress: TcObject | undefined,
+  ): Promise<number> {
+    let fresh = false;
+    if (ingress?.kind !== 'ingress') {
+      if (ingress) {
+        // A clsact in the ingress slot: ours is a plain ingress qdisc.
+        await this.socket.request(
+          RTM_DELQDISC,
+          encodeTc({ ifindex: wg.ifindex, handle: ingress.handle, parent: TC_H_INGRESS }),
+          { operation: `RTM_DELQDISC ${ingress.kind} ingress dev ${wg.ifname}` },
+        );
+      }
+      await needing('ingress', () =>
+        this.socket.request(
+          RTM_NEWQDISC,
+          encodeTc(
+            { ifindex: wg.ifindex, handle: INGRESS, parent: TC_H_INGRESS },
+            encodeAttributes(tcAttributes, { kind: 'ingress' }),
+          ),
+          {
+            operation: `RTM_NEWQDISC ingress dev ${wg.ifname}`,
+            flags: NLM_F_CREATE | NLM_F_EXCL,
+          },
+        ),
+      );
+      fresh = true;
+    }
+    const nodes = fresh
+      ? []
+      : (await this.dumpU32(wg, INGRESS)).filter((e) => e.divisor === undefined);
+    let kept: number | undefined;
+    for (const node of nodes) {
+      if (node.mirred.length === 0) continue;
+      if (kept === undefined && redirectsTo(node, ifb.index)) kept = node.handle;
+      // A redirect to a deleted IFB (ifindex 0) or a duplicate.
+      else await this.deleteFilter(wg, INGRESS, node.handle);
+    }
+    if (kept !== undefined) return kept;
+    return needing('mirred', () =>
+      this.createEchoed(
+        wg,
+        INGRESS,
+        u32Handle(0, 0, NODE),
+        { selector: MATCH_ALL, actions: [egressRedirect(ifb.index)] },
+        'mirred',
+      ),
+    );
+  }
+
+  private filterCreate(
+    side: Side,
+    parent: number,
+    filterHandle: number,
+    options: Parameters<typeof encodeU32>[0],
+  ): BatchMessage {
+    return {
+      type: RTM_NEWTFILTER,
+      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+      payload: encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeU32(options),
+      ),
+      ack: true,
+      operation: `RTM_NEWTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+    };
+  }
+
+  /** Creates a key node and returns the handle the kernel gave it (NLM_F_ECHO sends it back). */
+  private async createEchoed(
+    side: Side,
+    parent: number,
+    filterHandle: number,
+    options: Parameters<typeof encodeU32>[0],
+    what: string,
+  ): Promise<number> {
+    const message = this.filterCreate(side, parent, filterHandle, options);
+    const replies = await this.socket.request(message.type, message.payload, {
+      operation: `${message.operation} (${what})`,
+      flags: NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,
+    });
+    const echoed = replies.find((reply) => reply.type === RTM_NEWTFILTER);
+    if (!echoed) throw new Error(`${message.operation}: the kernel echoed no filter`);
+    return decodeTc(echoed).handle;
+  }
+
+  private async deleteFilter(side: Side, parent: number, filterHandle: number): Promise<void> {
+    await this.socket.request(
+      RTM_DELTFILTER,
+      encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeAttributes(u32Filter, { kind: 'u32' }),
+      ),
+      {
+        operation: `RTM_DELTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+      },
+    );
+  }
+
+  /** RTM_GETTFILTER of one u32 node; undefined if the kernel sent nothing. */
+  private async getFilter(side: Side, parent: number, filterHandle: number) {
+    const replies = await this.socket.request(
+      RTM_GETTFILTER,
+      encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeAttributes(u32Filter, { kind: 'u32' }),
+      ),
+      {
+        operation: `RTM_GETTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+      },
+    );
+    return replies.map(parseU32).find((entry) => entry?.handle === filterHandle);
+  }
+
+  /** Every u32 table and node of our priority under `parent`. */
+  private async dumpU32(side: Side, parent: number): Promise<U32Entry[]> {
+    const replies = await this.socket.dump(
+      RTM_GETTFILTER,
+      encodeTc({ ifindex: side.ifindex, handle: 0, parent, info: FILTER_INFO }),
+      { operation: `RTM_GETTFILTER dump parent ${formatHandle(parent)} dev ${side.ifname}` },
+    );
+    return replies.map(parseU32).filter((entry): entry is U32Entry => entry !== undefined);
+  }
+
+  private async dumpQdiscs(): Promise<TcObject[]> {
+    // The kernel dumps the qdiscs of every device (tc_dump_qdisc has no ifindex filter).
+    const replies = await this.socket.dump(
+      RTM_GETQDISC,
+      encodeTc({ ifindex: 0, handle: 0, parent: 0 }),
+      { operation: 'RTM_GETQDISC dump' },
+    );
+    return replies.map(decodeTc);
+  }
+
+  private async findLink(name: string): Promise<LinkInfo | undefined> {
+    try {
+      return await this.links.getLink(name);
+    } catch (error) {
+      if (isNetlinkError(error, 'ENODEV')) return undefined;
+      throw error;
+    }
+  }
+}
+
+function encodeU32(options: {
+  hash?: number;
+  link?: number;
+  divisor?: number;
+  classid?: number;
+  selector?: U32Selector;
+  actions?: ReturnType<typeof egressRedirect>[];
+}): Buffer {
+  return encodeAttributes(u32Filter, { kind: 'u32', options });
+}
+
+function parseU32(message: NetlinkMessage): U32Entry | undefined {
+  const tc = decodeTc(message);
+  // The first message of each classifier instance carries no options: it is not a node.
+  if (tc.kind !== 'u32' || tc.info !== FILTER_INFO || !tc.options) return undefined;
+  const options = decodeAttributes(u32Options, tc.options, `u32 ${formatU32Handle(tc.handle)}`);
+  return {
+    handle: tc.handle,
+    divisor: options.divisor,
+    link: options.link,
+    classid: options.classid,
+    selector: options.selector,
+    mirred: mirredActions(options.actions ?? []),
+  };
+}
+
+function redirectsTo(node: U32Entry, ifindex: number): boolean {
+  const [mirred, ...more] = node.mirred;
+  return (
+    more.length === 0 &&
+    mirred !== undefined &&
+    mirred.eaction === TCA_EGRESS_REDIR &&
+    mirred.action === TC_ACT_STOLEN &&
+    mirred.ifindex === ifindex &&
+    sameSelector(node.selector, MATCH_ALL)
+  );
+}
+
+function rootQdiscOf(qdiscs: TcObject[], ifindex: number): TcObject | undefined {
+  return qdiscs.find((q) => q.ifindex === ifindex && q.parent === TC_H_ROOT);
+}
+
+function ingressQdiscOf(qdiscs: TcObject[], ifindex: number): TcObject | undefined {
+  return qdiscs.find((q) => q.ifindex === ifindex && q.parent === TC_H_INGRESS);
+}
+
+function isOurHtb(root: TcObject | undefined): boolean {
+  return root?.kind === 'htb' && root.handle === QDISC;
+}
+
+/** ENOENT: the filter, class, classifier instance or chain is not there; nothing to remove. */
+async function ignoringMissing(work: () => Promise<unknown>): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    if (!isNetlinkError(error, 'ENOENT')) throw error;
+  }
+}
+
+/** The interface's first IPv4 address and prefix (the subnet peers get addresses from). */
+export function subnetOf(
+  ifname: string,
+  addresses: Array<{ address: string; prefixLength: number }>,
+): Subnet {
+  const [first] = addresses;
+  if (!first) {
+    throw new Error(
+      `${ifname} has no IPv4 address; speed limits are keyed on peers' IPv4 tunnel addresses ` +
+        `inside its subnet (add one: ip address add 10.8.0.1/24 dev ${ifname})`,
+    );
+  }
+  if (first.prefixLength < WIDEST_PREFIX) {
+    throw new Error(
+      `${ifname}'s subnet ${first.address}/${first.prefixLength} is wider than /${WIDEST_PREFIX}; ` +
+        'per-peer speed limits need /16 or narrower (a tc class id has 16 bits for the peer)',
+    );
+  }
+  const network = (ipv4ToNumber(first.address) & prefixMask(first.prefixLength)) >>> 0;
+  return { network, prefixLength: first.prefixLength };
+}
