@@ -1,40 +1,33 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
 import { type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
-import type { Kernel, QuotaApi, ShaperApi } from './types';
+import { Quota } from './quota';
+import { Shaper } from './shaper';
+import type { Kernel } from './types';
 import { WireGuard } from './wireguard';
 
 export * from './types';
 export { FacilityUnavailableError, NetlinkError, isNetlinkError } from './errors';
 
-// TRANSIENT: replaced by the tc shaper and the nf_tables quota when they land (issues 4 and 5).
-function notBuilt(what: string): never {
-  throw new Error(`${what} is not built yet`);
-}
-const pendingShaper: ShaperApi = {
-  ensure: async () => notBuilt('speed limiting'),
-  setLimit: async () => notBuilt('speed limiting'),
-  removeLimit: async () => notBuilt('speed limiting'),
-  listLimits: async () => new Map(),
-};
-const pendingQuota: QuotaApi = {
-  ensure: async () => notBuilt('data caps'),
-  setCap: async () => notBuilt('data caps'),
-  removeCap: async () => notBuilt('data caps'),
-  listCaps: async () => new Map(),
-};
-
+/**
+ * One socket per facility, so a slow tc change never queues behind a WireGuard dump (a netlink
+ * socket runs one exchange at a time). `open` is a transcript player in tests.
+ */
 export async function openKernel(open: TransportFactory = openNativeTransport): Promise<Kernel> {
   const wireguard = new WireGuard(open);
   const link = new Links(open);
+  const shaper = new Shaper(open);
+  const quota = new Quota(open);
   return {
     wireguard,
     link,
-    shaper: pendingShaper,
-    quota: pendingQuota,
+    shaper,
+    quota,
     close() {
       wireguard.close();
       link.close();
+      shaper.close();
+      quota.close();
     },
   };
 }
