@@ -100,7 +100,7 @@ import {
   sameExpressions,
   verdict,
 } from './nftables/expressions';
-import { quotaAttributes } from './nftables/schema';
+import { quotaAttributes, quotaListing } from './nftables/schema';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
 import { bytesToIpv4, ipv4ToBytes } from './rtnetlink';
 import type { DataCap, PeerRef, QuotaApi } from './types';
@@ -142,10 +142,12 @@ export function quotaObjectName(address: string): string {
 export function addressOfObject(name: string): string | null {
   const match = OBJECT_NAME.exec(name);
   if (!match) return null;
-  const octets = match.slice(1).map(Number);
-  if (octets.some((octet) => octet > 255)) return null;
-  const address = octets.join('.');
-  return quotaObjectName(address) === name ? address : null;
+  for (let i = 1; i <= 4; i++) {
+    const octet = match[i];
+    // Only the canonical spelling quotaObjectName writes: no leading zeros, at most 255.
+    if ((octet.length > 1 && octet[0] === '0') || Number(octet) > 255) return null;
+  }
+  return `${match[1]}.${match[2]}.${match[3]}.${match[4]}`;
 }
 
 interface ChainSpec {
@@ -483,6 +485,7 @@ export class Quota implements QuotaApi {
     // Elements: every quota object of ours is reachable through the map under its address.
     const wanted = new Map<string, string>(); // address → object name
     for (const object of objects) {
+      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA) continue;
       const address = object.name ? addressOfObject(object.name) : null;
       if (address && object.name) wanted.set(address, object.name);
     }
@@ -621,13 +624,17 @@ export class Quota implements QuotaApi {
   async listCaps(ifname: string): Promise<Map<string, DataCap>> {
     const table = quotaTableName(ifname);
     const caps = new Map<string, DataCap>();
-    for (const object of await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA)) {
+    // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
+    const objects = await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
+    for (const object of objects) {
       const address = object.name ? addressOfObject(object.name) : null;
-      const quota = address ? parseQuota(object) : null;
-      if (!address || !quota) continue;
+      // The kernel filters the dump; a kernel that ignored the filter must not add others'.
+      if (!address || !object.data || object.table !== table) continue;
+      if (object.type !== NFT_OBJECT_QUOTA) continue;
+      const data = decodeAttributes(quotaAttributes, object.data, 'quota');
       caps.set(address, {
-        quotaBytes: Number(quota.quotaBytes),
-        usedBytes: Number(quota.usedBytes),
+        quotaBytes: Number(data.bytes ?? 0n),
+        usedBytes: Number(data.consumed ?? 0n),
       });
     }
     return caps;

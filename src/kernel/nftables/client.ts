@@ -382,17 +382,23 @@ export class NfTables {
       .filter((rule) => rule.table === table && rule.chain === chain);
   }
 
-  /** The objects of one type in one table (the kernel filters by NFTA_OBJ_TABLE and _TYPE). */
-  async listObjects(family: number, table: string, type: number): Promise<ObjectAttributes[]> {
+  /**
+   * The objects of one type in one table: the kernel filters the dump by NFTA_OBJ_TABLE and
+   * NFTA_OBJ_TYPE (and the family in nfgenmsg). `table` decodes each; by default every attribute.
+   */
+  async listObjects<S extends Schema = typeof objectAttributes>(
+    family: number,
+    table: string,
+    type: number,
+    attributes: S = objectAttributes as unknown as S,
+  ): Promise<Array<Attributes<S>>> {
     const replies = await this.dump(
       NFT_MSG_GETOBJ,
       family,
       encodeAttributes(objectAttributes, { table, type }),
       `NFT_MSG_GETOBJ ${familyName(family)} ${table} type ${type}`,
     );
-    return replies
-      .map((reply) => decodeNftMessage(objectAttributes, reply, 'object'))
-      .filter((object) => object.table === table && object.type === type);
+    return replies.map((reply) => decodeNftMessage(attributes, reply, 'object'));
   }
 
   async getObject(

@@ -158,6 +158,28 @@ export const objectAttributes = schema({
   handle: { type: NFTA_OBJ_HANDLE, codec: be64 },
 });
 
+/**
+ * A nested attribute decoded as a view into the received datagram, not a copy: only for data
+ * decoded further at once and never kept (the listing of thousands of objects).
+ */
+export const nestedView: Codec<Buffer> = {
+  nested: true,
+  encode(value) {
+    return value;
+  },
+  decode(data) {
+    return data;
+  },
+};
+
+/** What a listing of objects needs: table, name, type and data (a view), nothing copied. */
+export const quotaListing = schema({
+  table: { type: NFTA_OBJ_TABLE, codec: string },
+  name: { type: NFTA_OBJ_NAME, codec: string },
+  type: { type: NFTA_OBJ_TYPE, codec: be32 },
+  data: { type: NFTA_OBJ_DATA, codec: nestedView },
+});
+
 /** enum nft_quota_attributes: the data of an NFT_OBJECT_QUOTA object. */
 export const quotaAttributes = schema({
   bytes: { type: NFTA_QUOTA_BYTES, codec: be64 },

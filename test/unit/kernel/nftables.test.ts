@@ -31,8 +31,15 @@ import {
   setElementListAttributes,
 } from '../../../src/kernel/nftables/schema';
 import { sameExpressions } from '../../../src/kernel/nftables/expressions';
-import { decodeUserdata } from '../../../src/kernel/nftables/userdata';
-import { quotaTableName, writeElement, writeNewQuota, writeSetUp } from '../../../src/kernel/quota';
+import { commentOf, decodeUserdata } from '../../../src/kernel/nftables/userdata';
+import {
+  addressOfObject,
+  quotaObjectName,
+  quotaTableName,
+  writeElement,
+  writeNewQuota,
+  writeSetUp,
+} from '../../../src/kernel/quota';
 
 function hex(text: string): Buffer {
   return Buffer.from(text.replace(/\s+/g, ''), 'hex');
@@ -268,5 +275,33 @@ describe('nf_tables messages of the data caps, against nft 1.0.6', () => {
     expect(sameExpressions(from.expressions ?? [], ours.expressions ?? [])).to.equal(true);
     const to = decodeAttributes(ruleAttributes, attributes(NEWRULE_TO));
     expect(sameExpressions(to.expressions ?? [], ours.expressions ?? [])).to.equal(false);
+  });
+});
+
+describe('names and userdata of the data caps', () => {
+  it("reads the peer key from the comment nft wrote into a quota object's userdata", () => {
+    const { userdata } = decodeAttributes(objectAttributes, attributes(NEWOBJ));
+    expect(commentOf(userdata)).to.equal(`wg-peerd peer ${KEY}`);
+  });
+
+  it('names objects after the address, with only characters nft accepts in identifiers', () => {
+    expect(quotaObjectName('10.8.0.2')).to.equal('q_10_8_0_2');
+    expect(quotaObjectName('255.255.255.255')).to.match(/^[A-Za-z_][A-Za-z0-9_]*$/);
+    expect(addressOfObject('q_10_8_0_2')).to.equal('10.8.0.2');
+    expect(addressOfObject('q_192_168_100_254')).to.equal('192.168.100.254');
+  });
+
+  it('takes no object for a cap that quotaObjectName would not have written', () => {
+    for (const name of ['q_010_8_0_2', 'q_256_8_0_2', 'q_10_8_0', 'wg_peerd_probe', 'monthly']) {
+      expect(addressOfObject(name), name).to.equal(null);
+    }
+  });
+
+  it('refuses interface names the kernel would refuse (IFNAMSIZ 16, no "/", no spaces)', () => {
+    expect(quotaTableName('wg0')).to.equal('wg_peerd_wg0');
+    expect(quotaTableName('a'.repeat(15))).to.equal(`wg_peerd_${'a'.repeat(15)}`);
+    for (const name of ['', 'a'.repeat(16), 'wg/0', 'wg 0']) {
+      expect(() => quotaTableName(name), JSON.stringify(name)).to.throw(TypeError);
+    }
   });
 });
