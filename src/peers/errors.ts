@@ -87,7 +87,7 @@ export class InterfaceNotWireGuardError extends UnavailableError {
   constructor(ifname: string, kind: string | null) {
     super(
       'INTERFACE_NOT_WIREGUARD',
-      `Interface ${ifname} is not a WireGuard interface (kind ${kind ?? 'none'}); ` +
+      `Interface ${ifname} is not a WireGuard interface${kind ? ` (it is of kind ${kind})` : ''}; ` +
         `start wg-peerd with --interface naming a WireGuard interface or a free name`,
     );
   }

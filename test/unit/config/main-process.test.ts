@@ -17,7 +17,10 @@ function run(args: string[], env: Record<string, string> = {}) {
 }
 
 // DESIGN §4: bad configuration stops the start with one clear line and exit status 2.
-describe('wg-peerd process: configuration errors', () => {
+describe('wg-peerd process: configuration errors', function () {
+  // Each case starts a Node.js process; a loaded machine needs more than mocha's default.
+  this.timeout(30_000);
+
   const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
     ['an unknown flag', ['--bogus'], {}, /unknown option --bogus/],
     [

@@ -102,6 +102,7 @@ describe('peers/allocator: lowest free address', () => {
       peers.push(`10.8.${Math.floor((i + 2) / 256)}.${(i + 2) % 256}/32`);
     const started = Date.now();
     expect(allocate('10.8.0.1/16', peers)).to.equal('10.8.39.18');
-    expect(Date.now() - started).to.be.below(500);
+    // A sort and one sweep: far below a second even on a loaded 2-core machine.
+    expect(Date.now() - started).to.be.below(2000);
   });
 });
