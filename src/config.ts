@@ -186,9 +186,11 @@ export function parseInterfaceAddress(
   }
   const address = match[1]!;
   const prefixLength = Number(match[2]);
-  if (prefixLength < 8 || prefixLength > 30) {
+  // /30 leaves one address for a peer; /16 is the widest subnet per-peer speed limits can key
+  // on (a tc class id has 16 bits for the peer) and holds far more than 10,000 peers.
+  if (prefixLength < 16 || prefixLength > 30) {
     throw new ConfigError(
-      `${what} must have a prefix length from /8 to /30 so that peers get addresses, not /${prefixLength}`,
+      `${what} must have a prefix length from /16 to /30, not /${prefixLength}`,
     );
   }
   const hosts = hostRange(address, prefixLength);

@@ -222,8 +222,15 @@ describe('config: bad configuration is one clear line', () => {
     ['an address without prefix', ['--address', '10.8.0.1'], {}, {}, /like 10.8.0.1\/24/],
     ['an address that is not IPv4', ['--address', 'fd00::1/64'], {}, {}, /IPv4 address/],
     ['an address with octets over 255', ['--address', '10.8.0.300/24'], {}, {}, /IPv4 address/],
-    ['a /31 address', ['--address', '10.8.0.1/31'], {}, {}, /\/8 to \/30/],
-    ['a /32 address', ['--address', '10.8.0.1/32'], {}, {}, /\/8 to \/30/],
+    ['a /31 address', ['--address', '10.8.0.1/31'], {}, {}, /\/16 to \/30/],
+    ['a /32 address', ['--address', '10.8.0.1/32'], {}, {}, /\/16 to \/30/],
+    [
+      'a /15 address (too wide for speed limits)',
+      ['--address', '10.8.0.1/15'],
+      {},
+      {},
+      /\/16 to \/30/,
+    ],
     ['the network address', ['--address', '10.8.0.0/24'], {}, {}, /network address/],
     ['the broadcast address', ['--address', '10.8.0.255/24'], {}, {}, /broadcast address/],
     [
