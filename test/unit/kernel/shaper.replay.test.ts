@@ -151,9 +151,9 @@ function limitsShownByTc(
   return limits;
 }
 
-/** Burst the design gives a class: 4 ms at the rate plus 1600 bytes. */
+/** Burst the design gives a class: 50 ms at the rate plus 1600 bytes, at most 4 GiB - 1. */
 function designBurst(rate: number): number {
-  return Math.ceil(rate * 0.004) + 1600;
+  return Math.min(Math.ceil(rate * 0.05) + 1600, 0xffffffff);
 }
 
 const THIRD_OCTETS = [0, 1, 2, 3]; // 10.77.0.0/22
