@@ -31,11 +31,20 @@
  * flood on one socket cannot starve timers and HTTP (node_netlink uses the same budget). */
 #define READ_BUDGET 32
 
+/* The kernel sizes each dump message by the largest length this socket ever passed to recvmsg,
+ * capped at 32 KiB (netlink_recvmsg: nlk->max_recvmsg_len; netlink_dump: alloc_min_size). A
+ * reader that receives into exactly-sized buffers keeps dumps at one page per message, eight
+ * times as many datagrams for a large WireGuard device or nf_tables object list. So datagrams
+ * are received into one reusable buffer of at least this size and copied out at their length. */
+#define RECV_BUFFER_MIN (64 * 1024)
+
 typedef struct {
   int fd;
   int polling;
   int closing;
   uv_poll_t *poll;
+  char *recv_buffer;
+  size_t recv_capacity;
   napi_env env;
   napi_ref callback;
   napi_async_context async_context;
@@ -98,6 +107,9 @@ static void stop_and_close(nl_socket *sock) {
     close(sock->fd);
     sock->fd = -1;
   }
+  free(sock->recv_buffer);
+  sock->recv_buffer = NULL;
+  sock->recv_capacity = 0;
 }
 
 static void release_js_refs(nl_socket *sock) {
@@ -158,25 +170,25 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
       deliver(sock, make_errno_error(env, errno, "recv"), NULL);
       continue; /* ENOBUFS is reported once; the queue is still readable afterwards */
     }
-    void *data = NULL;
-    napi_value buffer;
-    if (napi_create_buffer(env, size > 0 ? (size_t)size : 1, &data, &buffer) != napi_ok) break;
-    ssize_t got = recv(sock->fd, data, size > 0 ? (size_t)size : 1, MSG_DONTWAIT);
+    size_t wanted = size > RECV_BUFFER_MIN ? (size_t)size : RECV_BUFFER_MIN;
+    if (sock->recv_capacity < wanted) {
+      char *grown = realloc(sock->recv_buffer, wanted);
+      if (grown == NULL) {
+        deliver(sock, make_errno_error(env, ENOMEM, "recv"), NULL);
+        break;
+      }
+      sock->recv_buffer = grown;
+      sock->recv_capacity = wanted;
+    }
+    ssize_t got = recv(sock->fd, sock->recv_buffer, sock->recv_capacity, MSG_DONTWAIT);
     if (got < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       deliver(sock, make_errno_error(env, errno, "recv"), NULL);
       continue;
     }
-    napi_value view = buffer;
-    if (got != size) {
-      napi_value length, slice, args[2];
-      napi_get_named_property(env, buffer, "subarray", &slice);
-      napi_create_int32(env, 0, &args[0]);
-      napi_create_int64(env, got, &length);
-      args[1] = length;
-      napi_call_function(env, buffer, slice, 2, args, &view);
-    }
+    napi_value view;
+    if (napi_create_buffer_copy(env, (size_t)got, sock->recv_buffer, NULL, &view) != napi_ok) break;
     deliver(sock, NULL, view);
   }
   napi_close_handle_scope(env, scope);
