@@ -81,11 +81,14 @@ describe('daemon start and shutdown', () => {
       openKernel: async () => kernel,
       logger: log.logger,
     });
+    const dumpsAtStart = kernel.count('getDevice');
     const release = kernel.hold('getDevice');
     const inFlight = get(daemon, '/api/peers');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Wait until the request is inside its kernel dump.
+    while (kernel.count('getDevice') === dumpsAtStart) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
     const stopped = daemon.shutdown();
-    await new Promise((resolve) => setTimeout(resolve, 20));
     // No longer accepting.
     let refused = false;
     await get(daemon, '/api/peers').catch(() => (refused = true));
