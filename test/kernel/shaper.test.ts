@@ -36,6 +36,8 @@ const TOLERANCE = 0.15;
 const WARMUP_MS = 3000;
 const MEASURE_MS = 6000;
 const BULK = path.join(__dirname, 'support', 'shaper-bulk.js');
+/** Parallel TCP connections per transfer (see shaper-bulk.ts). */
+const STREAMS = 4;
 
 type Direction = 'download' | 'upload';
 
@@ -63,8 +65,9 @@ function bulk(netns: string | undefined, args: Array<string | number>): ChildPro
 }
 
 /**
- * Bulk TCP for WARMUP_MS + MEASURE_MS; returns the payload bytes per second the receiver got
- * during MEASURE_MS. Download: server (root ns) → peer (wgcli); upload: the other way.
+ * Bulk TCP over STREAMS connections for WARMUP_MS + MEASURE_MS; returns the payload bytes per
+ * second the receiver got during MEASURE_MS. Download: server (root ns) → peer (wgcli); upload:
+ * the other way.
  */
 async function measure(direction: Direction): Promise<number> {
   const download = direction === 'download';
@@ -85,6 +88,7 @@ async function measure(direction: Direction): Promise<number> {
       host,
       TCP_PORT,
       (WARMUP_MS + MEASURE_MS) / 1000 + 10,
+      STREAMS,
     ]);
     const { bytesPerSecond } = JSON.parse(await result) as { bytesPerSecond: number };
     return bytesPerSecond;
