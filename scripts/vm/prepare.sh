@@ -53,6 +53,7 @@ need gzip gzip
 need xz xz-utils
 need dpkg-deb dpkg
 need apt-get apt
+need flock util-linux
 
 # busybox must be the static build: it is the only userland of the initramfs.
 BUSYBOX=""
@@ -104,6 +105,9 @@ if [ ! -d /lib/modules ]; then
 fi
 
 mkdir -p "$VM_DIR"
+# Several checkouts' or engineers' runs may prepare at once: one at a time.
+exec 9>"$VM_DIR/.prepare.lock"
+flock 9
 
 # ---------------------------------------------------------------------------------------------
 # 2. The kernel: the package linux-image-amd64 depends on, unpacked, depmod'ed.
@@ -224,8 +228,8 @@ EOF
     done < <(modprobe -d "$kroot" -S "$kver" --show-depends "$m")
   done
   (cd "$work" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) |
-    gzip -1 >"$initrd.tmp"
-  mv "$initrd.tmp" "$initrd"
+    gzip -1 >"$initrd.$$.tmp"
+  mv "$initrd.$$.tmp" "$initrd"
   echo "$stamp" >"$initrd.stamp"
   rm -rf "$work"
   trap - EXIT
