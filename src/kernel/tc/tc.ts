@@ -60,8 +60,9 @@ export function filterInfo(priority: number, protocol: number): number {
 /**
  * A nest whose content depends on a sibling attribute (TCA_OPTIONS on TCA_KIND, an action's
  * TCA_ACT_OPTIONS on its TCA_ACT_KIND): kept as bytes here and decoded with the kind's own table.
- * Sent with NLA_F_NESTED like every nest; the kernel's tc parsers (nla_parse_nested_deprecated)
- * accept it with or without the flag.
+ * Decoding gives a view into the received message, not a copy (a 10,000-class dump decodes
+ * 10,000 of them); callers decode it at once and keep only the values. Sent with NLA_F_NESTED
+ * like every nest; the kernel's tc parsers (nla_parse_nested_deprecated) accept it either way.
  */
 export const opaqueNest: Codec<Buffer> = {
   nested: true,
@@ -69,7 +70,7 @@ export const opaqueNest: Codec<Buffer> = {
     return value;
   },
   decode(data) {
-    return Buffer.from(data);
+    return data;
   },
 };
 
