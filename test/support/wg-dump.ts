@@ -1,3 +1,5 @@
+import type { WireGuardDevice } from '../../src/kernel/types';
+
 /**
  * Parses `wg show <if> dump` (wireguard-tools, src/show.c dump_print): tab-separated, the first
  * line is the interface (private key, public key, listen port, fwmark), each further line a peer
@@ -58,20 +60,10 @@ export function parseWgDump(text: string): WgDump {
 }
 
 /** A device as our client reports it, reduced to the fields `wg show dump` also shows. */
-export interface ComparableDevice {
-  publicKey: string | null;
-  listenPort: number;
-  fwmark: number;
-  peers: Array<{
-    publicKey: string;
-    endpoint: string | null;
-    lastHandshake: Date | null;
-    rxBytes: number;
-    txBytes: number;
-    persistentKeepalive: number;
-    allowedIps: Array<{ address: string; cidr: number }>;
-  }>;
-}
+export type ComparableDevice = Pick<
+  WireGuardDevice,
+  'publicKey' | 'listenPort' | 'fwmark' | 'peers'
+>;
 
 /**
  * Field-by-field differences between our reading of a device and the oracle's; empty when they

@@ -6,8 +6,8 @@ import {
   encodeMessage,
   parseErrorPayload,
   parseMessages,
-  struct,
 } from '../../../src/netlink';
+import { tcmsg } from '../../../src/kernel/rtnetlink';
 
 describe('netlink messages', () => {
   it('encodes nlmsghdr as len, type, flags, seq, pid in host order (linux/netlink.h)', () => {
@@ -66,21 +66,12 @@ describe('netlink messages', () => {
   });
 
   it('decodes C structs by their field tables, zero-filling what is left out', () => {
-    const tcmsgLike = struct('tcmsg', {
-      family: 'u8',
-      pad1: 'u8',
-      pad2: 'u16',
-      ifindex: 's32',
-      handle: 'u32',
-      parent: 'u32',
-      info: 'u32',
-    });
-    expect(tcmsgLike.size).to.equal(20); // sizeof(struct tcmsg)
-    const encoded = tcmsgLike.encode({ ifindex: 3, parent: 0xffffffff });
+    expect(tcmsg.size).to.equal(20); // sizeof(struct tcmsg)
+    const encoded = tcmsg.encode({ ifindex: 3, parent: 0xffffffff });
     expect(encoded.toString('hex')).to.equal(
       '00000000' + '03000000' + '00000000' + 'ffffffff' + '00000000',
     );
-    expect(tcmsgLike.decode(encoded)).to.deep.equal({
+    expect(tcmsg.decode(encoded)).to.deep.equal({
       family: 0,
       pad1: 0,
       pad2: 0,
@@ -89,6 +80,6 @@ describe('netlink messages', () => {
       parent: 0xffffffff,
       info: 0,
     });
-    expect(() => tcmsgLike.decode(encoded.subarray(0, 19))).to.throw(NetlinkProtocolError);
+    expect(() => tcmsg.decode(encoded.subarray(0, 19))).to.throw(NetlinkProtocolError);
   });
 });

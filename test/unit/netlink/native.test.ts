@@ -7,21 +7,13 @@ import {
   isNetlinkError,
   schema,
   string,
-  struct,
 } from '../../../src/netlink';
 import { NativeTransport } from '../../../src/netlink/native';
+import { IFLA_IFNAME, RTM_GETLINK, RTM_NEWLINK, ifinfomsg } from '../../../src/kernel/rtnetlink';
 
 // The real addon against this machine's kernel. Reading links needs no privilege, so this runs
 // as any user; it proves the socket, the poll-driven receive and the ext-ack plumbing.
-const ifinfomsg = struct('ifinfomsg', {
-  family: 'u8',
-  pad: 'u8',
-  type: 'u16',
-  index: 's32',
-  flags: 'u32',
-  change: 'u32',
-});
-const names = schema({ ifname: { type: 3, codec: string } }); // IFLA_IFNAME, linux/if_link.h
+const names = schema({ ifname: { type: IFLA_IFNAME, codec: string } });
 
 describe('native netlink socket', () => {
   let socket: NetlinkSocket;
@@ -37,12 +29,12 @@ describe('native netlink socket', () => {
   });
 
   it('dumps the links, loopback (ifindex 1, "lo") among them', async () => {
-    const replies = await socket.dump(18 /* RTM_GETLINK */, ifinfomsg.encode({}), {
+    const replies = await socket.dump(RTM_GETLINK, ifinfomsg.encode({}), {
       operation: 'RTM_GETLINK',
     });
     const links = replies.map((m) => ({
       index: ifinfomsg.decode(m.payload).index,
-      name: decodeAttributes(names, m.payload.subarray(16)).ifname,
+      name: decodeAttributes(names, m.payload.subarray(ifinfomsg.size)).ifname,
     }));
     expect(links).to.deep.include({ index: 1, name: 'lo' });
   });
@@ -69,7 +61,7 @@ describe('native netlink socket', () => {
       Buffer.from('0f0012000b00010062616e616e610000', 'hex').subarray(0, 16),
     ]);
     const error = await socket
-      .request(16, payload, { operation: 'RTM_NEWLINK x0', flags: 0x600 })
+      .request(RTM_NEWLINK, payload, { operation: 'RTM_NEWLINK x0', flags: 0x600 })
       .catch((e: unknown) => e);
     expect(isNetlinkError(error)).to.equal(true);
     if (process.getuid?.() === 0) {
