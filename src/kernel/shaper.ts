@@ -34,7 +34,13 @@
  *
  * The shaper owns the WireGuard interface's root qdisc and ingress hook and the IFB: ensure()
  * replaces another root qdisc, removes a clsact and redirects to other devices, and repairs
- * whatever part of the skeleton is missing. See net/sched/cls_u32.c, sch_htb.c, act_mirred.c.
+ * whatever part of the skeleton is missing. The first ensure() of a process (and any after a
+ * failed change) checks everything against dumps and restores limits that one device lost from
+ * the classes of the other (the IFB's are gone when the IFB was deleted); later ones confirm the
+ * skeleton with a handful of reads: the links, the qdisc list, and a GET of each entry-point
+ * filter and of the redirect. Only IPv4 is classified (filters are protocol ip, peers have IPv4
+ * /32s); anything else takes the direct queues unshaped. See net/sched/cls_u32.c, sch_htb.c,
+ * act_mirred.c, sch_api.c.
  */
 import { readFileSync } from 'node:fs';
 import {
