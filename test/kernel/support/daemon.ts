@@ -1,0 +1,135 @@
+/**
+ * Runs the real daemon (`npm start`) for end-to-end kernel tests and talks to it over HTTP.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+
+const REPO = path.resolve(__dirname, '..', '..', '..', '..');
+
+export interface DaemonProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  /** Everything the daemon printed (JSON log lines and errors). */
+  output(): string;
+  /**
+   * SIGTERM to the daemon itself (not to npm, which would die of the signal), then the exit
+   * status of `npm start`, which is the daemon's own (null when it was killed by a signal).
+   */
+  stop(): Promise<number | null>;
+}
+
+/** The `node dist/src/main.js` process under `npm start` (npm → sh → node), found in /proc. */
+function daemonPid(npmPid: number): number | undefined {
+  const rows = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .flatMap((name) => {
+      try {
+        // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after ')'.
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ');
+        return [{ pid: Number(name), ppid, args }];
+      } catch {
+        return []; // the process ended while we looked
+      }
+    });
+  const family = new Set([npmPid]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const row of rows) {
+      if (family.has(row.ppid) && !family.has(row.pid)) {
+        family.add(row.pid);
+        grew = true;
+      }
+    }
+  }
+  // The node process itself, not the `sh -c "node dist/src/main.js"` npm runs it through.
+  return rows.find(
+    (row) => family.has(row.pid) && /^(\S*\/)?node\s.*dist\/src\/main\.js/.test(row.args),
+  )?.pid;
+}
+
+export interface StartOptions {
+  args: string[];
+  env?: Record<string, string>;
+  /** host:port the daemon listens on, to poll until it answers. */
+  listen: string;
+  token?: string;
+}
+
+/** Starts `npm start -- <args>` and resolves once GET /api/peers answers. */
+export async function startDaemon(options: StartOptions): Promise<DaemonProcess> {
+  const child = spawn('npm', ['start', '--silent', '--', ...options.args], {
+    cwd: REPO,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let done = false;
+  void exited.then(() => (done = true));
+
+  const baseUrl = `http://${options.listen}`;
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (done) throw new Error(`the daemon exited before serving:\n${output}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`the daemon did not answer within 180 s:\n${output}`);
+    }
+    try {
+      const headers: Record<string, string> = options.token
+        ? { authorization: `Bearer ${options.token}` }
+        : {};
+      const response = await fetch(`${baseUrl}/api/peers`, { headers });
+      if (response.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return {
+    child,
+    baseUrl,
+    output: () => output,
+    stop: async () => {
+      if (!done) {
+        const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
+        if (pid === undefined) child.kill('SIGTERM');
+        else process.kill(pid, 'SIGTERM');
+      }
+      return exited;
+    },
+  };
+}
+
+export interface JsonResponse {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+export async function api(
+  daemon: DaemonProcess,
+  method: string,
+  pathname: string,
+  body?: unknown,
+  token?: string,
+): Promise<JsonResponse> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(`${daemon.baseUrl}${pathname}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: (await response.json()) as Record<string, unknown>,
+  };
+}
