@@ -124,7 +124,6 @@ out_dir="$(cd "$out_dir" && pwd -P)"
 : >"$ctl/stdout"
 : >"$ctl/stderr"
 
-
 # Besides the essentials, the command line drops what only slows a TCG boot: CPU mitigations,
 # AppArmor/IMA, audit, the PS/2 keyboard, the lockup watchdogs. random.trust_cpu seeds the RNG at
 # once (wg genkey never waits for entropy). Not tsc=reliable: on a loaded host the TSC calibration
@@ -147,7 +146,7 @@ qemu-system-x86_64 \
   </dev/null >"$ctl/qemu.log" 2>&1 &
 qemu_pid=$!
 
-# Stream what the guest wrote since the last look: FILE, file descriptor, offset variable.
+# Stream what the guest wrote to ctl/NAME since the last look to file descriptor FD: stream NAME FD.
 declare -A sent=([stdout]=0 [stderr]=0)
 stream() {
   local size
