@@ -15,4 +15,16 @@ export class FacilityUnavailableError extends Error {
   }
 }
 
+/**
+ * The host is set up in a way a facility cannot work with, and only the operator can change
+ * that (an interface subnet wider than tc class ids can key, a link squatting on the IFB's name,
+ * foreign filters in our tc priority). The message says what to change; the domain answers 409.
+ */
+export class SetupConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SetupConflictError';
+  }
+}
+
 export { NetlinkError, isNetlinkError } from '../netlink/errors';

@@ -59,7 +59,7 @@ import {
   isNetlinkError,
   openNativeTransport,
 } from '../netlink';
-import { FacilityUnavailableError } from './errors';
+import { FacilityUnavailableError, SetupConflictError } from './errors';
 import { Links } from './link';
 import {
   RTM_DELQDISC,
@@ -427,7 +427,7 @@ export class Shaper implements ShaperApi {
     const inside = (value & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network;
     const host = value & 0xffff;
     if (!inside || host === 0 || host === 0xffff) {
-      throw new RangeError(
+      throw new SetupConflictError(
         `${address} is not a host address of ${skeleton.wg.name}'s subnet ${formatSubnet(subnet)}; ` +
           'speed limits are keyed on peers’ tunnel addresses inside it',
       );
@@ -570,7 +570,7 @@ export class Shaper implements ShaperApi {
     const name = ifbNameFor(ifname);
     const existing = await this.findLink(name);
     if (existing && existing.kind !== 'ifb') {
-      throw new Error(
+      throw new SetupConflictError(
         `${name} exists but is ${existing.kind ? `a ${existing.kind}` : 'not an IFB'} link; ` +
           `speed limits need it as ${ifname}'s IFB device for uploads: delete or rename it`,
       );
@@ -658,7 +658,7 @@ export class Shaper implements ShaperApi {
       const existing = tables.get(id);
       if (existing?.divisor === U32_MAX_DIVISOR) return;
       if (existing) {
-        throw new Error(
+        throw new SetupConflictError(
           `u32 table ${id.toString(16)}: at priority ${FILTER_PRIORITY} on ${side.ifname} has ` +
             `${existing.divisor} buckets instead of ${U32_MAX_DIVISOR}; remove the filters at ` +
             `that priority (tc filter del dev ${side.ifname} parent 1: prio ${FILTER_PRIORITY})`,
@@ -997,13 +997,13 @@ export function subnetOf(
 ): Subnet {
   const [first] = addresses;
   if (!first) {
-    throw new Error(
+    throw new SetupConflictError(
       `${ifname} has no IPv4 address; speed limits are keyed on peers' IPv4 tunnel addresses ` +
         `inside its subnet (add one: ip address add 10.8.0.1/24 dev ${ifname})`,
     );
   }
   if (first.prefixLength < WIDEST_PREFIX) {
-    throw new Error(
+    throw new SetupConflictError(
       `${ifname}'s subnet ${first.address}/${first.prefixLength} is wider than /${WIDEST_PREFIX}; ` +
         'per-peer speed limits need /16 or narrower (a tc class id has 16 bits for the peer)',
     );

@@ -2,7 +2,7 @@
  * Domain errors of the peer service, and the one place where kernel (netlink) errors are
  * translated into them. The HTTP layer maps `category` to a status code; nothing here knows HTTP.
  */
-import { FacilityUnavailableError } from '../kernel/errors';
+import { FacilityUnavailableError, SetupConflictError } from '../kernel/errors';
 import { isNetlinkError } from '../netlink/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
@@ -65,6 +65,14 @@ export class PeerWithoutAddressError extends DomainError {
       'PEER_HAS_NO_TUNNEL_ADDRESS',
       `The peer has no IPv4 /32 allowed IP, and a ${what} is tied to the peer's tunnel address`,
     );
+  }
+}
+
+/** The host's setup keeps a facility from working (the kernel layer says what to change). */
+export class HostSetupConflictError extends DomainError {
+  readonly category = 'conflict';
+  constructor(message: string) {
+    super('HOST_SETUP_CONFLICT', message);
   }
 }
 
@@ -182,6 +190,7 @@ export function translateKernelError(error: unknown, facility: Facility, ifname:
     // The kernel layer already says what is missing and how to fix it.
     return new FacilityMissingError(facility, error.facility, error.message);
   }
+  if (error instanceof SetupConflictError) return new HostSetupConflictError(error.message);
   if (!isNetlinkError(error)) return error;
   const text = error.kernelMessage ? `${error.code}: ${error.kernelMessage}` : error.code;
   if (error.code === 'ENODEV' && (facility === 'wireguard' || facility === 'link')) {

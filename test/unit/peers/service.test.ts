@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import nacl from 'tweetnacl';
-import { FacilityUnavailableError } from '../../../src/kernel/errors';
+import { FacilityUnavailableError, SetupConflictError } from '../../../src/kernel/errors';
 import {
   CleanupFailedError,
   EndpointUnknownError,
   FacilityMissingError,
+  HostSetupConflictError,
   InterfaceMissingError,
   InterfaceNotReadyError,
   KernelFailureError,
@@ -524,6 +525,20 @@ describe('peers/service: speed limit and data cap', () => {
     const error = await rejected(svc.setSpeedLimit(key(1), 1000));
     expect(error).to.be.instanceOf(FacilityMissingError);
     expect((error as Error).message).to.contain('sch_htb');
+  });
+
+  it("answers a 409-class conflict, with the kernel layer's advice, when the host setup keeps tc from keying a peer", async () => {
+    const { kernel, svc } = withPeer();
+    kernel.fail(
+      'shaper.setLimit',
+      new SetupConflictError(
+        "wg0's subnet 10.0.0.1/8 is wider than /16; per-peer speed limits need /16 or narrower",
+      ),
+    );
+    const error = await rejected(svc.setSpeedLimit(key(1), 1000));
+    expect(error).to.be.instanceOf(HostSetupConflictError);
+    expect((error as HostSetupConflictError).category).to.equal('conflict');
+    expect((error as Error).message).to.contain('/16 or narrower');
   });
 
   it('answers FacilityMissing for a netlink EOPNOTSUPP from nf_tables, with the kernel text', async () => {
