@@ -7,19 +7,16 @@
 import {
   type Codec,
   NetlinkProtocolError,
-  bytes,
   fixedBytes,
   list,
   nested,
   schema,
   string,
-  struct,
   u16,
   u32,
-  u64,
   u8,
 } from '../netlink';
-import { AF_INET, AF_INET6 } from './rtnetlink';
+import { AF_INET, AF_INET6, bytesToIpv4, ipv4ToBytes } from './rtnetlink';
 
 export const WG_GENL_NAME = 'wireguard';
 export const WG_KEY_LEN = 32;
@@ -57,8 +54,98 @@ export const WGALLOWEDIP_A_FAMILY = 1;
 export const WGALLOWEDIP_A_IPADDR = 2;
 export const WGALLOWEDIP_A_CIDR_MASK = 3;
 
-/** struct __kernel_timespec: always 16 bytes, whatever the architecture. */
-export const kernelTimespec = struct('__kernel_timespec', { sec: 's64', nsec: 's64' });
+// Value codecs that decode straight into the domain's types. A 10,000-peer dump is about 100,000
+// attributes, so each peer's key, handshake, counters and addresses become strings, Dates and
+// numbers in one step, without an intermediate Buffer copy or BigInt.
+
+function expectLength(length: number, size: number, where: string): void {
+  if (length !== size)
+    throw new NetlinkProtocolError(`${where}: expected ${size} bytes, got ${length}`);
+}
+
+/** A 32-byte Curve25519 key as standard base64 text; encoding rejects anything else. */
+export const base64Key: Codec<string> = {
+  nested: false,
+  encode(value) {
+    const raw = Buffer.from(value, 'base64');
+    if (raw.length !== WG_KEY_LEN || raw.toString('base64') !== value) {
+      throw new TypeError(`not a base64 WireGuard key: ${value}`);
+    }
+    return raw;
+  },
+  decode(data, where) {
+    expectLength(data.length, WG_KEY_LEN, where);
+    return data.toString('base64');
+  },
+  decodeRange(buffer, start, end, where) {
+    expectLength(end - start, WG_KEY_LEN, where);
+    return buffer.toString('base64', start, end);
+  },
+};
+
+/**
+ * WGPEER_A_LAST_HANDSHAKE_TIME: struct __kernel_timespec {s64 tv_sec; s64 tv_nsec} (always 16
+ * bytes, time_types.h), wall clock; {0, 0} means there never was a handshake → null.
+ * SET_DEVICE ignores it; encoding exists for symmetry and tests.
+ */
+export const handshakeTime: Codec<Date | null> = {
+  nested: false,
+  encode(value) {
+    const buffer = Buffer.alloc(16);
+    if (value) {
+      const ms = value.getTime();
+      buffer.writeBigInt64LE(BigInt(Math.floor(ms / 1000)), 0);
+      buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), 8);
+    }
+    return buffer;
+  },
+  decode(data, where) {
+    return this.decodeRange?.(data, 0, data.length, where) ?? null;
+  },
+  decodeRange(buffer, start, end, where) {
+    expectLength(end - start, 16, where);
+    const seconds = Number(buffer.readBigInt64LE(start));
+    const nanoseconds = Number(buffer.readBigInt64LE(start + 8));
+    return seconds === 0 && nanoseconds === 0
+      ? null
+      : new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
+  },
+};
+
+/** A u64 byte counter as a JS number: exact below 2^53 bytes (8 PiB), which no counter reaches. */
+export const counter: Codec<number> = {
+  nested: false,
+  encode(value) {
+    const buffer = Buffer.alloc(8);
+    buffer.writeBigUInt64LE(BigInt(value));
+    return buffer;
+  },
+  decode(data, where) {
+    return this.decodeRange?.(data, 0, data.length, where) ?? 0;
+  },
+  decodeRange(buffer, start, end, where) {
+    expectLength(end - start, 8, where);
+    return buffer.readUInt32LE(start + 4) * 0x1_0000_0000 + buffer.readUInt32LE(start);
+  },
+};
+
+/** WGALLOWEDIP_A_IPADDR: 4 or 16 network-order bytes as dotted IPv4 or RFC 5952 IPv6 text. */
+export const ipAddress: Codec<string> = {
+  nested: false,
+  encode(value) {
+    return value.includes(':') ? ipv6ToBytes(value) : ipv4ToBytes(value);
+  },
+  decode(data, where) {
+    if (data.length === 4) return bytesToIpv4(data);
+    if (data.length === 16) return bytesToIpv6(data);
+    throw new NetlinkProtocolError(`${where}: an IP address is 4 or 16 bytes, got ${data.length}`);
+  },
+  decodeRange(buffer, start, end, where) {
+    if (end - start === 4)
+      return `${buffer[start]}.${buffer[start + 1]}.${buffer[start + 2]}.${buffer[start + 3]}`;
+    return this.decode(buffer.subarray(start, end), where);
+  },
+};
 
 /** sockaddr_in (16 bytes) or sockaddr_in6 (28 bytes) as text: "1.2.3.4:51820", "[::1]:51820". */
 export const endpoint: Codec<string> = {
@@ -77,7 +164,7 @@ export const endpoint: Codec<string> = {
     const buffer = Buffer.alloc(16);
     buffer.writeUInt16LE(AF_INET, 0);
     buffer.writeUInt16BE(Number(port), 2);
-    Buffer.from(host.split('.').map(Number)).copy(buffer, 4);
+    ipv4ToBytes(host).copy(buffer, 4);
     return buffer;
   },
   decode(data, where) {
@@ -98,19 +185,19 @@ export const endpoint: Codec<string> = {
 
 export const allowedIpAttributes = schema({
   family: { type: WGALLOWEDIP_A_FAMILY, codec: u16 },
-  address: { type: WGALLOWEDIP_A_IPADDR, codec: bytes },
+  address: { type: WGALLOWEDIP_A_IPADDR, codec: ipAddress },
   cidr: { type: WGALLOWEDIP_A_CIDR_MASK, codec: u8 },
 });
 
 /** A peer as WG_CMD_GET_DEVICE reports it and WG_CMD_SET_DEVICE takes it. */
 export const peerAttributes = schema({
-  publicKey: { type: WGPEER_A_PUBLIC_KEY, codec: fixedBytes(WG_KEY_LEN) },
+  publicKey: { type: WGPEER_A_PUBLIC_KEY, codec: base64Key },
   flags: { type: WGPEER_A_FLAGS, codec: u32 },
   endpoint: { type: WGPEER_A_ENDPOINT, codec: endpoint },
   persistentKeepalive: { type: WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, codec: u16 },
-  lastHandshake: { type: WGPEER_A_LAST_HANDSHAKE_TIME, codec: kernelTimespec },
-  rxBytes: { type: WGPEER_A_RX_BYTES, codec: u64 },
-  txBytes: { type: WGPEER_A_TX_BYTES, codec: u64 },
+  lastHandshake: { type: WGPEER_A_LAST_HANDSHAKE_TIME, codec: handshakeTime },
+  rxBytes: { type: WGPEER_A_RX_BYTES, codec: counter },
+  txBytes: { type: WGPEER_A_TX_BYTES, codec: counter },
   allowedIps: { type: WGPEER_A_ALLOWEDIPS, codec: list(nested(allowedIpAttributes)) },
   protocolVersion: { type: WGPEER_A_PROTOCOL_VERSION, codec: u32 },
 });
@@ -123,7 +210,7 @@ export const peerAttributes = schema({
 export const deviceReadAttributes = schema({
   ifindex: { type: WGDEVICE_A_IFINDEX, codec: u32 },
   ifname: { type: WGDEVICE_A_IFNAME, codec: string },
-  publicKey: { type: WGDEVICE_A_PUBLIC_KEY, codec: fixedBytes(WG_KEY_LEN) },
+  publicKey: { type: WGDEVICE_A_PUBLIC_KEY, codec: base64Key },
   listenPort: { type: WGDEVICE_A_LISTEN_PORT, codec: u16 },
   fwmark: { type: WGDEVICE_A_FWMARK, codec: u32 },
   peers: { type: WGDEVICE_A_PEERS, codec: list(nested(peerAttributes)) },

@@ -18,7 +18,7 @@ import {
 } from '../netlink';
 import type { Attributes } from '../netlink';
 import { FacilityUnavailableError } from './errors';
-import { AF_INET, AF_INET6, bytesToIpv4, ipv4ToBytes } from './rtnetlink';
+import { AF_INET, AF_INET6 } from './rtnetlink';
 import type {
   DeviceConfig,
   IpPrefix,
@@ -34,11 +34,8 @@ import {
   WG_CMD_GET_DEVICE,
   WG_CMD_SET_DEVICE,
   WG_GENL_NAME,
-  WG_KEY_LEN,
-  bytesToIpv6,
   deviceReadAttributes,
   deviceWriteAttributes,
-  ipv6ToBytes,
   peerAttributes,
 } from './wireguard-schema';
 
@@ -54,45 +51,37 @@ const ALLOWED_IPS_PER_ENTRY = 256;
 type PeerAttributes = Attributes<typeof peerAttributes>;
 type DeviceAttributes = Attributes<typeof deviceReadAttributes>;
 
-export function decodeKey(key: string): Buffer {
-  const raw = Buffer.from(key, 'base64');
-  if (raw.length !== WG_KEY_LEN || raw.toString('base64') !== key) {
-    throw new TypeError(`not a base64 WireGuard key: ${key}`);
-  }
-  return raw;
-}
-
 function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']>[number] {
-  return prefix.family === 4
-    ? { family: AF_INET, address: ipv4ToBytes(prefix.address), cidr: prefix.cidr }
-    : { family: AF_INET6, address: ipv6ToBytes(prefix.address), cidr: prefix.cidr };
+  return {
+    family: prefix.family === 4 ? AF_INET : AF_INET6,
+    address: prefix.address,
+    cidr: prefix.cidr,
+  };
 }
 
 function fromAllowedIp(entry: NonNullable<PeerAttributes['allowedIps']>[number]): IpPrefix | null {
-  if (entry.family === AF_INET && entry.address?.length === 4) {
-    return { family: 4, address: bytesToIpv4(entry.address), cidr: entry.cidr ?? 32 };
-  }
-  if (entry.family === AF_INET6 && entry.address?.length === 16) {
-    return { family: 6, address: bytesToIpv6(entry.address), cidr: entry.cidr ?? 128 };
-  }
+  if (entry.address === undefined) return null;
+  if (entry.family === AF_INET)
+    return { family: 4, address: entry.address, cidr: entry.cidr ?? 32 };
+  if (entry.family === AF_INET6)
+    return { family: 6, address: entry.address, cidr: entry.cidr ?? 128 };
   return null;
 }
 
 function toPeer(attributes: PeerAttributes): WireGuardPeer {
-  const handshake = attributes.lastHandshake;
-  const never = !handshake || (handshake.sec === 0n && handshake.nsec === 0n);
+  const allowedIps: IpPrefix[] = [];
+  for (const entry of attributes.allowedIps ?? []) {
+    const prefix = fromAllowedIp(entry);
+    if (prefix) allowedIps.push(prefix);
+  }
   return {
-    publicKey: (attributes.publicKey ?? Buffer.alloc(0)).toString('base64'),
+    publicKey: attributes.publicKey ?? '',
     endpoint: attributes.endpoint ?? null,
-    lastHandshake: never
-      ? null
-      : new Date(Number(handshake.sec) * 1000 + Math.floor(Number(handshake.nsec) / 1e6)),
-    rxBytes: Number(attributes.rxBytes ?? 0n),
-    txBytes: Number(attributes.txBytes ?? 0n),
+    lastHandshake: attributes.lastHandshake ?? null,
+    rxBytes: attributes.rxBytes ?? 0,
+    txBytes: attributes.txBytes ?? 0,
     persistentKeepalive: attributes.persistentKeepalive ?? 0,
-    allowedIps: (attributes.allowedIps ?? [])
-      .map(fromAllowedIp)
-      .filter((ip): ip is IpPrefix => ip !== null),
+    allowedIps,
   };
 }
 
@@ -117,7 +106,7 @@ export function parseDevice(name: string, replies: GenlReply[]): WireGuardDevice
   return {
     name: device?.ifname ?? name,
     ifindex: device?.ifindex ?? 0,
-    publicKey: device?.publicKey?.toString('base64') ?? null,
+    publicKey: device?.publicKey ?? null,
     listenPort: device?.listenPort ?? 0,
     fwmark: device?.fwmark ?? 0,
     peers: [...peers.values()],
@@ -202,7 +191,7 @@ export class WireGuard implements WireGuardApi {
     await this.setPeers(
       name,
       peers.map((peer) => ({
-        publicKey: decodeKey(peer.publicKey),
+        publicKey: peer.publicKey,
         flags:
           (peer.replaceAllowedIps ? WGPEER_F_REPLACE_ALLOWEDIPS : 0) |
           (peer.updateOnly ? WGPEER_F_UPDATE_ONLY : 0),
@@ -217,7 +206,7 @@ export class WireGuard implements WireGuardApi {
   async removePeers(name: string, publicKeys: string[]): Promise<void> {
     await this.setPeers(
       name,
-      publicKeys.map((key) => ({ publicKey: decodeKey(key), flags: WGPEER_F_REMOVE_ME })),
+      publicKeys.map((key) => ({ publicKey: key, flags: WGPEER_F_REMOVE_ME })),
       'remove',
     );
   }

@@ -26,20 +26,24 @@ export interface RawAttribute {
  * is the payload. Throws NetlinkProtocolError on a header shorter than 4 bytes or claiming more
  * bytes than remain, so malformed input never loops or reads past the end. This is the hot loop
  * of every dump (a 10,000-peer WireGuard device is ~100,000 attributes): it allocates nothing.
+ * `from`/`to` walk a range of `data`, so nested attributes need no Buffer view of their own.
  */
 export function forEachAttribute(
   data: Buffer,
   visit: (type: number, nested: boolean, start: number, end: number) => void,
+  from = 0,
+  to = data.length,
 ): void {
-  let offset = 0;
-  const length = data.length;
+  let offset = from;
+  const length = to;
   while (offset < length) {
     const remaining = length - offset;
     if (remaining < NLA_HDRLEN) {
       // The kernel tolerates (and warns about) trailing bytes shorter than a header.
       for (let i = offset; i < length; i++) {
-        if (data[i] !== 0)
+        if (data[i] !== 0) {
           throw new NetlinkProtocolError(`${remaining} stray bytes after the last attribute`);
+        }
       }
       return;
     }
@@ -228,6 +232,10 @@ export const string: Codec<string> = {
     const end = data.indexOf(0);
     return data.toString('utf8', 0, end === -1 ? data.length : end);
   },
+  decodeRange(buffer, start, end) {
+    const nul = buffer.indexOf(0, start);
+    return buffer.toString('utf8', start, nul === -1 || nul > end ? end : nul);
+  },
 };
 
 /** Opaque bytes (NLA_BINARY). Decoded buffers are copies, not views into the datagram. */
@@ -336,17 +344,33 @@ export function decodeAttributes<S extends Schema>(
   data: Buffer,
   where = 'attributes',
 ): Attributes<S> {
+  return decodeAttributesIn(table, data, 0, data.length, where);
+}
+
+/** decodeAttributes over buffer[from..to), the hot path of nested attributes. */
+function decodeAttributesIn<S extends Schema>(
+  table: S,
+  buffer: Buffer,
+  from: number,
+  to: number,
+  where: string,
+): Attributes<S> {
   const index = indexByType(table);
   const result: Record<string, unknown> = {};
   try {
-    forEachAttribute(data, (type, _nested, start, end) => {
-      const entry = index.get(type);
-      if (!entry) return;
-      const codec = entry[1].codec;
-      result[entry[0]] = codec.decodeRange
-        ? codec.decodeRange(data, start, end, entry[0])
-        : codec.decode(data.subarray(start, end), entry[0]);
-    });
+    forEachAttribute(
+      buffer,
+      (type, _nested, start, end) => {
+        const entry = index.get(type);
+        if (!entry) return;
+        const codec = entry[1].codec;
+        result[entry[0]] = codec.decodeRange
+          ? codec.decodeRange(buffer, start, end, entry[0])
+          : codec.decode(buffer.subarray(start, end), entry[0]);
+      },
+      from,
+      to,
+    );
   } catch (error) {
     throw located(error, where);
   }
@@ -362,6 +386,9 @@ export function nested<S extends Schema>(table: S): Codec<Attributes<S>> {
     },
     decode(data, where) {
       return decodeAttributes(table, data, where);
+    },
+    decodeRange(buffer, start, end, where) {
+      return decodeAttributesIn(table, buffer, start, end, where);
     },
   };
 }
@@ -386,11 +413,24 @@ export function list<T>(
       return writer.toBuffer();
     },
     decode(data, where) {
+      return this.decodeRange?.(data, 0, data.length, where) ?? [];
+    },
+    decodeRange(buffer, from, to, where) {
       const values: T[] = [];
       try {
-        forEachAttribute(data, (_type, _nested, start, end) => {
-          values.push(element.decode(data.subarray(start, end), String(values.length)));
-        });
+        forEachAttribute(
+          buffer,
+          (_type, _nested, start, end) => {
+            const name = String(values.length);
+            values.push(
+              element.decodeRange
+                ? element.decodeRange(buffer, start, end, name)
+                : element.decode(buffer.subarray(start, end), name),
+            );
+          },
+          from,
+          to,
+        );
       } catch (error) {
         throw located(error, where);
       }
