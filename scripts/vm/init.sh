@@ -68,6 +68,12 @@ mkdir -p "$CTL" /host/run/vm/out
 mount9p ctl "$CTL" rw,cache=none
 mount9p out /host/run/vm/out rw,cache=none
 [ -f "$CTL/job.sh" ] || fail "no job.sh in the ctl export"
+# A working directory under /tmp or /run (hidden by the tmpfs above) comes as its own export.
+if [ -f "$CTL/work-path" ]; then
+  work="$(cat "$CTL/work-path")"
+  mkdir -p "/host$work"
+  mount9p work "/host$work" ro,cache=loose
+fi
 [ -d /host/lib/modules ] || fail "the host has no /lib/modules directory to mount the modules on"
 mount9p modules /host/lib/modules ro,cache=loose
 

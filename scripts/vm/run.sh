@@ -79,8 +79,14 @@ done
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: run scripts/vm/prepare.sh"
 
 cwd="$(cd "$cwd" && pwd -P)" || die "no such directory: $cwd"
+# The guest mounts fresh tmpfs on /tmp and /run. A working directory under them (a CI checkout in
+# /tmp, say) is exported on its own and mounted back at the same path after those tmpfs mounts.
+work_export=()
 case "$cwd/" in
-  /tmp/* | /run/* | /proc/* | /sys/* | /dev/*) die "$cwd is hidden in the guest (fresh /tmp, /run, ...)" ;;
+  /proc/* | /sys/* | /dev/*) die "$cwd is hidden in the guest" ;;
+  /tmp/* | /run/*)
+    work_export=(-virtfs "local,path=$cwd,mount_tag=work,security_model=passthrough,readonly=on,multidevs=remap")
+    ;;
 esac
 
 ctl=""
@@ -121,6 +127,7 @@ out_dir="$(cd "$out_dir" && pwd -P)"
   done
   echo "exec /bin/sh -c $(q "$cmd")"
 } >"$ctl/job.sh"
+if [ "${#work_export[@]}" -gt 0 ]; then printf '%s\n' "$cwd" >"$ctl/work-path"; fi
 : >"$ctl/stdout"
 : >"$ctl/stderr"
 
@@ -143,6 +150,7 @@ qemu-system-x86_64 \
   -virtfs "local,path=$VM_MODULES,mount_tag=modules,security_model=passthrough,readonly=on" \
   -virtfs "local,path=$ctl,mount_tag=ctl,security_model=none" \
   -virtfs "local,path=$out_dir,mount_tag=out,security_model=none" \
+  "${work_export[@]+"${work_export[@]}"}" \
   </dev/null >"$ctl/qemu.log" 2>&1 &
 qemu_pid=$!
 
