@@ -80,7 +80,12 @@ describe('HTTP API end to end (real kernel, npm start)', function () {
 
   after(async function () {
     await daemon?.stop();
+    // What the daemon leaves by design (it outlives the daemon so limits and caps survive a
+    // restart) goes too, so later test files find the kernel as the VM booted: the shaper's IFB
+    // and the quota table (whose rules would keep nf_tables modules in use).
     deleteLink(IFNAME);
+    deleteLink(`ifb-${IFNAME}`);
+    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
     teardownClientNamespace();
   });
 
