@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseWgDump } from '../support/wg-dump';
+import type { WgDump } from '../support/wg-dump';
 import { type DaemonProcess, api, startDaemon } from './support/daemon';
 import {
   CLIENT_NS,
@@ -16,6 +16,7 @@ import {
   setupClientNamespace,
   sh,
   teardownClientNamespace,
+  wgShowDump,
 } from './support/topology';
 
 const IFNAME = 'wge0';
@@ -44,8 +45,8 @@ interface ListedPeer {
   status: string;
 }
 
-function kernelPeers(): ReturnType<typeof parseWgDump>['peers'] {
-  return parseWgDump(sh(`wg show ${IFNAME} dump`)).peers;
+function kernelPeers(): WgDump['peers'] {
+  return wgShowDump(IFNAME).peers;
 }
 
 /** Brings up the client side using nothing but the create response. */
@@ -92,7 +93,7 @@ describe('HTTP API end to end (real kernel, npm start)', function () {
   it('creates the missing interface at start and serves', async () => {
     expect(linkExists(IFNAME)).to.equal(false);
     daemon = await startDaemon({ args: DAEMON_ARGS, listen: LISTEN });
-    const dump = parseWgDump(sh(`wg show ${IFNAME} dump`));
+    const dump = wgShowDump(IFNAME);
     expect(dump.device.listenPort).to.equal(51820);
     expect(sh(`ip -4 -o addr show dev ${IFNAME}`)).to.contain('10.8.0.1/24');
     expect(daemon.output()).to.match(/creat/i);

@@ -86,10 +86,10 @@ describe('kernel test bench (VM)', function () {
 
     it('shows the handshake and byte counters in `wg show dump`, every field parsed', function () {
       const dump = wgShowDump(SERVER_IF);
-      expect(dump.interface.publicKey).to.equal(server.key.publicKey);
-      expect(dump.interface.privateKey).to.equal(server.key.privateKey);
-      expect(dump.interface.listenPort).to.equal(SERVER_PORT);
-      expect(dump.interface.fwmark).to.equal(0);
+      expect(dump.device.publicKey).to.equal(server.key.publicKey);
+      expect(dump.device.privateKey).to.equal(server.key.privateKey);
+      expect(dump.device.listenPort).to.equal(SERVER_PORT);
+      expect(dump.device.fwmark).to.equal(0);
       expect(dump.peers).to.have.length(1);
       const peer = dump.peers[0];
       expect(peer.publicKey).to.equal(client.key.publicKey);
@@ -98,9 +98,8 @@ describe('kernel test bench (VM)', function () {
         new RegExp(`^${CLIENT_UNDERLAY_IP.replace(/\./g, '\\.')}:\\d+$`),
       );
       expect(peer.allowedIps).to.deep.equal(['10.98.0.2/32']);
-      expect(peer.lastHandshake).to.be.instanceOf(Date);
-      expect(peer.lastHandshakeSeconds).to.be.greaterThan(0);
-      expect(Math.abs(Date.now() - (peer.lastHandshake as Date).getTime())).to.be.below(120_000);
+      expect(peer.latestHandshake).to.be.greaterThan(0);
+      expect(Math.abs(Date.now() - peer.latestHandshake * 1000)).to.be.below(120_000);
       expect(peer.rxBytes).to.be.greaterThan(0);
       expect(peer.txBytes).to.be.greaterThan(0);
       expect(peer.persistentKeepalive).to.equal(0);
@@ -109,7 +108,7 @@ describe('kernel test bench (VM)', function () {
       expect(clientSide.publicKey).to.equal(server.key.publicKey);
       expect(clientSide.endpoint).to.equal(`${SERVER_UNDERLAY_IP}:${SERVER_PORT}`);
       expect(clientSide.persistentKeepalive).to.equal(25);
-      expect(clientSide.lastHandshake).to.be.instanceOf(Date);
+      expect(clientSide.latestHandshake).to.be.greaterThan(0);
     });
   });
 

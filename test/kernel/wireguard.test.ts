@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Links } from '../../src/kernel/link';
 import { WireGuard } from '../../src/kernel/wireguard';
 import { randomPublicKey } from '../support/keys';
-import { diffDeviceAgainstDump, parseWgDump } from '../support/wg-dump';
+import { diffDeviceAgainstDump } from '../support/wg-dump';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
@@ -16,14 +16,11 @@ import {
   setupClientNamespace,
   sh,
   teardownClientNamespace,
+  wgShowDump,
 } from './support/topology';
 
 const SERVER_IF = 'wgk0';
 const CLIENT_IF = 'wgk1';
-
-function wgDump(ifname: string): ReturnType<typeof parseWgDump> {
-  return parseWgDump(sh(`wg show ${ifname} dump`));
-}
 
 // The netlink client against a real kernel, with `wg show <if> dump` as the independent oracle.
 describe('WireGuard netlink client (real kernel)', function () {
@@ -57,7 +54,7 @@ describe('WireGuard netlink client (real kernel)', function () {
 
   it('reads a device with one peer after a real handshake exactly as wg show dump reports it', async () => {
     const device = await wireguard.getDevice(SERVER_IF);
-    const dump = wgDump(SERVER_IF);
+    const dump = wgShowDump(SERVER_IF);
     expect(diffDeviceAgainstDump(device, dump)).to.deep.equal([]);
     expect(device.peers).to.have.length(1);
     const [peer] = device.peers;
@@ -73,7 +70,7 @@ describe('WireGuard netlink client (real kernel)', function () {
       allowedIps: [{ family: 4 as const, address: `10.9.${i >> 8}.${i & 255}`, cidr: 32 }],
     }));
     await wireguard.addPeers(SERVER_IF, peers);
-    const dump = wgDump(SERVER_IF);
+    const dump = wgShowDump(SERVER_IF);
     expect(dump.peers).to.have.length(1001);
     const device = await wireguard.getDevice(SERVER_IF);
     expect(device.peers).to.have.length(1001);
@@ -83,7 +80,9 @@ describe('WireGuard netlink client (real kernel)', function () {
       SERVER_IF,
       peers.map((p) => p.publicKey),
     );
-    expect(wgDump(SERVER_IF).peers.map((p) => p.publicKey)).to.deep.equal([client.key.publicKey]);
+    expect(wgShowDump(SERVER_IF).peers.map((p) => p.publicKey)).to.deep.equal([
+      client.key.publicKey,
+    ]);
   });
 
   it('round-trips adding and removing a peer with keepalive and mixed-family allowed IPs', async () => {
@@ -98,15 +97,15 @@ describe('WireGuard netlink client (real kernel)', function () {
         ],
       },
     ]);
-    const added = wgDump(SERVER_IF).peers.find((p) => p.publicKey === key);
+    const added = wgShowDump(SERVER_IF).peers.find((p) => p.publicKey === key);
     expect(added?.allowedIps.sort()).to.deep.equal(['10.8.0.77/32', 'fd00:8::77/128']);
     expect(added?.persistentKeepalive).to.equal(25);
     expect(
-      diffDeviceAgainstDump(await wireguard.getDevice(SERVER_IF), wgDump(SERVER_IF)),
+      diffDeviceAgainstDump(await wireguard.getDevice(SERVER_IF), wgShowDump(SERVER_IF)),
     ).to.deep.equal([]);
 
     await wireguard.removePeers(SERVER_IF, [key]);
-    expect(wgDump(SERVER_IF).peers.some((p) => p.publicKey === key)).to.equal(false);
+    expect(wgShowDump(SERVER_IF).peers.some((p) => p.publicKey === key)).to.equal(false);
   });
 
   it('fails to read a missing interface with ENODEV and a message naming it', async () => {
@@ -137,7 +136,7 @@ describe('WireGuard netlink client (real kernel)', function () {
       expect(await links.getIpv4Addresses(index)).to.deep.equal([
         { address: '10.88.0.1', prefixLength: 24 },
       ]);
-      expect(wgDump('wgk9').device.listenPort).to.equal(51888);
+      expect(wgShowDump('wgk9').device.listenPort).to.equal(51888);
       await links.deleteLink(index);
       expect(sh('ip link show wgk9 2>&1 || true')).to.match(/does not exist/);
     } finally {

@@ -13,6 +13,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { type WgDump, parseWgDump } from '../../support/wg-dump';
 
 /** The client network namespace. */
 export const CLIENT_NS = 'wgcli';
@@ -191,78 +192,7 @@ export function addWgPeer(ifname: string, netns: string | undefined, peer: WgPee
   sh(inNs(netns, cmd));
 }
 
-/** The interface line of `wg show <if> dump`. */
-export interface WgDumpInterface {
-  privateKey: string | null;
-  publicKey: string | null;
-  listenPort: number;
-  /** 0 when off. */
-  fwmark: number;
-}
-
-/** A peer line of `wg show <if> dump`. Shaped like WireGuardPeer of src/kernel/types.ts. */
-export interface WgDumpPeer {
-  publicKey: string;
-  presharedKey: string | null;
-  /** "203.0.113.7:51820" or "[2001:db8::1]:51820"; null when unknown. */
-  endpoint: string | null;
-  /** As wg prints them, e.g. ["10.8.0.2/32"]; empty when none. */
-  allowedIps: string[];
-  /** null when there never was a handshake. */
-  lastHandshake: Date | null;
-  /** Unix seconds of the last handshake; 0 when there never was one. */
-  lastHandshakeSeconds: number;
-  rxBytes: number;
-  txBytes: number;
-  /** Seconds; 0 when off. */
-  persistentKeepalive: number;
-}
-
-export interface WgDump {
-  interface: WgDumpInterface;
-  peers: WgDumpPeer[];
-}
-
-const none = (field: string): string | null => (field === '(none)' ? null : field);
-const num = (field: string, what: string): number => {
-  if (!/^\d+$/.test(field)) throw new Error(`wg show dump: bad ${what} ${JSON.stringify(field)}`);
-  return Number(field);
-};
-
-/** Parses the output of `wg show <if> dump` (one interface, so no leading interface column). */
-export function parseWgDump(text: string): WgDump {
-  const lines = text.split('\n').filter((l) => l.length > 0);
-  const head = lines.shift();
-  if (head === undefined) throw new Error('wg show dump: empty output');
-  const i = head.split('\t');
-  if (i.length !== 4) throw new Error(`wg show dump: bad interface line ${JSON.stringify(head)}`);
-  const iface: WgDumpInterface = {
-    privateKey: none(i[0]),
-    publicKey: none(i[1]),
-    listenPort: num(i[2], 'listen port'),
-    fwmark: i[3] === 'off' ? 0 : num(i[3], 'fwmark'),
-  };
-  const peers = lines.map((line): WgDumpPeer => {
-    const f = line.split('\t');
-    if (f.length !== 8) throw new Error(`wg show dump: bad peer line ${JSON.stringify(line)}`);
-    const seconds = num(f[4], 'latest handshake');
-    const allowed = none(f[3]);
-    return {
-      publicKey: f[0],
-      presharedKey: none(f[1]),
-      endpoint: none(f[2]),
-      allowedIps: allowed === null ? [] : allowed.split(','),
-      lastHandshake: seconds === 0 ? null : new Date(seconds * 1000),
-      lastHandshakeSeconds: seconds,
-      rxBytes: num(f[5], 'rx bytes'),
-      txBytes: num(f[6], 'tx bytes'),
-      persistentKeepalive: f[7] === 'off' ? 0 : num(f[7], 'persistent keepalive'),
-    };
-  });
-  return { interface: iface, peers };
-}
-
-/** `wg show <ifname> dump` in `netns` (root namespace by default), parsed. */
+/** `wg show <ifname> dump` in `netns` (root namespace by default), parsed (test/support/wg-dump.ts). */
 export function wgShowDump(ifname: string, netns?: string): WgDump {
   return parseWgDump(sh(inNs(netns, `wg show ${q(ifname)} dump`)));
 }
