@@ -8,6 +8,7 @@ import {
   type Codec,
   NetlinkProtocolError,
   fixedBytes,
+  fixedWidth,
   list,
   nested,
   schema,
@@ -58,76 +59,46 @@ export const WGALLOWEDIP_A_CIDR_MASK = 3;
 // attributes, so each peer's key, handshake, counters and addresses become strings, Dates and
 // numbers in one step, without an intermediate Buffer copy or BigInt.
 
-function expectLength(length: number, size: number, where: string): void {
-  if (length !== size)
-    throw new NetlinkProtocolError(`${where}: expected ${size} bytes, got ${length}`);
-}
-
 /** A 32-byte Curve25519 key as standard base64 text; encoding rejects anything else. */
-export const base64Key: Codec<string> = {
-  nested: false,
-  encode(value) {
+export const base64Key = fixedWidth<string>(
+  WG_KEY_LEN,
+  (buffer, value) => {
     const raw = Buffer.from(value, 'base64');
     if (raw.length !== WG_KEY_LEN || raw.toString('base64') !== value) {
       throw new TypeError(`not a base64 WireGuard key: ${value}`);
     }
-    return raw;
+    raw.copy(buffer);
   },
-  decode(data, where) {
-    expectLength(data.length, WG_KEY_LEN, where);
-    return data.toString('base64');
-  },
-  decodeRange(buffer, start, end, where) {
-    expectLength(end - start, WG_KEY_LEN, where);
-    return buffer.toString('base64', start, end);
-  },
-};
+  (buffer, offset) => buffer.toString('base64', offset, offset + WG_KEY_LEN),
+);
 
 /**
  * WGPEER_A_LAST_HANDSHAKE_TIME: struct __kernel_timespec {s64 tv_sec; s64 tv_nsec} (always 16
  * bytes, time_types.h), wall clock; {0, 0} means there never was a handshake → null.
  * SET_DEVICE ignores it; encoding exists for symmetry and tests.
  */
-export const handshakeTime: Codec<Date | null> = {
-  nested: false,
-  encode(value) {
-    const buffer = Buffer.alloc(16);
-    if (value) {
-      const ms = value.getTime();
-      buffer.writeBigInt64LE(BigInt(Math.floor(ms / 1000)), 0);
-      buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), 8);
-    }
-    return buffer;
+export const handshakeTime = fixedWidth<Date | null>(
+  16,
+  (buffer, value) => {
+    if (!value) return;
+    const ms = value.getTime();
+    buffer.writeBigInt64LE(BigInt(Math.floor(ms / 1000)), 0);
+    buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), 8);
   },
-  decode(data, where) {
-    return this.decodeRange?.(data, 0, data.length, where) ?? null;
+  (buffer, offset) => {
+    const seconds = Number(buffer.readBigInt64LE(offset));
+    const nanoseconds = Number(buffer.readBigInt64LE(offset + 8));
+    if (seconds === 0 && nanoseconds === 0) return null;
+    return new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
   },
-  decodeRange(buffer, start, end, where) {
-    expectLength(end - start, 16, where);
-    const seconds = Number(buffer.readBigInt64LE(start));
-    const nanoseconds = Number(buffer.readBigInt64LE(start + 8));
-    return seconds === 0 && nanoseconds === 0
-      ? null
-      : new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
-  },
-};
+);
 
 /** A u64 byte counter as a JS number: exact below 2^53 bytes (8 PiB), which no counter reaches. */
-export const counter: Codec<number> = {
-  nested: false,
-  encode(value) {
-    const buffer = Buffer.alloc(8);
-    buffer.writeBigUInt64LE(BigInt(value));
-    return buffer;
-  },
-  decode(data, where) {
-    return this.decodeRange?.(data, 0, data.length, where) ?? 0;
-  },
-  decodeRange(buffer, start, end, where) {
-    expectLength(end - start, 8, where);
-    return buffer.readUInt32LE(start + 4) * 0x1_0000_0000 + buffer.readUInt32LE(start);
-  },
-};
+export const counter = fixedWidth<number>(
+  8,
+  (buffer, value) => buffer.writeBigUInt64LE(BigInt(value)),
+  (buffer, offset) => buffer.readUInt32LE(offset + 4) * 0x1_0000_0000 + buffer.readUInt32LE(offset),
+);
 
 /** WGALLOWEDIP_A_IPADDR: 4 or 16 network-order bytes as dotted IPv4 or RFC 5952 IPv6 text. */
 export const ipAddress: Codec<string> = {

@@ -136,15 +136,19 @@ function exactLength(length: number, size: number, where: string): void {
   }
 }
 
-function scalar(
+/**
+ * A value of fixed width (scalars, keys, small structs read field by field): encoded into a
+ * buffer of `size` bytes, decoded in place from any range of exactly that length.
+ */
+export function fixedWidth<T>(
   size: number,
-  write: (buffer: Buffer, value: number) => void,
-  read: (buffer: Buffer, offset: number) => number,
-): Codec<number> {
+  write: (buffer: Buffer, value: T) => void,
+  read: (buffer: Buffer, offset: number) => T,
+): Codec<T> {
   return {
     nested: false,
     encode(value) {
-      const buffer = Buffer.allocUnsafe(size);
+      const buffer = Buffer.alloc(size);
       write(buffer, value);
       return buffer;
     },
@@ -159,65 +163,45 @@ function scalar(
   };
 }
 
-function bigScalar(
-  write: (buffer: Buffer, value: bigint) => void,
-  read: (buffer: Buffer, offset: number) => bigint,
-): Codec<bigint> {
-  return {
-    nested: false,
-    encode(value) {
-      const buffer = Buffer.allocUnsafe(8);
-      write(buffer, value);
-      return buffer;
-    },
-    decode(data, where) {
-      exactLength(data.length, 8, where);
-      return read(data, 0);
-    },
-    decodeRange(buffer, start, end, where) {
-      exactLength(end - start, 8, where);
-      return read(buffer, start);
-    },
-  };
-}
-
 // Host byte order is little-endian on every platform this daemon targets (x86-64, arm64).
-export const u8 = scalar(
+export const u8 = fixedWidth<number>(
   1,
   (b, v) => b.writeUInt8(v),
   (b, o) => b.readUInt8(o),
 );
-export const u16 = scalar(
+export const u16 = fixedWidth<number>(
   2,
   (b, v) => b.writeUInt16LE(v),
   (b, o) => b.readUInt16LE(o),
 );
-export const u32 = scalar(
+export const u32 = fixedWidth<number>(
   4,
   (b, v) => b.writeUInt32LE(v >>> 0),
   (b, o) => b.readUInt32LE(o),
 );
-export const s32 = scalar(
+export const s32 = fixedWidth<number>(
   4,
   (b, v) => b.writeInt32LE(v),
   (b, o) => b.readInt32LE(o),
 );
-export const u64 = bigScalar(
+export const u64 = fixedWidth<bigint>(
+  8,
   (b, v) => b.writeBigUInt64LE(v),
   (b, o) => b.readBigUInt64LE(o),
 );
 // Network byte order, as nf_tables and a few tc fields use.
-export const be16 = scalar(
+export const be16 = fixedWidth<number>(
   2,
   (b, v) => b.writeUInt16BE(v),
   (b, o) => b.readUInt16BE(o),
 );
-export const be32 = scalar(
+export const be32 = fixedWidth<number>(
   4,
   (b, v) => b.writeUInt32BE(v >>> 0),
   (b, o) => b.readUInt32BE(o),
 );
-export const be64 = bigScalar(
+export const be64 = fixedWidth<bigint>(
+  8,
   (b, v) => b.writeBigUInt64BE(v),
   (b, o) => b.readBigUInt64BE(o),
 );
