@@ -2,7 +2,7 @@
 import { type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
 import { Quota } from './quota';
-import { Shaper } from './shaper';
+import { Shaper, type ShaperOptions } from './shaper';
 import type { Kernel } from './types';
 import { WireGuard } from './wireguard';
 
@@ -13,10 +13,13 @@ export { FacilityUnavailableError, NetlinkError, isNetlinkError } from './errors
  * One socket per facility, so a slow tc change never queues behind a WireGuard dump (a netlink
  * socket runs one exchange at a time). `open` is a transcript player in tests.
  */
-export async function openKernel(open: TransportFactory = openNativeTransport): Promise<Kernel> {
+export async function openKernel(
+  open: TransportFactory = openNativeTransport,
+  options: { shaper?: ShaperOptions } = {},
+): Promise<Kernel> {
   const wireguard = new WireGuard(open);
   const link = new Links(open);
-  const shaper = new Shaper(open);
+  const shaper = new Shaper(open, options.shaper);
   const quota = new Quota(open);
   return {
     wireguard,

@@ -1,4 +1,5 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
+import { apiPeers } from './api';
 import { linkLifecycle } from './link';
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
@@ -10,4 +11,5 @@ export const scenarios: Scenario[] = [
   linkLifecycle,
   ...quotaScenarios,
   ...shaperScenarios,
+  apiPeers,
 ];
