@@ -74,6 +74,15 @@ if [ -f "$CTL/work-path" ]; then
   mkdir -p "/host$work"
   mount9p work "/host$work" ro,cache=loose
 fi
+# vm.snapshot=DIR: run.sh appended a copy of the repository DIR to the initramfs (now under /DIR in
+# the initramfs' RAM file system). Put it over the live 9p view, read-only: the run no longer sees
+# concurrent rebuilds, and node loads the project's modules from RAM faster than over 9p.
+snapshot="$(sed -n 's/.*[[:space:]]vm\.snapshot=\([^[:space:]]*\).*/\1/p' /proc/cmdline)"
+if [ -n "$snapshot" ]; then
+  [ -d "$snapshot" ] && [ -d "/host$snapshot" ] || fail "no snapshot of $snapshot in the initramfs"
+  mount --bind "$snapshot" "/host$snapshot" || fail "cannot bind the snapshot of $snapshot"
+  mount -o remount,ro,bind "/host$snapshot" || fail "cannot make the snapshot of $snapshot read-only"
+fi
 [ -d /host/lib/modules ] || fail "the host has no /lib/modules directory to mount the modules on"
 mount9p modules /host/lib/modules ro,cache=loose
 
