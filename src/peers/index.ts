@@ -4,3 +4,4 @@ export * from './status';
 export * from './service';
 export * from './bootstrap';
 export { renderClientConfig, formatEndpoint } from './client-config';
+export type { KernelObserver, PeerSnapshot } from './snapshot';

@@ -3,11 +3,12 @@
  * interface and sets or removes their speed limits and data caps. The kernel is the only store;
  * every answer is read from it.
  */
-import type { DataCap, Kernel, WireGuardDevice, WireGuardPeer } from '../kernel/types';
+import type { DataCap, Kernel, WireGuardPeer } from '../kernel/types';
 import { allocateAddress } from './allocator';
 import { formatEndpoint, renderClientConfig } from './client-config';
 import {
   CleanupFailedError,
+  DomainError,
   EndpointUnknownError,
   InterfaceNotReadyError,
   InterfaceNotWireGuardError,
@@ -23,6 +24,7 @@ import { networkCidr } from './ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { Mutex } from './mutex';
 import { SingleFlight } from './single-flight';
+import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { livenessOf, type FilterStatus, type PeerStatus } from './status';
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
@@ -77,6 +79,8 @@ export interface ChangedPeer {
 
 /** What the HTTP layer needs from the domain. */
 export interface PeerServiceApi {
+  /** The shared kernel read behind the list and the metrics (DESIGN §5). */
+  snapshot(): Promise<PeerSnapshot>;
   listPeers(filter: FilterStatus | null): Promise<PeerEntry[]>;
   createPeer(): Promise<CreatedPeer>;
   deletePeer(publicKey: string): Promise<ChangedPeer>;
@@ -95,12 +99,8 @@ export interface PeerServiceOptions {
   /** Milliseconds since the epoch; injectable for tests. */
   now?: () => number;
   random?: RandomSource;
-}
-
-interface Snapshot {
-  device: WireGuardDevice;
-  limits: Map<string, number>;
-  caps: Map<string, DataCap>;
+  /** Told of every snapshot read and kernel failure (the daemon's metrics). */
+  observer?: KernelObserver;
 }
 
 /** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
@@ -130,7 +130,8 @@ export class PeerService implements PeerServiceApi {
   private readonly random: RandomSource | undefined;
   /** Every change to the kernel goes through here, one at a time. */
   private readonly changes = new Mutex();
-  private readonly snapshots: SingleFlight<Snapshot>;
+  private readonly snapshots: SingleFlight<PeerSnapshot>;
+  private readonly observer: KernelObserver | undefined;
 
   constructor(options: PeerServiceOptions) {
     this.kernel = options.kernel;
@@ -139,7 +140,12 @@ export class PeerService implements PeerServiceApi {
     this.log = options.logger;
     this.now = options.now ?? Date.now;
     this.random = options.random;
+    this.observer = options.observer;
     this.snapshots = new SingleFlight(() => this.readSnapshot());
+  }
+
+  snapshot(): Promise<PeerSnapshot> {
+    return this.snapshots.get();
   }
 
   async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {
@@ -316,13 +322,22 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  private async readSnapshot(): Promise<Snapshot> {
-    const [device, limits, caps] = await Promise.all([
-      this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
-      this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
-      this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
-    ]);
-    return { device, limits, caps };
+  private async readSnapshot(): Promise<PeerSnapshot> {
+    const started = process.hrtime.bigint();
+    const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
+    try {
+      const [device, limits, caps] = await Promise.all([
+        this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
+        this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
+        this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
+      ]);
+      const readMs = elapsed();
+      this.observer?.kernelRead(readMs, true);
+      return { takenAt: this.now(), readMs, device, limits, caps };
+    } catch (error) {
+      this.observer?.kernelRead(elapsed(), false);
+      throw error;
+    }
   }
 
   /** A read of limits or caps on a kernel without that facility: there are none. */
@@ -342,7 +357,10 @@ export class PeerService implements PeerServiceApi {
     try {
       return await operation();
     } catch (error) {
-      throw translateKernelError(error, facility, this.ifname);
+      const translated = translateKernelError(error, facility, this.ifname);
+      const code = translated instanceof DomainError ? translated.code : 'INTERNAL_ERROR';
+      this.observer?.kernelError(facility, code);
+      throw translated;
     }
   }
 

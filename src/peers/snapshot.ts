@@ -1,0 +1,27 @@
+/**
+ * One kernel read of everything the list and the metrics show (DESIGN §5): the WireGuard device,
+ * the speed limits and the data caps, taken together. Every poll that shares a read is answered
+ * from the same snapshot, so `GET /api/peers` and `GET /metrics` agree with each other.
+ */
+import type { DataCap, WireGuardDevice } from '../kernel/types';
+import type { Facility } from './errors';
+
+export interface PeerSnapshot {
+  /** Milliseconds since the epoch when the kernel read completed; statuses are computed at it. */
+  readonly takenAt: number;
+  /** How long the kernel read took, in milliseconds. */
+  readonly readMs: number;
+  readonly device: WireGuardDevice;
+  /** Tunnel address → bytes per second. */
+  readonly limits: ReadonlyMap<string, number>;
+  /** Tunnel address → cap and bytes used. */
+  readonly caps: ReadonlyMap<string, DataCap>;
+}
+
+/** What the service reports about its kernel calls, for the daemon's own metrics. */
+export interface KernelObserver {
+  /** A snapshot read finished (successfully or not) after `ms` milliseconds. */
+  kernelRead(ms: number, ok: boolean): void;
+  /** A kernel call of `facility` failed with the domain error `code` (e.g. KERNEL_ERROR). */
+  kernelError(facility: Facility, code: string): void;
+}
