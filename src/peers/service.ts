@@ -162,7 +162,8 @@ export class PeerService implements PeerServiceApi {
 
   async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {
     const snapshot = await this.snapshots.get();
-    const now = this.now();
+    // Statuses at the moment of the read, as the list body computes them (DESIGN §5).
+    const now = snapshot.takenAt;
     const entries: PeerEntry[] = [];
     for (const peer of snapshot.device.peers) {
       const liveness = livenessOf(peer.lastHandshake, now);
