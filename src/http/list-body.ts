@@ -40,6 +40,7 @@ const BROTLI_OPTIONS: zlib.BrotliOptions = {
 const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Characters JSON.stringify would escape: '"', '\\', controls and lone surrogates. */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** A JSON string literal; JSON.stringify only when something could need escaping. */
