@@ -20,12 +20,12 @@ export class FreshRead<T> {
 
   get(): Promise<T> {
     const done = this.completed;
-    if (
-      done !== null &&
-      done.generation === this.generation &&
-      this.now() - done.at < this.maxAgeMs
-    ) {
-      return Promise.resolve(done.value);
+    if (done !== null) {
+      if (done.generation === this.generation && this.now() - done.at < this.maxAgeMs) {
+        return Promise.resolve(done.value);
+      }
+      // Expired: let it (and the bodies memoized on it) go before the next read is held too.
+      this.completed = null;
     }
     const current = this.inFlight;
     if (current !== null && current.generation === this.generation) return current.promise;
