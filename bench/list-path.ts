@@ -38,6 +38,21 @@ async function timed(run: () => unknown): Promise<number> {
   return median(samples);
 }
 
+/** Medians of `a` and `b` run alternately (A B A B …), so that load on a shared host hits both. */
+async function alternating(a: () => unknown, b: () => unknown): Promise<[number, number]> {
+  const samplesA: number[] = [];
+  const samplesB: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    let start = performance.now();
+    await a();
+    samplesA.push(performance.now() - start);
+    start = performance.now();
+    await b();
+    samplesB.push(performance.now() - start);
+  }
+  return [median(samplesA), median(samplesB)];
+}
+
 function row(label: string, ms: number, extra = ''): void {
   console.log(`  ${label.padEnd(44)} ${ms.toFixed(1).padStart(8)} ms${extra}`);
 }
@@ -57,7 +72,9 @@ function serviceOver(device: WireGuardDevice): PeerService {
 async function main(): Promise<void> {
   const gzip = promisify(zlib.gzip);
   const brotli = promisify(zlib.brotliCompress);
-  console.log(`list-path bench, node ${process.version}, median of ${ROUNDS} rounds`);
+  console.log(
+    `list-path bench, node ${process.version}, median of ${ROUNDS} rounds, pairs run alternately`,
+  );
   for (const size of SIZES) {
     const messages = generatedDump(size);
     const bytes = messages.reduce((sum, m) => sum + m.length, 0);
@@ -69,24 +86,28 @@ async function main(): Promise<void> {
       version: 1,
       attributes,
     }));
-    const table = await timed(() => parseDevice('wgx', replies));
-    const fast = await timed(() => decodeDeviceDump('wgx', messages));
+    const [table, fast] = await alternating(
+      () => parseDevice('wgx', replies),
+      () => decodeDeviceDump('wgx', messages),
+    );
     row('decode, table codec (parseDevice)', table);
     row('decode, fast (decodeDeviceDump)', fast, `  (${(table / fast).toFixed(1)}x faster)`);
 
     const service = serviceOver(decodeDeviceDump('wgx', messages));
     const snapshot: PeerSnapshot = await service.snapshot();
-    const reference = await timed(async () => {
-      const entries = await service.listPeers(null);
-      const text = JSON.stringify({
-        success: true,
-        peers: entries.map(toPeerJson),
-        total_count: entries.length,
-        filter: null,
-      });
-      return Buffer.from(text);
-    });
-    const build = await timed(() => buildListBody(snapshot, null));
+    const [reference, build] = await alternating(
+      async () => {
+        const entries = await service.listPeers(null);
+        const text = JSON.stringify({
+          success: true,
+          peers: entries.map(toPeerJson),
+          total_count: entries.length,
+          filter: null,
+        });
+        return Buffer.from(text);
+      },
+      () => buildListBody(snapshot, null),
+    );
     row("body, today's PeerEntry + JSON.stringify", reference);
     row(
       'body, sliced serializer (buildListBody)',

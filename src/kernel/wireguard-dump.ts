@@ -129,10 +129,13 @@ function ipv6Text(buffer: Buffer, start: number): string {
   return text;
 }
 
+/** "0" … "255": an IPv4 octet's text without a number-to-string conversion per octet. */
+const DECIMAL: readonly string[] = Array.from({ length: 256 }, (_, value) => String(value));
+
 /** WGALLOWEDIP_A_IPADDR / sockaddr address bytes as text (4: dotted, 16: RFC 5952). */
 function addressText(buffer: Buffer, start: number, length: number): string {
   if (length === 4) {
-    return `${buffer[start]}.${buffer[start + 1]}.${buffer[start + 2]}.${buffer[start + 3]}`;
+    return `${DECIMAL[buffer[start]!]}.${DECIMAL[buffer[start + 1]!]}.${DECIMAL[buffer[start + 2]!]}.${DECIMAL[buffer[start + 3]!]}`;
   }
   if (length === 16) return ipv6Text(buffer, start);
   throw new NetlinkProtocolError(`address: an IP address is 4 or 16 bytes, got ${length}`);
