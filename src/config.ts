@@ -24,6 +24,8 @@ export interface Config {
   /** Listen port of an interface wg-peerd creates. */
   listenPort: number;
   allowUnauthenticated: boolean;
+  /** DESIGN §5 freshness window of GET /api/peers, milliseconds; 0 shares only reads in flight. */
+  listMaxAgeMs: number;
 }
 
 export type ParseOutcome = { kind: 'help' } | { kind: 'run'; config: Config };
@@ -98,6 +100,14 @@ export const OPTIONS: readonly Option[] = [
     value: '',
     default: 'off',
     meaning: 'serve a non-loopback address without a token',
+  },
+  {
+    flag: '--list-max-age',
+    env: 'WG_PEERD_LIST_MAX_AGE_MS',
+    value: 'MS',
+    default: '1000',
+    meaning:
+      'lists share a kernel read this long (0-60000; 0: only reads in flight); higher costs less, data ages more; a change ends it',
   },
 ];
 
@@ -205,6 +215,18 @@ export function parseInterfaceAddress(
   return { address, prefixLength };
 }
 
+/** The freshness window: 60 s bounds how stale a list may be (liveness has minute resolution). */
+export const LIST_MAX_AGE_MAX_MS = 60_000;
+
+function parseListMaxAge(text: string, what: string): number {
+  if (!/^\d{1,5}$/.test(text) || Number(text) > LIST_MAX_AGE_MAX_MS) {
+    throw new ConfigError(
+      `${what} must be a whole number of milliseconds from 0 to ${LIST_MAX_AGE_MAX_MS}, not "${text}"`,
+    );
+  }
+  return Number(text);
+}
+
 function parseToken(text: string, where: string): string {
   const token = text.trim();
   if (token === '') throw new ConfigError(`${where} holds no token`);
@@ -286,6 +308,7 @@ export function parseConfig(
   const address = source('--address');
   const port = source('--listen-port');
   const allow = source('--allow-unauthenticated');
+  const listMaxAge = source('--list-max-age');
 
   let allowUnauthenticated = false;
   if (allow !== null) {
@@ -323,6 +346,7 @@ export function parseConfig(
       : { address: '10.8.0.1', prefixLength: 24 },
     listenPort: port ? parsePort(port.value, port.what) : 51820,
     allowUnauthenticated,
+    listMaxAgeMs: listMaxAge ? parseListMaxAge(listMaxAge.value, listMaxAge.what) : 1000,
   };
 
   if (!isLoopback(config.listen.host) && token === null && !allowUnauthenticated) {

@@ -90,6 +90,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     interfaceName: config.interfaceName,
     endpointHost: config.endpointHost,
     logger,
+    listMaxAgeMs: config.listMaxAgeMs,
   });
   const server = http.createServer(createApp({ service, token: config.token, logger }));
   try {

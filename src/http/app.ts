@@ -13,6 +13,7 @@ import type { Logger } from '../log';
 import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
 import { bearerAuth } from './auth';
 import { HttpError, toErrorResponse } from './errors';
+import { ListBodies, negotiateEncoding } from './list-body';
 import {
   check,
   checkPublicKey,
@@ -29,6 +30,8 @@ export interface AppOptions {
   logger: Logger;
   /** Largest accepted request body; 4 KiB by default. */
   bodyLimitBytes?: number;
+  /** The per-snapshot list bodies (DESIGN §5); injectable so tests can count builds. */
+  listBodies?: ListBodies;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
@@ -72,6 +75,10 @@ function keyOf(req: Request): string {
   return checkPublicKey(params[0] ?? '');
 }
 
+/**
+ * The reference twin of the list body (src/http/list-body.ts builds the same bytes without
+ * these objects); the tests hold the two equal, so a field added here must be added there.
+ */
 export function toPeerJson(entry: PeerEntry) {
   return {
     public_key: entry.publicKey,
@@ -107,6 +114,7 @@ function named(peer: ChangedPeer): string {
 
 export function createApp(options: AppOptions): express.Express {
   const { service, logger } = options;
+  const listBodies = options.listBodies ?? new ListBodies();
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -146,8 +154,21 @@ export function createApp(options: AppOptions): express.Express {
     route(async (req, res) => {
       const query = check(listQuery, req.query, 'query');
       const filter = query.status ?? null;
-      const peers = await service.listPeers(filter);
-      res.json({ success: true, peers: peers.map(toPeerJson), total_count: peers.length, filter });
+      const snapshot = await service.snapshot();
+      const encoding = negotiateEncoding(req.headers['accept-encoding']);
+      const body = await listBodies.body(snapshot, filter, encoding);
+      // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
+      // pollers that want to know precisely how old the data is (the freshness window).
+      const ageMs = Math.max(0, Date.now() - snapshot.takenAt);
+      res.writeHead(200, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': body.length,
+        Vary: 'Accept-Encoding',
+        ...(encoding === 'identity' ? {} : { 'Content-Encoding': encoding }),
+        Age: Math.floor(ageMs / 1000),
+        'X-Data-Age-Ms': Math.round(ageMs),
+      });
+      res.end(body);
     }),
   );
 

@@ -19,6 +19,7 @@ import {
 import type { Attributes } from '../netlink';
 import { FacilityUnavailableError } from './errors';
 import { AF_INET, AF_INET6 } from './rtnetlink';
+import { decodeDeviceDump } from './wireguard-dump';
 import type {
   DeviceConfig,
   IpPrefix,
@@ -86,6 +87,8 @@ function toPeer(attributes: PeerAttributes): WireGuardPeer {
 }
 
 /**
+ * The reference decoder of a GET_DEVICE dump, over the attribute tables. getDevice uses
+ * decodeDeviceDump (wireguard-dump.ts), which the tests hold deep-equal to this one.
  * Merges the messages of one GET_DEVICE dump. Only the first carries the device's own fields;
  * later ones carry WGDEVICE_A_PEERS only (wg_get_device_dump), and a peer whose allowed IPs did
  * not fit is repeated at the start of the next message with its key and the remaining IPs.
@@ -171,7 +174,10 @@ export class WireGuard implements WireGuardApi {
       `WG_CMD_GET_DEVICE ${name}`,
       true,
     );
-    return parseDevice(name, replies);
+    return decodeDeviceDump(
+      name,
+      replies.map((reply) => reply.attributes),
+    );
   }
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {

@@ -23,7 +23,7 @@ import {
 import { networkCidr } from './ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { Mutex } from './mutex';
-import { SingleFlight } from './single-flight';
+import { FreshRead } from './fresh-read';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { livenessOf, type FilterStatus, type PeerStatus } from './status';
 
@@ -101,6 +101,14 @@ export interface PeerServiceOptions {
   random?: RandomSource;
   /** Told of every snapshot read and kernel failure (the daemon's metrics). */
   observer?: KernelObserver;
+  /**
+   * DESIGN §5 freshness window: for this many milliseconds after a snapshot read completed,
+   * snapshot() answers from it; every change ends the window. 0 (the default here; the daemon's
+   * own default is config's 1000) shares only reads in flight.
+   */
+  listMaxAgeMs?: number;
+  /** Monotonic millisecond clock of the window; injectable for tests. */
+  monotonicNow?: () => number;
 }
 
 /** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
@@ -130,7 +138,7 @@ export class PeerService implements PeerServiceApi {
   private readonly random: RandomSource | undefined;
   /** Every change to the kernel goes through here, one at a time. */
   private readonly changes = new Mutex();
-  private readonly snapshots: SingleFlight<PeerSnapshot>;
+  private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
 
   constructor(options: PeerServiceOptions) {
@@ -141,7 +149,11 @@ export class PeerService implements PeerServiceApi {
     this.now = options.now ?? Date.now;
     this.random = options.random;
     this.observer = options.observer;
-    this.snapshots = new SingleFlight(() => this.readSnapshot());
+    this.snapshots = new FreshRead(
+      () => this.readSnapshot(),
+      options.listMaxAgeMs ?? 0,
+      options.monotonicNow ?? performance.now.bind(performance),
+    );
   }
 
   snapshot(): Promise<PeerSnapshot> {
@@ -150,7 +162,8 @@ export class PeerService implements PeerServiceApi {
 
   async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {
     const snapshot = await this.snapshots.get();
-    const now = this.now();
+    // Statuses at the moment of the read, as the list body computes them (DESIGN §5).
+    const now = snapshot.takenAt;
     const entries: PeerEntry[] = [];
     for (const peer of snapshot.device.peers) {
       const liveness = livenessOf(peer.lastHandshake, now);
@@ -311,7 +324,11 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  /** Runs a change alone, and makes every later list read the kernel afresh. */
+  /**
+   * Runs a change alone, and makes every later list read the kernel afresh: the freshness window
+   * ends when the change ends, whether it succeeded or not (a failed change may have applied a
+   * part).
+   */
   private async change<T>(task: () => Promise<T>): Promise<T> {
     return this.changes.runExclusive(async () => {
       try {

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { createApp } from '../../src/http';
+import { toPeerJson } from '../../src/http/app';
 import { openKernel } from '../../src/kernel';
 import { ticksPerMicrosecond } from '../../src/kernel/tc/htb';
 import { createLogger } from '../../src/log';
@@ -20,6 +21,13 @@ const serverKey = testKeyPair('api server');
 export interface ApiStep {
   status: number;
   body: Record<string, unknown>;
+  /** The body as sent. */
+  text: string;
+  /**
+   * Lists only: today's serializer over the same read (JSON.stringify of toPeerJson over
+   * PeerService.listPeers), the reference the list body must equal byte for byte.
+   */
+  reference?: string;
 }
 
 export type ApiScenarioResult = Record<
@@ -68,22 +76,41 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
       endpointHost: '192.0.2.1',
       logger,
       random: seededRandom('api-peers'),
+      // A window long enough that each list's reference below is served from the same read:
+      // the kernel is read exactly as often as without it, since every write ends the window.
+      listMaxAgeMs: 60_000,
     });
     const app = createApp({ service, logger });
     const step = async (test: request.Test): Promise<ApiStep> => {
       const response = await test;
-      return { status: response.status, body: response.body as Record<string, unknown> };
+      return {
+        status: response.status,
+        body: response.body as Record<string, unknown>,
+        text: response.text,
+      };
+    };
+    const listStep = async (query: '' | '?status=DEAD'): Promise<ApiStep> => {
+      const listed = await step(request(app).get(`/api/peers${query}`));
+      const filter = query === '' ? null : 'DEAD';
+      const entries = await service.listPeers(filter);
+      const reference = JSON.stringify({
+        success: true,
+        peers: entries.map(toPeerJson),
+        total_count: entries.length,
+        filter,
+      });
+      return { ...listed, reference };
     };
     const note = (key: string, command: string): void => {
       if (recording) oracle[key] = sh(command);
     };
     try {
-      const list = await step(request(app).get('/api/peers'));
+      const list = await listStep('');
       note('listDump', `wg show ${API_IF} dump`);
       const create = await step(request(app).post('/api/peer'));
       note('createDump', `wg show ${API_IF} dump`);
       const key = encodeURIComponent(String((create.body.peer as { publicKey: string }).publicKey));
-      const dead = await step(request(app).get('/api/peers?status=DEAD'));
+      const dead = await listStep('?status=DEAD');
       const limit = await step(
         request(app).patch(`/api/peer/${key}/speed-limit`).send({ bytesPerSecond: 125000 }),
       );
@@ -92,7 +119,7 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
         request(app).patch(`/api/peer/${key}/data-cap`).send({ quotaBytes: 2000000 }),
       );
       note('quota', `nft -j list table ip wg_peerd_${API_IF}`);
-      const listAfter = await step(request(app).get('/api/peers'));
+      const listAfter = await listStep('');
       const remove = await step(request(app).delete(`/api/peer/${key}`));
       note('removeDump', `wg show ${API_IF} dump`);
       note('removeClasses', `tc -j class show dev ${API_IF}`);

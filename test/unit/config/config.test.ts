@@ -48,6 +48,7 @@ describe('config: defaults of DESIGN §4', () => {
       address: { address: '10.8.0.1', prefixLength: 24 },
       listenPort: 51820,
       allowUnauthenticated: false,
+      listMaxAgeMs: 1000,
     });
   });
 });
@@ -67,6 +68,7 @@ describe('config: flags and environment', () => {
         '--listen-port',
         '51000',
         '--allow-unauthenticated',
+        '--list-max-age=0',
       ],
       {},
       { '/etc/wg-peerd/token': 'tok-123\n' },
@@ -79,6 +81,7 @@ describe('config: flags and environment', () => {
       address: { address: '10.20.0.1', prefixLength: 16 },
       listenPort: 51000,
       allowUnauthenticated: true,
+      listMaxAgeMs: 0,
     });
   });
 
@@ -91,6 +94,7 @@ describe('config: flags and environment', () => {
       WG_PEERD_ADDRESS: '172.16.0.1/24',
       WG_PEERD_LISTEN_PORT: '4500',
       WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
+      WG_PEERD_LIST_MAX_AGE_MS: '60000',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -100,6 +104,7 @@ describe('config: flags and environment', () => {
       address: { address: '172.16.0.1', prefixLength: 24 },
       listenPort: 4500,
       allowUnauthenticated: true,
+      listMaxAgeMs: 60000,
     });
   });
 
@@ -144,12 +149,30 @@ describe('config: flags and environment', () => {
       ['--address CIDR', 'WG_PEERD_ADDRESS', '10.8.0.1/24'],
       ['--listen-port PORT', 'WG_PEERD_LISTEN_PORT', '51820'],
       ['--allow-unauthenticated', 'WG_PEERD_ALLOW_UNAUTHENTICATED=1', 'off'],
+      ['--list-max-age MS', 'WG_PEERD_LIST_MAX_AGE_MS', '1000'],
     ];
     for (const [flag, env, def] of table) {
       const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
       expect(line, flag).to.be.a('string');
       expect(line).to.contain(env).and.contain(def);
     }
+  });
+});
+
+describe('config: --list-max-age (DESIGN §5)', () => {
+  it('takes whole milliseconds from 0 to 60000', () => {
+    expect(parse(['--list-max-age', '0']).listMaxAgeMs).to.equal(0);
+    expect(parse(['--list-max-age', '60000']).listMaxAgeMs).to.equal(60000);
+    expect(parse([], { WG_PEERD_LIST_MAX_AGE_MS: '250' }).listMaxAgeMs).to.equal(250);
+  });
+
+  it('refuses anything else, naming the flag or the variable', () => {
+    for (const bad of ['60001', '-1', '1.5', '1e3', 'soon', '100000']) {
+      expect(failure(['--list-max-age', bad]))
+        .to.contain('--list-max-age')
+        .and.contain('0 to 60000');
+    }
+    expect(failure([], { WG_PEERD_LIST_MAX_AGE_MS: 'x' })).to.contain('WG_PEERD_LIST_MAX_AGE_MS');
   });
 });
 

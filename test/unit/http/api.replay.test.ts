@@ -46,6 +46,15 @@ describe('HTTP API over recorded kernel exchanges', () => {
     expect(result.list.body).to.include({ success: true, total_count: 1, filter: null });
   });
 
+  it("sends each list body byte for byte as today's serializer gives it for the same read", () => {
+    for (const step of [result.list, result.dead, result.listAfter]) {
+      expect(step.reference).to.be.a('string');
+      expect(step.text).to.equal(step.reference);
+    }
+    // The reference itself holds what the oracle checks above and below hold.
+    expect(result.listAfter.text).to.contain('"speed_limit_bytes_per_second":125000');
+  });
+
   it('creates a peer on the lowest free address, as the kernel then holds it', () => {
     expect(result.create.status).to.equal(201);
     const body = result.create.body as {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Mutex } from '../../../src/peers/mutex';
-import { SingleFlight } from '../../../src/peers/single-flight';
+import { FreshRead } from '../../../src/peers/fresh-read';
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -38,23 +38,40 @@ describe('peers/mutex', () => {
   });
 });
 
-describe('peers/single-flight', () => {
-  function counter() {
+describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
+  /** Reads that finish only when released, numbered 1, 2, …; a clock the test moves. */
+  function counter(maxAgeMs: number) {
     let reads = 0;
+    let clock = 1_000;
     const waiting: Array<() => void> = [];
-    const flight = new SingleFlight(async () => {
-      reads += 1;
-      const n = reads;
-      await new Promise<void>((resolve) => waiting.push(resolve));
-      return n;
-    });
+    const flight = new FreshRead(
+      async () => {
+        reads += 1;
+        const n = reads;
+        await new Promise<void>((resolve) => waiting.push(resolve));
+        return n;
+      },
+      maxAgeMs,
+      () => clock,
+    );
     /** Lets the oldest read in flight finish. */
     const release = (): void => waiting.shift()?.();
-    return { flight, reads: () => reads, release };
+    const advance = (ms: number): void => {
+      clock += ms;
+    };
+    return { flight, reads: () => reads, release, advance };
+  }
+
+  /** Starts a read and completes it. */
+  async function completed(c: ReturnType<typeof counter>): Promise<number> {
+    const value = c.flight.get();
+    await tick();
+    c.release();
+    return value;
   }
 
   it('shares the read in flight between callers', async () => {
-    const c = counter();
+    const c = counter(1000);
     const a = c.flight.get();
     const b = c.flight.get();
     await tick();
@@ -64,20 +81,33 @@ describe('peers/single-flight', () => {
     expect(c.reads()).to.equal(1);
   });
 
-  it('starts a new read after one settled (no cache)', async () => {
-    const c = counter();
-    const a = c.flight.get();
-    await tick();
-    c.release();
-    await a;
-    const b = c.flight.get();
-    await tick();
-    c.release();
-    expect(await b).to.equal(2);
+  it('serves the completed read within the window, and reads afresh once it is over', async () => {
+    const c = counter(1000);
+    expect(await completed(c)).to.equal(1);
+    c.advance(999);
+    expect(await c.flight.get()).to.equal(1);
+    expect(c.reads()).to.equal(1);
+    c.advance(1); // 1000 ms after completion: the window is over
+    expect(await completed(c)).to.equal(2);
+    expect(c.reads()).to.equal(2);
   });
 
-  it('does not let a caller after a change join a read started before it', async () => {
-    const c = counter();
+  it('with a window of 0 shares only the read in flight', async () => {
+    const c = counter(0);
+    expect(await completed(c)).to.equal(1);
+    expect(await completed(c)).to.equal(2);
+  });
+
+  it('ends the window at once on invalidate()', async () => {
+    const c = counter(60_000);
+    expect(await completed(c)).to.equal(1);
+    c.flight.invalidate();
+    expect(await completed(c)).to.equal(2);
+    expect(await c.flight.get()).to.equal(2); // the new read opens a new window
+  });
+
+  it('does not let a caller after a change join a read started before it, nor keep that read', async () => {
+    const c = counter(60_000);
     const before = c.flight.get();
     await tick();
     c.flight.invalidate();
@@ -85,21 +115,31 @@ describe('peers/single-flight', () => {
     await tick();
     expect(c.reads()).to.equal(2);
     c.release();
-    c.release();
     expect(await before).to.equal(1);
+    // The stale read completed after the change: it must not open a window.
+    const third = c.flight.get();
+    c.release();
     expect(await after).to.equal(2);
+    expect(await third).to.equal(2);
+    expect(await c.flight.get()).to.equal(2);
+    expect(c.reads()).to.equal(2);
   });
 
-  it('passes a failed read to every waiting caller and then reads afresh', async () => {
+  it('passes a failed read to every waiting caller, keeps nothing and then reads afresh', async () => {
     let reads = 0;
-    const flight = new SingleFlight(async () => {
-      reads += 1;
-      await tick();
-      if (reads === 1) throw new Error('dump failed');
-      return reads;
-    });
+    const flight = new FreshRead(
+      async () => {
+        reads += 1;
+        await tick();
+        if (reads === 1) throw new Error('dump failed');
+        return reads;
+      },
+      60_000,
+      () => 0,
+    );
     const results = await Promise.allSettled([flight.get(), flight.get()]);
     expect(results.map((r) => r.status)).to.deep.equal(['rejected', 'rejected']);
+    expect(await flight.get()).to.equal(2);
     expect(await flight.get()).to.equal(2);
   });
 });

@@ -215,6 +215,78 @@ describe('peers/service: list single-flight (DESIGN §5)', () => {
   });
 });
 
+describe('peers/service: the freshness window (--list-max-age, DESIGN §5)', () => {
+  /** A service with a 1000 ms window on a clock the test moves, over one peer at 10.8.0.2. */
+  function windowed() {
+    const kernel = FakeKernel.withInterface();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    let clock = 0;
+    const { svc } = service(kernel, {
+      endpointHost: 'vpn.example.net',
+      listMaxAgeMs: 1000,
+      monotonicNow: () => clock,
+    });
+    const advance = (ms: number): void => {
+      clock += ms;
+    };
+    return { kernel, svc, advance, reads: () => kernel.count('getDevice') };
+  }
+
+  it('answers from the completed read within the window and reads afresh after it', async () => {
+    const { kernel, svc, advance, reads } = windowed();
+    const first = await svc.snapshot();
+    kernel.putPeer(key(2), ['10.8.0.3/32']); // a change the daemon did not make
+    advance(999);
+    expect(await svc.snapshot()).to.equal(first);
+    expect(reads()).to.equal(1);
+    advance(1);
+    const second = await svc.snapshot();
+    expect(second).to.not.equal(first);
+    expect(second.device.peers).to.have.length(2);
+  });
+
+  const writes: Array<[string, (svc: PeerService) => Promise<unknown>]> = [
+    ['create', (svc) => svc.createPeer()],
+    ['delete', (svc) => svc.deletePeer(key(1))],
+    ['set limit', (svc) => svc.setSpeedLimit(key(1), 125_000)],
+    ['remove limit', (svc) => svc.removeSpeedLimit(key(1))],
+    ['set cap', (svc) => svc.setDataCap(key(1), 2_000_000)],
+    ['remove cap', (svc) => svc.removeDataCap(key(1))],
+  ];
+  for (const [name, write] of writes) {
+    it(`ends the window at once on ${name}`, async () => {
+      const { svc } = windowed();
+      const before = await svc.snapshot();
+      await write(svc);
+      const after = await svc.snapshot();
+      expect(after).to.not.equal(before);
+      expect(after.takenAt).to.be.a('number');
+    });
+  }
+
+  it('ends the window on a failed write too', async () => {
+    const { svc, reads } = windowed();
+    const before = await svc.snapshot();
+    const error = await rejected(svc.deletePeer(key(9)));
+    expect(error).to.be.instanceOf(PeerNotFoundError);
+    const after = await svc.snapshot();
+    expect(after).to.not.equal(before);
+    expect(reads()).to.equal(3); // list, the delete's lookup, list again
+  });
+
+  it('lists what a write changed at once, inside the window', async () => {
+    const { svc } = windowed();
+    await svc.listPeers(null);
+    const created = await svc.createPeer();
+    expect((await svc.listPeers(null)).map((p) => p.publicKey)).to.include(created.publicKey);
+    await svc.setSpeedLimit(created.publicKey, 125_000);
+    const limited = (await svc.listPeers(null)).find((p) => p.publicKey === created.publicKey);
+    expect(limited?.speedLimitBytesPerSecond).to.equal(125_000);
+    await svc.deletePeer(created.publicKey);
+    expect((await svc.listPeers(null)).map((p) => p.publicKey)).to.not.include(created.publicKey);
+  });
+});
+
 describe('peers/service: create', () => {
   it('adds a peer with the lowest free address as its only allowed IP /32', async () => {
     const kernel = FakeKernel.withInterface();

@@ -1,0 +1,148 @@
+/**
+ * Host-side costs of the GET /api/peers path (issue 8), on generated WG_CMD_GET_DEVICE dumps
+ * (no WireGuard needed; the VM measurement with a real kernel is `npm run bench:api`'s):
+ * table-codec decode vs the fast decoder, the body build vs today's objects + JSON.stringify,
+ * gzip and br of the body, and the longest event-loop stall during a sliced build.
+ *
+ * Run: npx tsc -p tsconfig.json && node dist/bench/list-path.js
+ * Options: BENCH_SIZES (default "10000,50000"), BENCH_ROUNDS (default 7).
+ */
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import { toPeerJson } from '../src/http/app';
+import { BROTLI_OPTIONS, GZIP_OPTIONS, buildListBody } from '../src/http/list-body';
+import { parseDevice } from '../src/kernel/wireguard';
+import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
+import { WG_CMD_GET_DEVICE } from '../src/kernel/wireguard-schema';
+import { PeerService, type PeerSnapshot } from '../src/peers';
+import type { Kernel, WireGuardDevice } from '../src/kernel/types';
+import { generatedDump } from '../test/support/generated-dump';
+
+const SIZES = (process.env.BENCH_SIZES ?? '10000,50000').split(',').map(Number);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+async function timed(run: () => unknown): Promise<number> {
+  const samples: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const start = performance.now();
+    await run();
+    samples.push(performance.now() - start);
+  }
+  return median(samples);
+}
+
+/** Medians of `a` and `b` run alternately (A B A B …), so that load on a shared host hits both. */
+async function alternating(a: () => unknown, b: () => unknown): Promise<[number, number]> {
+  const samplesA: number[] = [];
+  const samplesB: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    let start = performance.now();
+    await a();
+    samplesA.push(performance.now() - start);
+    start = performance.now();
+    await b();
+    samplesB.push(performance.now() - start);
+  }
+  return [median(samplesA), median(samplesB)];
+}
+
+function row(label: string, ms: number, extra = ''): void {
+  console.log(`  ${label.padEnd(44)} ${ms.toFixed(1).padStart(8)} ms${extra}`);
+}
+
+/** A service over a kernel that answers with `device`, to list exactly as the daemon does. */
+function serviceOver(device: WireGuardDevice): PeerService {
+  const kernel = {
+    wireguard: { getDevice: async () => device },
+    shaper: { listLimits: async () => new Map() },
+    quota: { listCaps: async () => new Map() },
+    link: {},
+  } as unknown as Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  const silent = { info() {}, warn() {}, error() {} };
+  return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs: 60_000 });
+}
+
+async function main(): Promise<void> {
+  const gzip = promisify(zlib.gzip);
+  const brotli = promisify(zlib.brotliCompress);
+  console.log(
+    `list-path bench, node ${process.version}, median of ${ROUNDS} rounds, pairs run alternately`,
+  );
+  for (const size of SIZES) {
+    const messages = generatedDump(size);
+    const bytes = messages.reduce((sum, m) => sum + m.length, 0);
+    console.log(
+      `\n${size} peers: ${messages.length} messages, ${(bytes / 1e6).toFixed(1)} MB of attributes`,
+    );
+    const replies = messages.map((attributes) => ({
+      cmd: WG_CMD_GET_DEVICE,
+      version: 1,
+      attributes,
+    }));
+    const [table, fast] = await alternating(
+      () => parseDevice('wgx', replies),
+      () => decodeDeviceDump('wgx', messages),
+    );
+    row('decode, table codec (parseDevice)', table);
+    row('decode, fast (decodeDeviceDump)', fast, `  (${(table / fast).toFixed(1)}x faster)`);
+
+    const service = serviceOver(decodeDeviceDump('wgx', messages));
+    const snapshot: PeerSnapshot = await service.snapshot();
+    const [reference, build] = await alternating(
+      async () => {
+        const entries = await service.listPeers(null);
+        const text = JSON.stringify({
+          success: true,
+          peers: entries.map(toPeerJson),
+          total_count: entries.length,
+          filter: null,
+        });
+        return Buffer.from(text);
+      },
+      () => buildListBody(snapshot, null),
+    );
+    row("body, today's PeerEntry + JSON.stringify", reference);
+    row(
+      'body, sliced serializer (buildListBody)',
+      build,
+      `  (${(reference / build).toFixed(1)}x faster)`,
+    );
+
+    const body = await buildListBody(snapshot, null);
+    const stall = monitorEventLoopDelay({ resolution: 1 });
+    stall.enable();
+    await buildListBody(snapshot, null);
+    stall.disable();
+    console.log(
+      `  body: ${(body.length / 1e6).toFixed(1)} MB; longest event-loop stall during a build ${(stall.max / 1e6).toFixed(1)} ms`,
+    );
+    const gzipped = await gzip(body, GZIP_OPTIONS);
+    const brotlied = await brotli(body, BROTLI_OPTIONS);
+    row(
+      `gzip (level ${GZIP_OPTIONS.level}, thread pool)`,
+      await timed(() => gzip(body, GZIP_OPTIONS)),
+      `  → ${(gzipped.length / 1e6).toFixed(2)} MB`,
+    );
+    row(
+      'br (quality 1, thread pool)',
+      await timed(() => brotli(body, BROTLI_OPTIONS)),
+      `  → ${(brotlied.length / 1e6).toFixed(2)} MB`,
+    );
+    const heap = process.memoryUsage();
+    console.log(
+      `  memory now: rss ${(heap.rss / 2 ** 20).toFixed(0)} MiB, heap used ${(heap.heapUsed / 2 ** 20).toFixed(0)} MiB`,
+    );
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

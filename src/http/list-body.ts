@@ -1,0 +1,214 @@
+/**
+ * The body of GET /api/peers, built once per kernel read (DESIGN §5, issue 8): from a PeerSnapshot
+ * and a filter, the finished response bytes, memoized on the snapshot object, and compressed once
+ * per encoding. Every request that shares the read (in flight or within the freshness window)
+ * gets the same bytes; a request that arrives while a body is being built joins that build.
+ *
+ * The bytes are exactly what the reference twin in app.ts gives:
+ *   JSON.stringify({ success: true, peers: entries.map(toPeerJson), total_count, filter })
+ * and the unit tests hold the two equal, so a field added to toPeerJson must be added to
+ * `peerJson` below (the one place that lists the fields) or the tests fail.
+ */
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import { livenessOf, tunnelAddressOf, type FilterStatus, type PeerSnapshot } from '../peers';
+
+/** A peer as the snapshot holds it (the http layer names no kernel module). */
+type SnapshotPeer = PeerSnapshot['device']['peers'][number];
+
+export type ListFilter = FilterStatus | null;
+export type BodyEncoding = 'identity' | 'gzip' | 'br';
+
+/**
+ * Peers serialized per slice before the build yields to the event loop: ~4 ms on the host,
+ * 40-200 ms in an emulated VM ten to fifty times slower; a yield costs microseconds.
+ */
+export const PEERS_PER_SLICE = 1000;
+
+const gzip = promisify(zlib.gzip);
+const brotli = promisify(zlib.brotliCompress);
+
+/**
+ * Compression runs on libuv's thread pool (async zlib), so it never blocks the event loop, but a
+ * request for a compressed body waits for it once per read. Both at their fastest level: on a
+ * 3.7 MB 10,000-peer body (one host run, alternating): gzip -1 79 ms → 0.39 MB, gzip -6 184 ms
+ * → 0.32 MB, br q1 75 ms → 0.33 MB, br q5 1,000 ms → 0.27 MB (br's default, 11, takes seconds).
+ */
+export const GZIP_OPTIONS: zlib.ZlibOptions = { level: 1 };
+export const BROTLI_OPTIONS: zlib.BrotliOptions = {
+  params: {
+    [zlib.constants.BROTLI_PARAM_QUALITY]: 1,
+    [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+  },
+};
+
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Characters JSON.stringify would escape: '"', '\\', controls and lone surrogates. */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** A JSON string literal; JSON.stringify only when something could need escaping. */
+function quoted(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/** JSON for a number or null, as JSON.stringify writes them (finite numbers only occur here). */
+function numberOrNull(value: number | null): string {
+  return value === null ? 'null' : String(value);
+}
+
+/**
+ * One peer, fields in the order of toPeerJson (app.ts). No escaping is needed for what the
+ * kernel decoder produces: public keys are base64 ([A-Za-z0-9+/=]), tunnel addresses dotted
+ * decimal, allowed IPs "address/cidr" in dotted or hexadecimal-colon text, handshakes ISO 8601
+ * from Date#toISOString, statuses constants, counters numbers. The endpoint is text the snapshot
+ * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
+ * Statuses are computed at `now` (the snapshot's takenAt); null when the filter excludes the peer.
+ */
+function peerJson(
+  peer: SnapshotPeer,
+  snapshot: PeerSnapshot,
+  now: number,
+  filter: ListFilter,
+): string | null {
+  const liveness = livenessOf(peer.lastHandshake, now);
+  if (filter !== null && liveness.status !== filter) return null;
+  const ip = tunnelAddressOf(peer);
+  const limit = ip === null ? null : (snapshot.limits.get(ip) ?? null);
+  const cap = ip === null ? null : (snapshot.caps.get(ip) ?? null);
+  let allowed = '';
+  for (const prefix of peer.allowedIps) {
+    allowed += `${allowed === '' ? '' : ','}"${prefix.address}/${prefix.cidr}"`;
+  }
+  return (
+    `{"public_key":"${peer.publicKey}"` +
+    `,"ip_address":${ip === null ? 'null' : `"${ip}"`}` +
+    `,"last_handshake":${liveness.lastHandshake === null ? 'null' : `"${liveness.lastHandshake}"`}` +
+    `,"minutes_since_handshake":${numberOrNull(liveness.minutesSinceHandshake)}` +
+    `,"status":"${liveness.status}"` +
+    `,"allowed_ips":[${allowed}]` +
+    `,"endpoint":${peer.endpoint === null ? 'null' : quoted(peer.endpoint)}` +
+    `,"rx_bytes":${peer.rxBytes}` +
+    `,"tx_bytes":${peer.txBytes}` +
+    `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
+    `,"speed_limit_bytes_per_second":${numberOrNull(limit)}` +
+    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes}}`}` +
+    '}'
+  );
+}
+
+/**
+ * Builds the body in slices of PEERS_PER_SLICE peers, yielding to the event loop between slices
+ * so that requests arriving during a 50,000-peer build are accepted (and join this build).
+ * Slices rather than a worker thread (not measured): a worker would need the snapshot sent to
+ * it by structured clone, itself a walk over every peer much like serializing it, and the body
+ * sent back; the build is ~40 ms per 10,000 peers on the host (bench/list-path.ts), so slices
+ * of ~4 ms keep the loop responsive with no copy. Each slice becomes one Buffer; the slices are
+ * concatenated once at the end, so no list of per-peer objects is ever held.
+ */
+export async function buildListBody(
+  snapshot: PeerSnapshot,
+  filter: ListFilter,
+  peersPerSlice = PEERS_PER_SLICE,
+): Promise<Buffer> {
+  const peers = snapshot.device.peers;
+  const now = snapshot.takenAt;
+  const chunks: Buffer[] = [Buffer.from('{"success":true,"peers":[', 'latin1')];
+  let size = chunks[0]!.length;
+  let count = 0;
+  for (let start = 0; start < peers.length; start += peersPerSlice) {
+    if (start > 0) await yieldToEventLoop();
+    let text = '';
+    const end = Math.min(peers.length, start + peersPerSlice);
+    for (let i = start; i < end; i++) {
+      const json = peerJson(peers[i]!, snapshot, now, filter);
+      if (json === null) continue;
+      text += count === 0 ? json : `,${json}`;
+      count++;
+    }
+    if (text !== '') {
+      const chunk = Buffer.from(text, 'utf8');
+      chunks.push(chunk);
+      size += chunk.length;
+    }
+  }
+  const tail = Buffer.from(
+    `],"total_count":${count},"filter":${filter === null ? 'null' : `"${filter}"`}}`,
+    'latin1',
+  );
+  chunks.push(tail);
+  return Buffer.concat(chunks, size + tail.length);
+}
+
+/**
+ * The encoding to answer with (RFC 9110 §12.5.3): br or gzip when the client accepts it with
+ * q > 0 (an explicit "q=0" refuses; "*" covers what is not listed), the higher q winning and br
+ * on a tie (smaller at the same cost); identity otherwise.
+ */
+export function negotiateEncoding(acceptEncoding: string | undefined): BodyEncoding {
+  if (acceptEncoding === undefined || acceptEncoding === '') return 'identity';
+  const weights = new Map<string, number>();
+  for (const part of acceptEncoding.split(',')) {
+    const [rawName, ...params] = part.split(';');
+    const name = rawName!.trim().toLowerCase();
+    if (name === '') continue;
+    let q = 1;
+    for (const param of params) {
+      const match = /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(param);
+      if (match) q = Number(match[1]);
+    }
+    if (Number.isNaN(q)) q = 0;
+    weights.set(name === 'x-gzip' ? 'gzip' : name, q);
+  }
+  const star = weights.get('*') ?? 0;
+  const br = weights.get('br') ?? star;
+  const gz = weights.get('gzip') ?? star;
+  if (br > 0 && br >= gz) return 'br';
+  if (gz > 0) return 'gzip';
+  return 'identity';
+}
+
+/**
+ * The bodies of each snapshot, keyed by filter and encoding, held as promises so that concurrent
+ * requests join a build or compression in flight. Held in a WeakMap on the snapshot object: once
+ * no request and no freshness window holds the snapshot, its bodies go with it.
+ */
+export class ListBodies {
+  /** Bodies built and compressions run since start (for tests and metrics). */
+  builds = 0;
+  compressions = 0;
+  private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, Promise<Buffer>>>();
+
+  constructor(private readonly peersPerSlice = PEERS_PER_SLICE) {}
+
+  body(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Promise<Buffer> {
+    let bodies = this.bySnapshot.get(snapshot);
+    if (bodies === undefined) {
+      bodies = new Map();
+      this.bySnapshot.set(snapshot, bodies);
+    }
+    const key = `${filter ?? 'all'} ${encoding}`;
+    const existing = bodies.get(key);
+    if (existing !== undefined) return existing;
+    let promise: Promise<Buffer>;
+    if (encoding === 'identity') {
+      this.builds += 1;
+      promise = buildListBody(snapshot, filter, this.peersPerSlice);
+    } else {
+      promise = this.body(snapshot, filter, 'identity').then((identity) => {
+        this.compressions += 1;
+        return encoding === 'gzip'
+          ? gzip(identity, GZIP_OPTIONS)
+          : brotli(identity, BROTLI_OPTIONS);
+      });
+    }
+    const held = bodies;
+    held.set(key, promise);
+    // A failed build is not kept: the next request tries again.
+    promise.catch(() => {
+      if (held.get(key) === promise) held.delete(key);
+    });
+    return promise;
+  }
+}

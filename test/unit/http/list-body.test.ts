@@ -1,0 +1,310 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+import { createApp } from '../../../src/http';
+import { toPeerJson } from '../../../src/http/app';
+import {
+  ListBodies,
+  buildListBody,
+  negotiateEncoding,
+  type ListFilter,
+} from '../../../src/http/list-body';
+import type { DataCap, Kernel, WireGuardDevice, WireGuardPeer } from '../../../src/kernel/types';
+import {
+  ALIVE,
+  DEAD,
+  PeerService,
+  type PeerServiceApi,
+  type PeerSnapshot,
+} from '../../../src/peers';
+import { captureLog } from '../support/log-capture';
+
+const TAKEN_AT = Date.parse('2026-03-01T12:00:00.000Z');
+const FILTERS: ListFilter[] = [null, ALIVE, DEAD];
+
+interface Generated {
+  device: WireGuardDevice;
+  limits: Map<string, number>;
+  caps: Map<string, DataCap>;
+}
+
+/**
+ * A device of `count` peers covering every shape a peer can take in the list: never handshaked,
+ * handshaked just now, at the 150 s threshold, long ago; IPv4 and IPv6 endpoints or none; a
+ * tunnel /32 with further v4 and v6 prefixes, or no /32 at all; with and without limit and cap.
+ */
+function generated(count: number): Generated {
+  const peers: WireGuardPeer[] = [];
+  const limits = new Map<string, number>();
+  const caps = new Map<string, DataCap>();
+  for (let i = 0; i < count; i++) {
+    const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+    const ages = [null, 0, 150_000, 150_001, 59_999, 3_600_000 * 30];
+    const age = ages[i % ages.length]!;
+    const allowedIps: WireGuardPeer['allowedIps'] =
+      i % 11 === 5
+        ? [{ family: 6, address: `fd00::${i.toString(16)}`, cidr: 128 }]
+        : [{ family: 4, address: ip, cidr: 32 }];
+    if (i % 7 === 3) allowedIps.push({ family: 4, address: '192.168.0.0', cidr: 24 });
+    if (i % 5 === 1) allowedIps.push({ family: 6, address: '2001:db8::', cidr: 64 });
+    peers.push({
+      publicKey: Buffer.alloc(32, i % 251)
+        .fill(i >> 8, 0, 1)
+        .toString('base64'),
+      endpoint:
+        i % 3 === 0 ? null : i % 3 === 1 ? `203.0.113.${i % 256}:51820` : '[2001:db8::1]:4500',
+      lastHandshake: age === null ? null : new Date(TAKEN_AT - age),
+      rxBytes: i * 1_000_003,
+      txBytes: i % 4 === 0 ? 0 : 2 ** 40 + i,
+      persistentKeepalive: i % 2 === 0 ? 0 : 25,
+      allowedIps,
+    });
+    if (i % 4 === 1) limits.set(ip, 125_000 + i);
+    if (i % 6 === 2) caps.set(ip, { quotaBytes: 2_000_000 + i, usedBytes: i });
+  }
+  const device = {
+    name: 'wg0',
+    ifindex: 7,
+    publicKey: Buffer.alloc(32, 9).toString('base64'),
+    listenPort: 51820,
+    fwmark: 0,
+    peers,
+  };
+  return { device, limits, caps };
+}
+
+/** A PeerService over a kernel that answers with `data`, with a window long enough to list twice. */
+function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
+  const kernel = {
+    wireguard: { getDevice: async () => data.device },
+    shaper: { listLimits: async () => new Map(data.limits) },
+    quota: { listCaps: async () => new Map(data.caps) },
+    link: {},
+  } as unknown as Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  return new PeerService({
+    kernel,
+    interfaceName: 'wg0',
+    logger: captureLog().logger,
+    now: () => takenAt,
+    listMaxAgeMs: 60_000,
+  });
+}
+
+/** Today's serializer, the reference: PeerEntry objects through toPeerJson and JSON.stringify. */
+async function reference(service: PeerService, filter: ListFilter): Promise<string> {
+  const entries = await service.listPeers(filter);
+  return JSON.stringify({
+    success: true,
+    peers: entries.map(toPeerJson),
+    total_count: entries.length,
+    filter,
+  });
+}
+
+describe('http/list-body: the bytes equal the reference serializer', () => {
+  it('on a generated 5,000-peer snapshot, for every filter and slice size', async () => {
+    const service = serviceOver(generated(5000));
+    const snapshot = await service.snapshot();
+    for (const filter of FILTERS) {
+      const expected = await reference(service, filter);
+      for (const slice of [1, 3, 2000]) {
+        const body = await buildListBody(snapshot, filter, slice);
+        expect(body.toString('utf8') === expected, `filter ${filter}, slice ${slice}`).to.equal(
+          true,
+        );
+      }
+    }
+    // The generator covers what it claims: every status and both filters non-empty.
+    const parsed = JSON.parse(await reference(service, null)) as {
+      peers: Array<{ status: string; data_cap: unknown; speed_limit_bytes_per_second: unknown }>;
+    };
+    const statuses = new Set(parsed.peers.map((p) => p.status));
+    expect([...statuses].sort()).to.deep.equal(['ALIVE', 'DEAD', 'No handshake yet']);
+    expect(parsed.peers.some((p) => p.data_cap !== null)).to.equal(true);
+    expect(parsed.peers.some((p) => p.speed_limit_bytes_per_second !== null)).to.equal(true);
+  });
+
+  it('on an empty device', async () => {
+    const service = serviceOver(generated(0));
+    const snapshot = await service.snapshot();
+    for (const filter of FILTERS) {
+      expect((await buildListBody(snapshot, filter)).toString()).to.equal(
+        await reference(service, filter),
+      );
+    }
+  });
+
+  it('on arbitrary endpoints and counters (property)', async () => {
+    const peer = fc.record({
+      endpoint: fc.option(fc.string({ unit: 'binary' }), { nil: null }),
+      rxBytes: fc.nat(),
+      txBytes: fc.maxSafeNat(),
+      keepalive: fc.nat({ max: 65535 }),
+      ageMs: fc.option(fc.nat({ max: 10 ** 10 }), { nil: null }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(peer, { maxLength: 20 }), async (drawn) => {
+        const data = generated(drawn.length);
+        drawn.forEach((d, i) => {
+          Object.assign(data.device.peers[i]!, {
+            endpoint: d.endpoint,
+            rxBytes: d.rxBytes,
+            txBytes: d.txBytes,
+            persistentKeepalive: d.keepalive,
+            lastHandshake: d.ageMs === null ? null : new Date(TAKEN_AT - d.ageMs),
+          });
+        });
+        const service = serviceOver(data);
+        const snapshot = await service.snapshot();
+        for (const filter of FILTERS) {
+          const body = await buildListBody(snapshot, filter, 4);
+          expect(body.toString('utf8')).to.equal(await reference(service, filter));
+        }
+      }),
+      { numRuns: 50 },
+    );
+  });
+});
+
+describe('http/list-body: one build per snapshot and filter', () => {
+  it('memoizes per snapshot, filter and encoding', async () => {
+    const snapshot = await serviceOver(generated(50)).snapshot();
+    const bodies = new ListBodies();
+    const a = await bodies.body(snapshot, null, 'identity');
+    expect(await bodies.body(snapshot, null, 'identity')).to.equal(a);
+    await bodies.body(snapshot, DEAD, 'identity');
+    await bodies.body(snapshot, null, 'gzip');
+    await bodies.body(snapshot, null, 'gzip');
+    await bodies.body(snapshot, null, 'br');
+    expect(bodies.builds).to.equal(2);
+    expect(bodies.compressions).to.equal(2);
+    const other = await serviceOver(generated(50)).snapshot();
+    await bodies.body(other, null, 'identity');
+    expect(bodies.builds).to.equal(3);
+  });
+
+  it('lets a request that arrives during a build join it', async () => {
+    const snapshot = await serviceOver(generated(1000)).snapshot();
+    const bodies = new ListBodies(10); // 100 slices: the build spans many event-loop turns
+    const first = bodies.body(snapshot, null, 'identity');
+    await new Promise((resolve) => setImmediate(resolve)); // the build is now under way
+    const joined = bodies.body(snapshot, null, 'gzip');
+    const again = bodies.body(snapshot, null, 'identity');
+    expect(again).to.equal(first);
+    const [identity, gzipped] = await Promise.all([first, joined]);
+    expect(bodies.builds).to.equal(1);
+    expect(zlib.gunzipSync(gzipped).equals(identity)).to.equal(true);
+  });
+});
+
+describe('http/list-body: Accept-Encoding', () => {
+  const cases: Array<[string | undefined, string]> = [
+    [undefined, 'identity'],
+    ['', 'identity'],
+    ['identity', 'identity'],
+    ['gzip', 'gzip'],
+    ['x-gzip', 'gzip'],
+    ['gzip, deflate, br', 'br'],
+    ['br;q=0, gzip', 'gzip'],
+    ['gzip;q=0, br;q=0', 'identity'],
+    ['gzip;q=0.9, br;q=0.5', 'gzip'],
+    ['GZIP; Q=1', 'gzip'],
+    ['*', 'br'],
+    ['*;q=0', 'identity'],
+    ['deflate', 'identity'],
+    ['*, br;q=0', 'gzip'],
+  ];
+  for (const [header, expected] of cases) {
+    it(`answers ${JSON.stringify(header)} with ${expected}`, () => {
+      expect(negotiateEncoding(header)).to.equal(expected);
+    });
+  }
+});
+
+describe('GET /api/peers: one body per read, compressed once, with its age', () => {
+  let server: http.Server;
+  let base: string;
+  let bodies: ListBodies;
+  let snapshot: PeerSnapshot;
+  let service: PeerService;
+
+  before(async () => {
+    // A snapshot taken 2.5 s ago, as the freshness window may serve one.
+    service = serviceOver(generated(300), Date.now() - 2500);
+    snapshot = await service.snapshot();
+    const api = { snapshot: async () => snapshot } as unknown as PeerServiceApi;
+    bodies = new ListBodies();
+    server = http.createServer(
+      createApp({ service: api, logger: captureLog().logger, listBodies: bodies }),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  /** Raw bytes and headers, no decompression (node:http leaves the body as sent). */
+  function get(
+    path: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+    return new Promise((resolve, reject) => {
+      http
+        .get(`${base}${path}`, { headers, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              body: Buffer.concat(chunks),
+            }),
+          );
+        })
+        .on('error', reject);
+    });
+  }
+
+  it('sends the reference bytes with Content-Length, Vary, Age and X-Data-Age-Ms', async () => {
+    const res = await get('/api/peers?status=DEAD');
+    expect(res.status).to.equal(200);
+    // The service's own listing is of the same read (the window), at the same takenAt.
+    expect(res.body.toString()).to.equal(await reference(service, DEAD));
+    expect(res.headers['content-type']).to.equal('application/json; charset=utf-8');
+    expect(Number(res.headers['content-length'])).to.equal(res.body.length);
+    expect(res.headers.vary).to.equal('Accept-Encoding');
+    expect(res.headers['content-encoding']).to.equal(undefined);
+    const ageMs = Number(res.headers['x-data-age-ms']);
+    expect(ageMs).to.be.at.least(2500);
+    expect(Number(res.headers.age)).to.equal(Math.floor(ageMs / 1000));
+  });
+
+  it('round-trips gzip and br to the identity bytes, compressing once per encoding', async () => {
+    const identity = await get('/api/peers');
+    const before = bodies.compressions;
+    const [gz1, gz2, br] = await Promise.all([
+      get('/api/peers', { 'accept-encoding': 'gzip' }),
+      get('/api/peers', { 'accept-encoding': 'gzip' }),
+      get('/api/peers', { 'accept-encoding': 'br' }),
+    ]);
+    expect(gz1.headers['content-encoding']).to.equal('gzip');
+    expect(br.headers['content-encoding']).to.equal('br');
+    expect(Number(gz1.headers['content-length'])).to.equal(gz1.body.length);
+    expect(zlib.gunzipSync(gz1.body).equals(identity.body)).to.equal(true);
+    expect(gz2.body.equals(gz1.body)).to.equal(true);
+    expect(zlib.brotliDecompressSync(br.body).equals(identity.body)).to.equal(true);
+    expect(bodies.compressions - before).to.equal(2);
+  });
+
+  it('builds each filter once for any number of requests on the read', async () => {
+    const before = bodies.builds;
+    await Promise.all([
+      get('/api/peers?status=ALIVE'),
+      get('/api/peers?status=ALIVE'),
+      get('/api/peers?status=ALIVE', { 'accept-encoding': 'gzip' }),
+    ]);
+    expect(bodies.builds - before).to.equal(1);
+  });
+});
