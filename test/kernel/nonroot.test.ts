@@ -33,6 +33,8 @@ const AS_SERVICE_USER = [
   '--no-new-privs',
 ];
 const ADMIN_TOKEN = 'nonroot-admin-token-0123456789';
+const READ_TOKEN = 'nonroot-read-token-0123456789';
+const ROTATED_ADMIN_TOKEN = 'nonroot-rotated-admin-token-0123';
 
 interface CreatedPeer {
   peer: { ip: string; publicKey: string };
@@ -51,7 +53,16 @@ function statusField(pid: number, field: string): string {
 describe('daemon as a non-root user with only CAP_NET_ADMIN (real kernel)', function () {
   let daemon: DaemonProcess | undefined;
   let created: CreatedPeer;
-  const auth = ADMIN_TOKEN;
+  let auth = ADMIN_TOKEN;
+  let adminFile = '';
+
+  /** A token file as the README says: owned by the service user, mode 0600. */
+  function tokenFile(file: string, text: string): string {
+    writeFileSync(file, text, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    chownSync(file, UID, GID);
+    return file;
+  }
 
   before(function () {
     assertInTestVm();
@@ -68,12 +79,10 @@ describe('daemon as a non-root user with only CAP_NET_ADMIN (real kernel)', func
   });
 
   it('starts as nobody, creates the interface, and holds CAP_NET_ADMIN alone', async () => {
-    // The token file belongs to the service user and is private to it, as the README says.
     const dir = mkdtempSync(path.join(tmpdir(), 'nonroot-'));
     chmodSync(dir, 0o755);
-    const tokenFile = path.join(dir, 'admin.tokens');
-    writeFileSync(tokenFile, `${ADMIN_TOKEN}\n`, { mode: 0o600 });
-    chownSync(tokenFile, UID, GID);
+    adminFile = tokenFile(path.join(dir, 'admin.tokens'), `${ADMIN_TOKEN}\n`);
+    const readFile = tokenFile(path.join(dir, 'read.tokens'), `# monitoring\n${READ_TOKEN}\n`);
     expect(linkExists(IFNAME)).to.equal(false);
     daemon = await startDaemon({
       prefix: AS_SERVICE_USER,
@@ -85,7 +94,9 @@ describe('daemon as a non-root user with only CAP_NET_ADMIN (real kernel)', func
         '--endpoint-host',
         SERVER_UNDERLAY_IP,
         '--token-file',
-        tokenFile,
+        adminFile,
+        '--read-token-file',
+        readFile,
       ],
       listen: LISTEN,
       token: ADMIN_TOKEN,
@@ -135,6 +146,29 @@ describe('daemon as a non-root user with only CAP_NET_ADMIN (real kernel)', func
     );
     expect(peer?.speed_limit_bytes_per_second).to.equal(250_000);
     expect((peer?.data_cap as { quota_bytes: number }).quota_bytes).to.equal(7_000_000);
+  });
+
+  it('lets the read token list but not change, and rotates the admin token on a real SIGHUP', async () => {
+    const list = await api(daemon!, 'GET', '/api/peers', undefined, READ_TOKEN);
+    expect(list.status).to.equal(200);
+    expect(list.body.total_count).to.equal(1);
+    const write = await api(daemon!, 'POST', '/api/peer', undefined, READ_TOKEN);
+    expect(write.status).to.equal(403);
+    expect(write.body.code).to.equal('FORBIDDEN_READ_ONLY');
+
+    tokenFile(adminFile, `${ROTATED_ADMIN_TOKEN}\n`);
+    process.kill(daemon!.child.pid!, 'SIGHUP');
+    // The signal is handled asynchronously: wait for the new token to be accepted.
+    const deadline = Date.now() + 60_000;
+    while (
+      (await api(daemon!, 'GET', '/api/peers', undefined, ROTATED_ADMIN_TOKEN)).status !== 200
+    ) {
+      if (Date.now() > deadline) throw new Error(`SIGHUP did not rotate:\n${daemon!.output()}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect((await api(daemon!, 'GET', '/api/peers', undefined, ADMIN_TOKEN)).status).to.equal(401);
+    expect(daemon!.output()).to.match(/"event":"tokens_reloaded","admin":1,"read":1/);
+    auth = ROTATED_ADMIN_TOKEN;
   });
 
   it('deletes the peer with its limit and cap, and stops with status 0', async () => {
