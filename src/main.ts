@@ -212,6 +212,16 @@ function readConfig(): Config {
 async function cli(): Promise<void> {
   const config = readConfig();
   const logger = createLogger({ level: config.logLevel });
+  let started: Daemon | undefined;
+  // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens without a restart.
+  // Installed before the start: SIGHUP's default action would kill a daemon still starting.
+  process.on('SIGHUP', () => {
+    if (started === undefined) {
+      logger.warn({ signal: 'SIGHUP' }, 'SIGHUP while starting: the token files were just read');
+    } else {
+      started.reloadTokens();
+    }
+  });
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, {
@@ -225,6 +235,7 @@ async function cli(): Promise<void> {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(status);
   }
+  started = daemon;
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (signalled) {
@@ -237,8 +248,6 @@ async function cli(): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens without a restart.
-  process.on('SIGHUP', () => daemon.reloadTokens());
 }
 
 if (require.main === module) {
