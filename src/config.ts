@@ -4,7 +4,17 @@
  * so it can be tested; main.ts turns a ConfigError into one line on stderr and exit status 2.
  */
 import { isIP } from 'node:net';
+import type { LogLevel } from './log';
 import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './peers/ipv4';
+import {
+  TokenFileError,
+  checkToken,
+  loadTokens,
+  type ReadTokenFile,
+  type TokenSource,
+  type TokenSources,
+  type Tokens,
+} from './token-files';
 
 export interface ListenAddress {
   /** IP literal without brackets, or "localhost". */
@@ -17,8 +27,14 @@ export interface Config {
   listen: ListenAddress;
   /** null: the host's primary IPv4 address, read over rtnetlink. */
   endpointHost: string | null;
-  /** null: no authentication (only allowed on loopback or with allowUnauthenticated). */
-  token: string | null;
+  /**
+   * Admin and read tokens at start. Both empty: no authentication (only allowed on loopback or
+   * with allowUnauthenticated).
+   */
+  tokens: Tokens;
+  /** Where the tokens came from, for the SIGHUP re-read (files only; variables stay). */
+  tokenSources: TokenSources;
+  logLevel: LogLevel;
   /** Address of an interface wg-peerd creates. */
   address: { address: string; prefixLength: number };
   /** Listen port of an interface wg-peerd creates. */
@@ -28,7 +44,7 @@ export interface Config {
   listMaxAgeMs: number;
 }
 
-export type ParseOutcome = { kind: 'help' } | { kind: 'run'; config: Config };
+export type ParseOutcome = { kind: 'help' } | { kind: 'version' } | { kind: 'run'; config: Config };
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -38,7 +54,18 @@ export class ConfigError extends Error {
 }
 
 export type Environment = Readonly<Record<string, string | undefined>>;
-export type ReadTextFile = (path: string) => string;
+export type { ReadTokenFile } from './token-files';
+
+/** pino's levels, most to least severe, and `silent`. */
+export const LOG_LEVELS: readonly LogLevel[] = [
+  'fatal',
+  'error',
+  'warn',
+  'info',
+  'debug',
+  'trace',
+  'silent',
+];
 
 interface Option {
   flag: string;
@@ -77,7 +104,14 @@ export const OPTIONS: readonly Option[] = [
     env: 'WG_PEERD_TOKEN',
     value: 'PATH',
     default: 'none',
-    meaning: 'file holding the bearer token',
+    meaning: 'file of admin bearer tokens (all routes), one a line; re-read on SIGHUP',
+  },
+  {
+    flag: '--read-token-file',
+    env: 'WG_PEERD_READ_TOKEN',
+    value: 'PATH',
+    default: 'none',
+    meaning: 'file of read-only tokens (list, metrics), one a line; re-read on SIGHUP',
   },
   {
     flag: '--address',
@@ -109,16 +143,31 @@ export const OPTIONS: readonly Option[] = [
     meaning:
       'lists share a kernel read this long (0-60000; 0: only reads in flight); higher costs less, data ages more; a change ends it',
   },
+  {
+    flag: '--log-level',
+    env: 'WG_PEERD_LOG_LEVEL',
+    value: 'LEVEL',
+    default: 'info',
+    meaning: `least severe log level written: ${LOG_LEVELS.join(', ')}`,
+  },
 ];
+
+/** Variables that hold a token itself rather than a file's path. */
+const TOKEN_VALUE_VARIABLES = ['WG_PEERD_TOKEN', 'WG_PEERD_READ_TOKEN'];
 
 export function helpText(): string {
   const rows = OPTIONS.map((o) => [
     o.boolean ? o.flag : `${o.flag} ${o.value}`,
-    o.env === 'WG_PEERD_TOKEN' ? `${o.env} (the token itself)` : o.boolean ? `${o.env}=1` : o.env,
+    TOKEN_VALUE_VARIABLES.includes(o.env)
+      ? `${o.env} (the token itself)`
+      : o.boolean
+        ? `${o.env}=1`
+        : o.env,
     o.default,
     o.meaning,
   ]);
   rows.push(['--help', '', '', 'print this table and exit']);
+  rows.push(['--version', '', '', 'print the version and exit']);
   const header = ['flag', 'env', 'default', 'meaning'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]): string =>
@@ -142,8 +191,6 @@ export function helpText(): string {
 const INTERFACE_NAME = /^[^\s/:]{1,15}$/;
 const HOSTNAME =
   /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
-/** A token travels in a header: visible ASCII, no spaces. */
-const TOKEN = /^[\x21-\x7e]+$/;
 
 function parsePort(text: string, what: string): number {
   if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
@@ -227,15 +274,24 @@ function parseListMaxAge(text: string, what: string): number {
   return Number(text);
 }
 
-function parseToken(text: string, where: string): string {
+/** A token variable's value: one token, surrounding whitespace ignored. */
+function parseTokenVariable(text: string, where: string): string[] {
   const token = text.trim();
   if (token === '') throw new ConfigError(`${where} holds no token`);
-  if (!TOKEN.test(token)) {
-    throw new ConfigError(
-      `${where} must hold one token of visible ASCII characters without spaces`,
-    );
+  try {
+    return [checkToken(token, where)];
+  } catch (error) {
+    if (error instanceof TokenFileError) throw new ConfigError(error.message);
+    throw error;
   }
-  return token;
+}
+
+export function parseLogLevel(text: string, what: string): LogLevel {
+  const level = LOG_LEVELS.find((l) => l === text);
+  if (level === undefined) {
+    throw new ConfigError(`${what} must be one of ${LOG_LEVELS.join(', ')}, not "${text}"`);
+  }
+  return level;
 }
 
 function isLoopback(host: string): boolean {
@@ -256,12 +312,13 @@ export function formatListen(listen: ListenAddress): string {
 export function parseConfig(
   argv: readonly string[],
   env: Environment,
-  readTextFile: ReadTextFile,
+  readTokenFile: ReadTokenFile,
 ): ParseOutcome {
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') return { kind: 'help' };
+    if (arg === '--version' || arg === '-V') return { kind: 'version' };
     if (!arg.startsWith('--')) {
       throw new ConfigError(
         `unexpected argument "${arg}"; wg-peerd takes only --flags (see --help)`,
@@ -318,21 +375,25 @@ export function parseConfig(
     allowUnauthenticated = allow.value === '1';
   }
 
-  let token: string | null = null;
-  const tokenSrc = source('--token-file');
-  if (tokenSrc !== null && tokenSrc.fromEnv) {
-    token = parseToken(tokenSrc.value, tokenSrc.what);
-  } else if (tokenSrc !== null) {
-    let text: string;
-    try {
-      text = readTextFile(tokenSrc.value);
-    } catch (error) {
-      const reason =
-        error instanceof Error && 'code' in error ? String(error.code) : 'cannot be read';
-      throw new ConfigError(`--token-file ${tokenSrc.value} cannot be read (${reason})`);
-    }
-    token = parseToken(text, `--token-file ${tokenSrc.value}`);
+  const tokenSource = (flag: string): TokenSource | null => {
+    const src = source(flag);
+    if (src === null) return null;
+    return src.fromEnv
+      ? { kind: 'value', tokens: parseTokenVariable(src.value, src.what) }
+      : { kind: 'file', path: src.value, flag };
+  };
+  const tokenSources: TokenSources = {
+    admin: tokenSource('--token-file'),
+    read: tokenSource('--read-token-file'),
+  };
+  let tokens: Tokens;
+  try {
+    tokens = loadTokens(tokenSources, readTokenFile);
+  } catch (error) {
+    if (error instanceof TokenFileError) throw new ConfigError(error.message);
+    throw error;
   }
+  const logLevel = source('--log-level');
 
   const config: Config = {
     interfaceName: ifname ? parseInterfaceName(ifname.value, ifname.what) : 'wg0',
@@ -340,7 +401,9 @@ export function parseConfig(
       ? parseListen(listenSrc.value, listenSrc.what)
       : { host: '127.0.0.1', port: 8080 },
     endpointHost: endpoint ? parseEndpointHost(endpoint.value, endpoint.what) : null,
-    token,
+    tokens,
+    tokenSources,
+    logLevel: logLevel ? parseLogLevel(logLevel.value, logLevel.what) : 'info',
     address: address
       ? parseInterfaceAddress(address.value, address.what)
       : { address: '10.8.0.1', prefixLength: 24 },
@@ -349,7 +412,10 @@ export function parseConfig(
     listMaxAgeMs: listMaxAge ? parseListMaxAge(listMaxAge.value, listMaxAge.what) : 1000,
   };
 
-  if (!isLoopback(config.listen.host) && token === null && !allowUnauthenticated) {
+  // Read tokens alone count as authentication: the API then lists for read tokens and refuses
+  // every change (no admin token exists), which is a safe monitoring-only deployment.
+  const anyToken = tokens.admin.length + tokens.read.length > 0;
+  if (!isLoopback(config.listen.host) && !anyToken && !allowUnauthenticated) {
     throw new ConfigError(
       `refusing to serve ${formatListen(config.listen)} without authentication: give a token ` +
         '(--token-file PATH or WG_PEERD_TOKEN) or pass --allow-unauthenticated',

@@ -8,11 +8,14 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { createApp } from './http';
+import { TokenStore, createApp } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
+import { NativeAddonMissingError } from './netlink/native';
 import { InterfaceNotWireGuardError, PeerService, ensureInterface } from './peers';
+import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
 export const EXIT_CONFIG = 2;
@@ -35,12 +38,35 @@ export interface DaemonDeps {
   openKernel: () => Promise<Kernel>;
   logger: Logger;
   graceMs?: number;
+  /** How token files are read on reload; from disk when absent. */
+  readTokenFile?: ReadTokenFile;
 }
 
 export interface Daemon {
   address: AddressInfo;
   /** Stops accepting, lets requests in flight finish, closes the kernel sockets. */
   shutdown(): Promise<void>;
+  /**
+   * What SIGHUP does: re-reads the token files. Success replaces the tokens (logged at info with
+   * how many of each scope); a failure keeps the old ones and logs why at warn. True on success.
+   */
+  reloadTokens(): boolean;
+}
+
+/** The version of package.json, next to dist/ (dist/src/main.js → ../../package.json). */
+export function packageVersion(root: string = path.resolve(__dirname, '..', '..')): string {
+  const manifest: unknown = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const version =
+    typeof manifest === 'object' && manifest !== null && 'version' in manifest
+      ? manifest.version
+      : undefined;
+  if (typeof version !== 'string') throw new Error(`${root}/package.json has no version`);
+  return version;
+}
+
+/** A start failure the operator fixes outside wg-peerd keeps its own message, unprefixed. */
+function explains(error: unknown): boolean {
+  return error instanceof NativeAddonMissingError;
 }
 
 function messageOf(error: unknown): string {
@@ -64,7 +90,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     kernel = await deps.openKernel();
   } catch (error) {
     throw new StartupError(
-      `cannot open the kernel's netlink sockets: ${messageOf(error)}`,
+      explains(error)
+        ? messageOf(error)
+        : `cannot open the kernel's netlink sockets: ${messageOf(error)}`,
       EXIT_FAILURE,
     );
   }
@@ -92,7 +120,10 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     logger,
     listMaxAgeMs: config.listMaxAgeMs,
   });
-  const server = http.createServer(createApp({ service, token: config.token, logger }));
+  const { admin, read } = config.tokens;
+  // No token at all: no authentication (allowed on loopback, or when told explicitly).
+  const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
+  const server = http.createServer(createApp({ service, tokens, logger }));
   try {
     await listen(server, config);
   } catch (error) {
@@ -108,7 +139,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       event: 'listening',
       listen: formatListen({ host: address.address, port: address.port }),
       interface: config.interfaceName,
-      authentication: config.token === null ? 'none' : 'bearer token',
+      authentication: tokens === null ? 'none' : 'bearer tokens',
+      ...(tokens === null ? {} : { tokens: tokens.counts() }),
     },
     'wg-peerd is serving',
   );
@@ -134,16 +166,38 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     });
     return stopped;
   };
-  return { address, shutdown };
+  const reloadTokens = (): boolean => {
+    if (tokens === null) {
+      logger.warn(
+        { event: 'tokens_not_reloaded' },
+        'SIGHUP: no token is configured, nothing to re-read',
+      );
+      return false;
+    }
+    try {
+      tokens.replace(loadTokens(config.tokenSources, deps.readTokenFile ?? readTokenFileFromDisk));
+    } catch (error) {
+      logger.warn(
+        { event: 'tokens_reload_failed', reason: messageOf(error) },
+        `SIGHUP: keeping the old tokens: ${messageOf(error)}`,
+      );
+      return false;
+    }
+    logger.info({ event: 'tokens_reloaded', ...tokens.counts() }, 'SIGHUP: token files re-read');
+    return true;
+  };
+  return { address, shutdown, reloadTokens };
 }
 
 function readConfig(): Config {
   try {
-    const outcome = parseConfig(process.argv.slice(2), process.env, (path) =>
-      readFileSync(path, 'utf8'),
-    );
+    const outcome = parseConfig(process.argv.slice(2), process.env, readTokenFileFromDisk);
     if (outcome.kind === 'help') {
       process.stdout.write(helpText());
+      process.exit(0);
+    }
+    if (outcome.kind === 'version') {
+      process.stdout.write(`wg-peerd ${packageVersion()}\n`);
       process.exit(0);
     }
     return outcome.config;
@@ -158,7 +212,17 @@ function readConfig(): Config {
 
 async function cli(): Promise<void> {
   const config = readConfig();
-  const logger = createLogger();
+  const logger = createLogger({ level: config.logLevel });
+  let started: Daemon | undefined;
+  // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens without a restart.
+  // Installed before the start: SIGHUP's default action would kill a daemon still starting.
+  process.on('SIGHUP', () => {
+    if (started === undefined) {
+      logger.warn({ signal: 'SIGHUP' }, 'SIGHUP while starting: the token files were just read');
+    } else {
+      started.reloadTokens();
+    }
+  });
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, {
@@ -172,6 +236,7 @@ async function cli(): Promise<void> {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(status);
   }
+  started = daemon;
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (signalled) {

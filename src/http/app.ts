@@ -11,9 +11,10 @@ import express, {
 } from 'express';
 import type { Logger } from '../log';
 import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
-import { bearerAuth } from './auth';
+import { requireScope, type TokenStore } from './auth';
 import { HttpError, toErrorResponse } from './errors';
 import { ListBodies, negotiateEncoding } from './list-body';
+import { requestIdOf, requestLog } from './request-log';
 import {
   check,
   checkPublicKey,
@@ -25,8 +26,8 @@ import {
 
 export interface AppOptions {
   service: PeerServiceApi;
-  /** When set, every /api request needs `Authorization: Bearer <token>`. */
-  token?: string | null;
+  /** When set, every /api request needs `Authorization: Bearer <token>` of the route's scope. */
+  tokens?: TokenStore | null;
   logger: Logger;
   /** Largest accepted request body; 4 KiB by default. */
   bodyLimitBytes?: number;
@@ -120,26 +121,16 @@ export function createApp(options: AppOptions): express.Express {
   app.set('etag', false);
   app.set('query parser', 'simple');
 
-  // One log line per request: method, path without the query, status, duration.
-  app.use((req, res, next) => {
-    const started = process.hrtime.bigint();
-    res.on('close', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      logger.info(
-        {
-          method: req.method,
-          path: req.originalUrl.split('?')[0],
-          status: res.statusCode,
-          ms: Math.round(ms * 1000) / 1000,
-          ...(res.writableFinished ? {} : { aborted: true }),
-        },
-        'request',
-      );
-    });
-    next();
-  });
+  app.use(requestLog(logger));
 
-  if (options.token) app.use('/api', bearerAuth(options.token));
+  // Reads (GET, HEAD) need the read scope, everything else admin. The route table of the
+  // http-api branch replaces this with each route's own scope.
+  const tokens = options.tokens ?? null;
+  const readScope = requireScope(tokens, 'read');
+  const adminScope = requireScope(tokens, 'admin');
+  app.use('/api', (req, res, next) =>
+    (req.method === 'GET' || req.method === 'HEAD' ? readScope : adminScope)(req, res, next),
+  );
   app.use(requireJsonBody);
   app.use(
     express.json({
@@ -262,6 +253,7 @@ export function createApp(options: AppOptions): express.Express {
         {
           method: req.method,
           path: req.originalUrl.split('?')[0],
+          requestId: requestIdOf(res),
           code: response.body.code,
           err: error instanceof Error ? error : String(error),
         },

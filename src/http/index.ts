@@ -4,3 +4,5 @@ export {
   DEFAULT_BODY_LIMIT_BYTES,
   type AppOptions,
 } from './app';
+export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
+export { requestLog, REQUEST_ID_HEADER } from './request-log';

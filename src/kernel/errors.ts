@@ -27,4 +27,14 @@ export class SetupConflictError extends Error {
   }
 }
 
+/**
+ * What to do when the kernel has no WireGuard (the link kind and the generic netlink family are
+ * both missing). Loading the module is enough when the kernel ships it; Debian's stock kernels
+ * (linux-image-amd64) have it built since Linux 5.6.
+ */
+export const WIREGUARD_REMEDY =
+  'load it with `modprobe wireguard` (as root); when modprobe finds no module, this kernel lacks ' +
+  'WireGuard: install one that has it (Linux 5.6 or later; on Debian `apt install ' +
+  'linux-image-amd64`) and reboot';
+
 export { NetlinkError, isNetlinkError } from '../netlink/errors';

@@ -45,7 +45,7 @@ import {
   ipv4ToBytes,
   rtmsg,
 } from './rtnetlink';
-import { FacilityUnavailableError } from './errors';
+import { FacilityUnavailableError, WIREGUARD_REMEDY } from './errors';
 import type { Ipv4Address, LinkApi, LinkInfo } from './types';
 
 /** RT_TABLE_MAIN from rtnetlink.h. */
@@ -175,11 +175,9 @@ export class Links implements LinkApi {
       return await this.createLink(name, 'wireguard', { mtu: options.mtu ?? 1420 });
     } catch (error) {
       if (isNetlinkError(error, 'EOPNOTSUPP')) {
-        throw new FacilityUnavailableError(
-          'WireGuard (link kind "wireguard")',
-          'load the module with `modprobe wireguard` (Linux 5.6+ ships it)',
-          { cause: error },
-        );
+        throw new FacilityUnavailableError('WireGuard (link kind "wireguard")', WIREGUARD_REMEDY, {
+          cause: error,
+        });
       }
       throw error;
     }

@@ -17,7 +17,7 @@ import {
   openNativeTransport,
 } from '../netlink';
 import type { Attributes } from '../netlink';
-import { FacilityUnavailableError } from './errors';
+import { FacilityUnavailableError, WIREGUARD_REMEDY } from './errors';
 import { AF_INET, AF_INET6 } from './rtnetlink';
 import { decodeDeviceDump } from './wireguard-dump';
 import type {
@@ -251,7 +251,7 @@ export class WireGuard implements WireGuardApi {
       ) {
         throw new FacilityUnavailableError(
           'WireGuard (generic netlink family "wireguard")',
-          'load the module with `modprobe wireguard` (Linux 5.6+ ships it)',
+          WIREGUARD_REMEDY,
           { cause: error },
         );
       }

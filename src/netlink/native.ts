@@ -26,18 +26,49 @@ interface NativeSocket {
   close(): void;
 }
 
-interface NativeModule {
+export interface NativeModule {
   Socket: new (protocol: number) => NativeSocket;
 }
 
 let nativeModule: NativeModule | undefined;
 
-function loadNative(): NativeModule {
-  if (!nativeModule) {
-    // dist/src/netlink/native.js → <root>/build/Release/netlink.node
-    const file = path.resolve(__dirname, '..', '..', '..', 'build', 'Release', 'netlink.node');
-    nativeModule = require(file) as NativeModule; // eslint-disable-line @typescript-eslint/no-require-imports
+/** The addon is not built (or not where the build puts it): say how to build it. */
+export class NativeAddonMissingError extends Error {
+  constructor(
+    readonly root: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `the native netlink addon is not built: run \`npm ci\` in ${root} ` +
+        '(it needs gcc, make and python3)',
+      options,
+    );
+    this.name = 'NativeAddonMissingError';
   }
+}
+
+export type RequireFunction = (file: string) => unknown;
+
+/**
+ * Loads `<root>/build/Release/netlink.node`. Only a missing file becomes NativeAddonMissingError;
+ * any other failure (a stale build for another Node.js ABI, a broken file) keeps its own message.
+ */
+export function loadNativeFrom(root: string, load: RequireFunction): NativeModule {
+  const file = path.join(root, 'build', 'Release', 'netlink.node');
+  try {
+    return load(file) as NativeModule;
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? error.code : undefined;
+    if (code === 'MODULE_NOT_FOUND' && error instanceof Error && error.message.includes(file)) {
+      throw new NativeAddonMissingError(root, { cause: error });
+    }
+    throw error;
+  }
+}
+
+function loadNative(): NativeModule {
+  // dist/src/netlink/native.js → <root>/build/Release/netlink.node
+  nativeModule ??= loadNativeFrom(path.resolve(__dirname, '..', '..', '..'), require);
   return nativeModule;
 }
 

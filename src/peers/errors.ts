@@ -2,7 +2,7 @@
  * Domain errors of the peer service, and the one place where kernel (netlink) errors are
  * translated into them. The HTTP layer maps `category` to a status code; nothing here knows HTTP.
  */
-import { FacilityUnavailableError, SetupConflictError } from '../kernel/errors';
+import { FacilityUnavailableError, SetupConflictError, WIREGUARD_REMEDY } from '../kernel/errors';
 import { isNetlinkError } from '../netlink/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
@@ -129,7 +129,7 @@ export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota';
 const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
   wireguard: {
     what: 'WireGuard (generic netlink family "wireguard")',
-    fix: 'load the kernel module: modprobe wireguard',
+    fix: WIREGUARD_REMEDY,
   },
   link: {
     what: 'rtnetlink',

@@ -1,5 +1,6 @@
 /**
- * Runs the real daemon (`npm start`) for end-to-end kernel tests and talks to it over HTTP.
+ * Runs the real daemon (`npm start`, or `node dist/src/main.js` behind a command prefix such as
+ * `setpriv ...`) for end-to-end kernel tests and talks to it over HTTP.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -19,7 +20,10 @@ export interface DaemonProcess {
   stop(): Promise<number | null>;
 }
 
-/** The `node dist/src/main.js` process under `npm start` (npm → sh → node), found in /proc. */
+/**
+ * The `node dist/src/main.js` process under `npm start` (npm → sh → node), found in /proc; the
+ * started process itself when it is that node (a prefix like setpriv execs it).
+ */
 function daemonPid(npmPid: number): number | undefined {
   const rows = readdirSync('/proc')
     .filter((name) => /^\d+$/.test(name))
@@ -56,11 +60,22 @@ export interface StartOptions {
   /** host:port the daemon listens on, to poll until it answers. */
   listen: string;
   token?: string;
+  /**
+   * A command the daemon runs under, e.g. `['setpriv', '--reuid=65534', ...]`. With a prefix the
+   * daemon is started as `<prefix> node dist/src/main.js <args>` without npm: npm needs a
+   * writable home and cache, which a dedicated service user does not have (nor does systemd's
+   * unit use npm).
+   */
+  prefix?: string[];
 }
 
-/** Starts `npm start -- <args>` and resolves once GET /api/peers answers. */
+/** Starts `npm start -- <args>` (or the prefixed node) and resolves once GET /api/peers answers. */
 export async function startDaemon(options: StartOptions): Promise<DaemonProcess> {
-  const child = spawn('npm', ['start', '--silent', '--', ...options.args], {
+  const [command, ...commandArgs] =
+    options.prefix === undefined
+      ? ['npm', 'start', '--silent', '--', ...options.args]
+      : [...options.prefix, process.execPath, 'dist/src/main.js', ...options.args];
+  const child = spawn(command!, commandArgs, {
     cwd: REPO,
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,25 +7,37 @@ import {
   type Environment,
 } from '../../../src/config';
 
-function files(map: Record<string, string>) {
-  return (path: string): string => {
-    const text = map[path];
-    if (text === undefined) {
+/** A file's text, private to its owner (0600) unless a mode is given. */
+type FakeFile = string | { text: string; mode: number };
+type FakeFiles = Record<string, FakeFile>;
+
+function files(map: FakeFiles) {
+  return (path: string): { text: string; mode: number } => {
+    const file = map[path];
+    if (file === undefined) {
       throw Object.assign(new Error(`ENOENT: no such file or directory, open '${path}'`), {
         code: 'ENOENT',
       });
     }
-    return text;
+    // 0o100000: S_IFREG, a regular file, as fstat reports it.
+    return typeof file === 'string'
+      ? { text: file, mode: 0o100600 }
+      : { text: file.text, mode: 0o100000 | file.mode };
   };
 }
 
-function parse(argv: string[], env: Environment = {}, fs: Record<string, string> = {}): Config {
+const ADMIN = 'admin-token-0123456789abcdef';
+const ADMIN2 = 'admin-token-second-9876543210';
+const READ = 'read-token-0123456789abcdef';
+const NO_TOKENS = { admin: [], read: [] };
+
+function parse(argv: string[], env: Environment = {}, fs: FakeFiles = {}): Config {
   const outcome = parseConfig(argv, env, files(fs));
   if (outcome.kind !== 'run') throw new Error('expected a configuration');
   return outcome.config;
 }
 
-function failure(argv: string[], env: Environment = {}, fs: Record<string, string> = {}): string {
+function failure(argv: string[], env: Environment = {}, fs: FakeFiles = {}): string {
   try {
     parseConfig(argv, env, files(fs));
   } catch (error) {
@@ -44,7 +56,9 @@ describe('config: defaults of DESIGN §4', () => {
       interfaceName: 'wg0',
       listen: { host: '127.0.0.1', port: 8080 },
       endpointHost: null,
-      token: null,
+      tokens: NO_TOKENS,
+      tokenSources: { admin: null, read: null },
+      logLevel: 'info',
       address: { address: '10.8.0.1', prefixLength: 24 },
       listenPort: 51820,
       allowUnauthenticated: false,
@@ -63,21 +77,29 @@ describe('config: flags and environment', () => {
         '--endpoint-host',
         'vpn.example.net',
         '--token-file',
-        '/etc/wg-peerd/token',
+        '/etc/wg-peerd/admin.tokens',
+        '--read-token-file=/etc/wg-peerd/read.tokens',
         '--address=10.20.0.1/16',
         '--listen-port',
         '51000',
         '--allow-unauthenticated',
         '--list-max-age=0',
+        '--log-level',
+        'debug',
       ],
       {},
-      { '/etc/wg-peerd/token': 'tok-123\n' },
+      { '/etc/wg-peerd/admin.tokens': `${ADMIN}\n`, '/etc/wg-peerd/read.tokens': `${READ}\n` },
     );
     expect(config).to.deep.equal({
       interfaceName: 'wg9',
       listen: { host: '::1', port: 9000 },
       endpointHost: 'vpn.example.net',
-      token: 'tok-123',
+      tokens: { admin: [ADMIN], read: [READ] },
+      tokenSources: {
+        admin: { kind: 'file', path: '/etc/wg-peerd/admin.tokens', flag: '--token-file' },
+        read: { kind: 'file', path: '/etc/wg-peerd/read.tokens', flag: '--read-token-file' },
+      },
+      logLevel: 'debug',
       address: { address: '10.20.0.1', prefixLength: 16 },
       listenPort: 51000,
       allowUnauthenticated: true,
@@ -90,17 +112,24 @@ describe('config: flags and environment', () => {
       WG_PEERD_INTERFACE: 'wgx',
       WG_PEERD_LISTEN: '0.0.0.0:8081',
       WG_PEERD_ENDPOINT_HOST: '203.0.113.5',
-      WG_PEERD_TOKEN: 'env-token',
+      WG_PEERD_TOKEN: ADMIN,
+      WG_PEERD_READ_TOKEN: ` ${READ}\n`,
       WG_PEERD_ADDRESS: '172.16.0.1/24',
       WG_PEERD_LISTEN_PORT: '4500',
       WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
       WG_PEERD_LIST_MAX_AGE_MS: '60000',
+      WG_PEERD_LOG_LEVEL: 'warn',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
       listen: { host: '0.0.0.0', port: 8081 },
       endpointHost: '203.0.113.5',
-      token: 'env-token',
+      tokens: { admin: [ADMIN], read: [READ] },
+      tokenSources: {
+        admin: { kind: 'value', tokens: [ADMIN] },
+        read: { kind: 'value', tokens: [READ] },
+      },
+      logLevel: 'warn',
       address: { address: '172.16.0.1', prefixLength: 24 },
       listenPort: 4500,
       allowUnauthenticated: true,
@@ -113,25 +142,48 @@ describe('config: flags and environment', () => {
       ['--interface', 'wg-flag', '--token-file', '/t'],
       {
         WG_PEERD_INTERFACE: 'wg-env',
-        WG_PEERD_TOKEN: 'env-token',
+        WG_PEERD_TOKEN: ADMIN2,
       },
-      { '/t': 'file-token' },
+      { '/t': ADMIN },
     );
     expect(config.interfaceName).to.equal('wg-flag');
-    expect(config.token).to.equal('file-token');
+    expect(config.tokens.admin).to.deep.equal([ADMIN]);
   });
 
   it('treats an empty variable as unset', () => {
-    expect(parse([], { WG_PEERD_INTERFACE: '', WG_PEERD_TOKEN: '' })).to.include({
-      interfaceName: 'wg0',
-      token: null,
+    const config = parse([], {
+      WG_PEERD_INTERFACE: '',
+      WG_PEERD_TOKEN: '',
+      WG_PEERD_LOG_LEVEL: '',
     });
+    expect(config.interfaceName).to.equal('wg0');
+    expect(config.tokens).to.deep.equal(NO_TOKENS);
+    expect(config.logLevel).to.equal('info');
   });
 
   it('ignores whitespace around the token in the token file', () => {
-    expect(parse(['--token-file', '/t'], {}, { '/t': '  \n secret-token \r\n\n' }).token).to.equal(
-      'secret-token',
-    );
+    expect(
+      parse(['--token-file', '/t'], {}, { '/t': `  \n ${ADMIN} \r\n\n` }).tokens.admin,
+    ).to.deep.equal([ADMIN]);
+  });
+
+  it('reads several tokens per file, one a line, skipping blank and # comment lines', () => {
+    const text = `# grafana, added in November\n${ADMIN}\n\n  # the old one, until Friday\n${ADMIN2}\r\n${ADMIN}\n`;
+    expect(parse(['--token-file', '/t'], {}, { '/t': text }).tokens.admin).to.deep.equal([
+      ADMIN,
+      ADMIN2,
+    ]);
+  });
+
+  it('accepts every log level of pino and silent', () => {
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) {
+      expect(parse(['--log-level', level]).logLevel).to.equal(level);
+    }
+  });
+
+  it('answers --version (and -V) with the version outcome', () => {
+    expect(parseConfig(['--version'], {}, files({}))).to.deep.equal({ kind: 'version' });
+    expect(parseConfig(['-V'], {}, files({}))).to.deep.equal({ kind: 'version' });
   });
 
   it('answers --help (and -h) with the help outcome', () => {
@@ -150,6 +202,8 @@ describe('config: flags and environment', () => {
       ['--listen-port PORT', 'WG_PEERD_LISTEN_PORT', '51820'],
       ['--allow-unauthenticated', 'WG_PEERD_ALLOW_UNAUTHENTICATED=1', 'off'],
       ['--list-max-age MS', 'WG_PEERD_LIST_MAX_AGE_MS', '1000'],
+      ['--read-token-file PATH', 'WG_PEERD_READ_TOKEN (the token itself)', 'none'],
+      ['--log-level LEVEL', 'WG_PEERD_LOG_LEVEL', 'info'],
     ];
     for (const [flag, env, def] of table) {
       const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
@@ -186,18 +240,38 @@ describe('config: listen address and authentication (DESIGN §3)', () => {
   });
 
   it('serves a non-loopback address with a token, or when told to run unauthenticated', () => {
-    expect(parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_TOKEN: 't' }).token).to.equal('t');
+    expect(
+      parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_TOKEN: ADMIN }).tokens.admin,
+    ).to.deep.equal([ADMIN]);
     expect(
       parse(['--listen', '0.0.0.0:8080', '--allow-unauthenticated']).allowUnauthenticated,
     ).to.equal(true);
     expect(
-      parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_ALLOW_UNAUTHENTICATED: '1' }).token,
-    ).to.equal(null);
+      parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_ALLOW_UNAUTHENTICATED: '1' }).tokens,
+    ).to.deep.equal(NO_TOKENS);
+  });
+
+  it('counts read tokens alone as authentication (a monitoring-only daemon)', () => {
+    expect(parse(['--listen', '0.0.0.0:8080'], { WG_PEERD_READ_TOKEN: READ }).tokens).to.deep.equal(
+      { admin: [], read: [READ] },
+    );
+  });
+
+  it('keeps a token listed in both files as admin only', () => {
+    const config = parse(
+      ['--token-file', '/a', '--read-token-file', '/r'],
+      {},
+      {
+        '/a': ADMIN,
+        '/r': `${READ}\n${ADMIN}\n`,
+      },
+    );
+    expect(config.tokens).to.deep.equal({ admin: [ADMIN], read: [READ] });
   });
 
   it('serves loopback addresses without a token', () => {
     for (const listen of ['127.0.0.1:1', '127.8.9.10:8080', '[::1]:8080', 'localhost:8080']) {
-      expect(parse(['--listen', listen]).token).to.equal(null);
+      expect(parse(['--listen', listen]).tokens).to.deep.equal(NO_TOKENS);
     }
   });
 
@@ -209,7 +283,7 @@ describe('config: listen address and authentication (DESIGN §3)', () => {
 });
 
 describe('config: bad configuration is one clear line', () => {
-  const cases: Array<[string, string[], Environment, Record<string, string>, RegExp]> = [
+  const cases: Array<[string, string[], Environment, FakeFiles, RegExp]> = [
     ['an unknown flag', ['--port', '1'], {}, {}, /unknown option --port/],
     ['a positional argument', ['wg0'], {}, {}, /unexpected argument "wg0"/],
     ['a flag without value', ['--interface'], {}, {}, /--interface needs a value/],
@@ -278,7 +352,56 @@ describe('config: bad configuration is one clear line', () => {
       /--token-file \/nope cannot be read \(ENOENT\)/,
     ],
     ['an empty token file', ['--token-file', '/t'], {}, { '/t': ' \n' }, /holds no token/],
+    [
+      'a token file of comments only',
+      ['--read-token-file', '/t'],
+      {},
+      { '/t': '# nothing yet\n' },
+      /--read-token-file \/t holds no token/,
+    ],
     ['a token with spaces', [], { WG_PEERD_TOKEN: 'two words' }, {}, /without spaces/],
+    [
+      'a short token in a file, naming its line but not the token',
+      ['--token-file', '/t'],
+      {},
+      { '/t': `${ADMIN}\nshort-secret\n` },
+      /^--token-file \/t line 2 holds a token of 12 characters; tokens need at least 16 \(/,
+    ],
+    [
+      'a short token in a variable',
+      [],
+      { WG_PEERD_READ_TOKEN: 'fifteen-chars-x' },
+      {},
+      /WG_PEERD_READ_TOKEN holds a token of 15 characters; tokens need at least 16/,
+    ],
+    [
+      'a token file readable by others',
+      ['--token-file', '/t'],
+      {},
+      { '/t': { text: ADMIN, mode: 0o644 } },
+      /--token-file \/t may be read by group or others \(mode 0644\): chmod 600/,
+    ],
+    [
+      'a read token file open to its group',
+      ['--read-token-file', '/r'],
+      {},
+      { '/r': { text: READ, mode: 0o640 } },
+      /--read-token-file \/r may be read by group or others \(mode 0640\)/,
+    ],
+    [
+      'a token file writable by its group',
+      ['--token-file', '/t'],
+      {},
+      { '/t': { text: ADMIN, mode: 0o620 } },
+      /mode 0620/,
+    ],
+    [
+      'a bad log level',
+      ['--log-level', 'verbose'],
+      {},
+      {},
+      /--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "verbose"/,
+    ],
     ['a bad allow value', [], { WG_PEERD_ALLOW_UNAUTHENTICATED: 'yes' }, {}, /must be 1 or 0/],
   ];
   for (const [what, argv, env, fs, pattern] of cases) {

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 // The built binary (package.json "bin"): dist/src/main.js next to dist/test/unit/config/.
@@ -14,6 +16,15 @@ function run(args: string[], env: Record<string, string> = {}) {
     encoding: 'utf8',
     timeout: 20_000,
   });
+}
+
+/** Real token files with real permission bits, for the checks made through fstat. */
+const TOKENS = mkdtempSync(path.join(tmpdir(), 'wg-peerd-tokens-'));
+function tokenFile(name: string, text: string, mode: number): string {
+  const file = path.join(TOKENS, name);
+  writeFileSync(file, text);
+  chmodSync(file, mode); // not subject to the umask, unlike the mode of writeFileSync
+  return file;
 }
 
 // DESIGN §4: bad configuration stops the start with one clear line and exit status 2.
@@ -36,6 +47,26 @@ describe('wg-peerd process: configuration errors', function () {
       /without authentication/,
     ],
     ['a missing token file', ['--token-file', '/nonexistent/token'], {}, /cannot be read/],
+    [
+      'a token file readable by others (mode 0644 on disk)',
+      ['--token-file', tokenFile('open.tokens', 'admin-token-0123456789abcdef\n', 0o644)],
+      {},
+      /open\.tokens may be read by group or others \(mode 0644\): chmod 600/,
+    ],
+    [
+      'a read token file readable by its group (mode 0640 on disk)',
+      ['--read-token-file', tokenFile('group.tokens', 'read-token-0123456789abcdef\n', 0o640)],
+      {},
+      /group\.tokens may be read by group or others \(mode 0640\)/,
+    ],
+    [
+      'a private token file with a short token',
+      ['--token-file', tokenFile('short.tokens', 'hunter2\n', 0o600)],
+      {},
+      /short\.tokens line 1 holds a token of 7 characters; tokens need at least 16/,
+    ],
+    ['a short WG_PEERD_TOKEN', [], { WG_PEERD_TOKEN: 'hunter2' }, /at least 16/],
+    ['a bad log level', [], { WG_PEERD_LOG_LEVEL: 'loud' }, /WG_PEERD_LOG_LEVEL must be one of/],
     ['a bad listen port', ['--listen-port', '0'], {}, /port number/],
     ['a bad address', [], { WG_PEERD_ADDRESS: '10.8.0.0/24' }, /network address/],
   ];
@@ -49,8 +80,18 @@ describe('wg-peerd process: configuration errors', function () {
         .to.match(/^wg-peerd: /)
         .and.match(pattern);
       expect(result.stdout).to.equal('');
+      expect(result.stderr).to.not.contain('hunter2');
     });
   }
+
+  it('prints the version of package.json for --version and exits 0', () => {
+    const manifest = JSON.parse(
+      readFileSync(path.resolve(__dirname, '../../../../package.json'), 'utf8'),
+    ) as { version: string };
+    const result = run(['--version']);
+    expect(result.status, result.stderr).to.equal(0);
+    expect(result.stdout).to.equal(`wg-peerd ${manifest.version}\n`);
+  });
 
   it('prints the configuration table for --help and exits 0', () => {
     const result = run(['--help']);
@@ -70,6 +111,11 @@ describe('wg-peerd process: configuration errors', function () {
       'WG_PEERD_ADDRESS',
       'WG_PEERD_LISTEN_PORT',
       'WG_PEERD_ALLOW_UNAUTHENTICATED',
+      '--read-token-file',
+      'WG_PEERD_READ_TOKEN',
+      '--log-level',
+      'WG_PEERD_LOG_LEVEL',
+      '--version',
     ]) {
       expect(result.stdout).to.contain(name);
     }

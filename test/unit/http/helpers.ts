@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import type { Response } from 'supertest';
 import request from 'supertest';
-import { createApp } from '../../../src/http';
+import { TokenStore, createApp, type ScopedTokens } from '../../../src/http';
 import { PeerService } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
@@ -10,7 +10,13 @@ import { captureLog } from '../support/log-capture';
 export const NOW = Date.parse('2026-03-01T12:00:00.000Z');
 
 export function setup(
-  options: { token?: string; kernel?: FakeKernel; endpointHost?: string | null } = {},
+  options: {
+    /** One admin token (shorthand for `tokens: { admin: [token], read: [] }`). */
+    token?: string;
+    tokens?: ScopedTokens;
+    kernel?: FakeKernel;
+    endpointHost?: string | null;
+  } = {},
 ) {
   const kernel = options.kernel ?? FakeKernel.withInterface();
   const log = captureLog();
@@ -21,8 +27,11 @@ export function setup(
     logger: log.logger,
     now: () => NOW,
   });
-  const app = createApp({ service, token: options.token ?? null, logger: log.logger });
-  return { kernel, log, app, http: request(app) };
+  const scoped =
+    options.tokens ?? (options.token === undefined ? null : { admin: [options.token], read: [] });
+  const tokens = scoped === null ? null : new TokenStore(scoped);
+  const app = createApp({ service, tokens, logger: log.logger });
+  return { kernel, log, app, http: request(app), tokens };
 }
 
 /** A key whose standard base64 holds '+', '/' and '=' ("++++////...="). */
