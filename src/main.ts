@@ -213,14 +213,15 @@ function readConfig(): Config {
 async function cli(): Promise<void> {
   const config = readConfig();
   const logger = createLogger({ level: config.logLevel });
-  let started: Daemon | undefined;
+  // Filled once the daemon is up; the SIGHUP handler exists before that.
+  const running: { daemon?: Daemon } = {};
   // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens without a restart.
   // Installed before the start: SIGHUP's default action would kill a daemon still starting.
   process.on('SIGHUP', () => {
-    if (started === undefined) {
+    if (running.daemon === undefined) {
       logger.warn({ signal: 'SIGHUP' }, 'SIGHUP while starting: the token files were just read');
     } else {
-      started.reloadTokens();
+      running.daemon.reloadTokens();
     }
   });
   let daemon: Daemon;
@@ -236,7 +237,7 @@ async function cli(): Promise<void> {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(status);
   }
-  started = daemon;
+  running.daemon = daemon;
   let signalled = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (signalled) {
