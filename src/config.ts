@@ -24,6 +24,8 @@ export interface Config {
   /** Listen port of an interface wg-peerd creates. */
   listenPort: number;
   allowUnauthenticated: boolean;
+  /** Per-peer series on GET /metrics; false keeps only the aggregates (very large hosts). */
+  metricsPerPeer: boolean;
 }
 
 export type ParseOutcome = { kind: 'help' } | { kind: 'run'; config: Config };
@@ -98,6 +100,13 @@ export const OPTIONS: readonly Option[] = [
     value: '',
     default: 'off',
     meaning: 'serve a non-loopback address without a token',
+  },
+  {
+    flag: '--metrics-per-peer',
+    env: 'WG_PEERD_METRICS_PER_PEER',
+    value: 'BOOL',
+    default: 'true',
+    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
   },
 ];
 
@@ -286,6 +295,7 @@ export function parseConfig(
   const address = source('--address');
   const port = source('--listen-port');
   const allow = source('--allow-unauthenticated');
+  const perPeer = source('--metrics-per-peer');
 
   let allowUnauthenticated = false;
   if (allow !== null) {
@@ -293,6 +303,14 @@ export function parseConfig(
       throw new ConfigError(`${allow.what} must be 1 or 0, not "${allow.value}"`);
     }
     allowUnauthenticated = allow.value === '1';
+  }
+
+  let metricsPerPeer = true;
+  if (perPeer !== null) {
+    if (!/^(true|false|1|0)$/.test(perPeer.value)) {
+      throw new ConfigError(`${perPeer.what} must be true or false, not "${perPeer.value}"`);
+    }
+    metricsPerPeer = perPeer.value === 'true' || perPeer.value === '1';
   }
 
   let token: string | null = null;
@@ -323,6 +341,7 @@ export function parseConfig(
       : { address: '10.8.0.1', prefixLength: 24 },
     listenPort: port ? parsePort(port.value, port.what) : 51820,
     allowUnauthenticated,
+    metricsPerPeer,
   };
 
   if (!isLoopback(config.listen.host) && token === null && !allowUnauthenticated) {

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { createApp } from './http';
+import { createApp, createMetrics } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { InterfaceNotWireGuardError, PeerService, ensureInterface } from './peers';
@@ -85,13 +85,20 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw new StartupError(messageOf(error), status);
   }
 
+  // The metrics need the service (its snapshot) and the service their observer: `service` is
+  // only read when /metrics is scraped, after both exist.
+  const metrics = createMetrics({
+    service: { snapshot: () => service.snapshot() },
+    perPeer: config.metricsPerPeer,
+  });
   const service = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
     endpointHost: config.endpointHost,
     logger,
+    observer: metrics.observer,
   });
-  const server = http.createServer(createApp({ service, token: config.token, logger }));
+  const server = http.createServer(createApp({ service, token: config.token, logger, metrics }));
   try {
     await listen(server, config);
   } catch (error) {

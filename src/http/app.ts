@@ -13,6 +13,7 @@ import type { Logger } from '../log';
 import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
 import { bearerAuth } from './auth';
 import { HttpError, toErrorResponse } from './errors';
+import type { Metrics } from './metrics';
 import {
   check,
   checkPublicKey,
@@ -29,6 +30,8 @@ export interface AppOptions {
   logger: Logger;
   /** Largest accepted request body; 4 KiB by default. */
   bodyLimitBytes?: number;
+  /** GET /metrics and per-request timings (src/http/metrics.ts); absent: no /metrics. */
+  metrics?: Pick<Metrics, 'handler' | 'requestMetrics'>;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
@@ -131,7 +134,9 @@ export function createApp(options: AppOptions): express.Express {
     next();
   });
 
-  if (options.token) app.use('/api', bearerAuth(options.token));
+  if (options.metrics) app.use(options.metrics.requestMetrics);
+  if (options.token) app.use(['/api', '/metrics'], bearerAuth(options.token));
+  if (options.metrics) app.get('/metrics', options.metrics.handler);
   app.use(requireJsonBody);
   app.use(
     express.json({

@@ -4,3 +4,4 @@ export {
   DEFAULT_BODY_LIMIT_BYTES,
   type AppOptions,
 } from './app';
+export { createMetrics, METRICS_CONTENT_TYPE, type Metrics, type MetricsOptions } from './metrics';

@@ -48,6 +48,7 @@ describe('config: defaults of DESIGN §4', () => {
       address: { address: '10.8.0.1', prefixLength: 24 },
       listenPort: 51820,
       allowUnauthenticated: false,
+      metricsPerPeer: true,
     });
   });
 });
@@ -67,6 +68,7 @@ describe('config: flags and environment', () => {
         '--listen-port',
         '51000',
         '--allow-unauthenticated',
+        '--metrics-per-peer=false',
       ],
       {},
       { '/etc/wg-peerd/token': 'tok-123\n' },
@@ -79,6 +81,7 @@ describe('config: flags and environment', () => {
       address: { address: '10.20.0.1', prefixLength: 16 },
       listenPort: 51000,
       allowUnauthenticated: true,
+      metricsPerPeer: false,
     });
   });
 
@@ -91,6 +94,7 @@ describe('config: flags and environment', () => {
       WG_PEERD_ADDRESS: '172.16.0.1/24',
       WG_PEERD_LISTEN_PORT: '4500',
       WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
+      WG_PEERD_METRICS_PER_PEER: 'false',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -100,6 +104,7 @@ describe('config: flags and environment', () => {
       address: { address: '172.16.0.1', prefixLength: 24 },
       listenPort: 4500,
       allowUnauthenticated: true,
+      metricsPerPeer: false,
     });
   });
 

@@ -20,6 +20,7 @@ function config(overrides: Partial<Config> = {}): Config {
     address: { address: '10.8.0.1', prefixLength: 24 },
     listenPort: 51820,
     allowUnauthenticated: false,
+    metricsPerPeer: true,
     ...overrides,
   };
 }
