@@ -7,10 +7,12 @@
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type DaemonProcess, api, startDaemon } from './support/daemon';
+import { type Sample, parseSamples, valueOf } from '../support/prom-text';
+import { type DaemonProcess, startDaemon } from './support/daemon';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
@@ -70,43 +72,55 @@ interface CreatedPeer {
   server: { publicKey: string; endpoint: string };
 }
 
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
+interface Reply {
+  status: number;
+  contentType: string;
+  text: string;
 }
 
-/** The samples of a text-format exposition (enough of the grammar for what the daemon writes). */
-function parseSamples(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (match === null) throw new Error(`not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const pair of (match[2] ?? '').matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[pair[1]!] = pair[2]!.replace(/\\n/g, '\n').replace(/\\(["\\])/g, '$1');
-    }
-    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
-  }
-  return samples;
-}
-
-function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  const found = samples.filter(
-    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
-  );
-  if (found.length !== 1)
-    throw new Error(`${found.length} samples of ${name} ${JSON.stringify(labels)}`);
-  return found[0]!.value;
-}
-
-async function scrape(daemon: DaemonProcess): Promise<{ text: string; contentType: string }> {
-  const response = await fetch(`${daemon.baseUrl}/metrics`, {
-    headers: { authorization: `Bearer ${TOKEN}` },
+/**
+ * One request on a connection of its own. Not fetch: its pooled keep-alive connections go stale
+ * while this test blocks its event loop in execSync (wg, ip, nft) for longer than the daemon's
+ * 5 s keep-alive timeout, and the next request then fails with "other side closed".
+ */
+function call(
+  daemon: DaemonProcess,
+  method: string,
+  pathname: string,
+  body?: unknown,
+  token: string | null = TOKEN,
+): Promise<Reply> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const headers: Record<string, string> = {};
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  if (payload !== undefined) headers['content-type'] = 'application/json';
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${daemon.baseUrl}${pathname}`,
+      { method, headers, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            contentType: res.headers['content-type'] ?? '',
+            text,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
   });
-  expect(response.status).to.equal(200);
-  return { text: await response.text(), contentType: response.headers.get('content-type') ?? '' };
+}
+
+async function scrape(daemon: DaemonProcess): Promise<Reply> {
+  const reply = await call(daemon, 'GET', '/metrics');
+  expect(reply.status, reply.text).to.equal(200);
+  return reply;
 }
 
 /** Kernel reads so far: the _count of the read-duration histogram, both results. */
@@ -196,23 +210,19 @@ describe('metrics end to end (real kernel, npm start)', function () {
       listen: LISTEN,
       token: TOKEN,
     });
-    const response = await api(daemon, 'POST', '/api/peer', undefined, TOKEN);
-    expect(response.status).to.equal(201);
-    created = response.body as unknown as CreatedPeer;
+    const response = await call(daemon, 'POST', '/api/peer');
+    expect(response.status, response.text).to.equal(201);
+    created = JSON.parse(response.text) as CreatedPeer;
     configureClient(created);
     ping(CLIENT_NS, SERVER_IP);
 
     const key = encodeURIComponent(created.peer.publicKey);
-    const limit = await api(
-      daemon,
-      'PATCH',
-      `/api/peer/${key}/speed-limit`,
-      { bytesPerSecond: LIMIT },
-      TOKEN,
-    );
-    expect(limit.status).to.equal(200);
-    const cap = await api(daemon, 'PATCH', `/api/peer/${key}/data-cap`, { quotaBytes: CAP }, TOKEN);
-    expect(cap.status).to.equal(200);
+    const limit = await call(daemon, 'PATCH', `/api/peer/${key}/speed-limit`, {
+      bytesPerSecond: LIMIT,
+    });
+    expect(limit.status, limit.text).to.equal(200);
+    const cap = await call(daemon, 'PATCH', `/api/peer/${key}/data-cap`, { quotaBytes: CAP });
+    expect(cap.status, cap.text).to.equal(200);
 
     server = net.createServer((socket) => {
       socket.on('error', () => socket.destroy());
@@ -276,15 +286,16 @@ describe('metrics end to end (real kernel, npm start)', function () {
     const first = reads(parseSamples((await scrape(daemon!)).text)); // counts its own read
     const [metrics, list] = await Promise.all([
       scrape(daemon!),
-      api(daemon!, 'GET', '/api/peers', undefined, TOKEN),
+      call(daemon!, 'GET', '/api/peers'),
     ]);
     const last = reads(parseSamples((await scrape(daemon!)).text)); // and this one its own
     console.log(`      kernel reads: ${first} after the first scrape, ${last} after the last`);
     expect(last - first, 'reads of the concurrent pair plus the last scrape').to.equal(2);
     // One read: both answers show the same counters.
-    const listed = (list.body.peers as Array<{ public_key: string; tx_bytes: number }>).find(
-      (p) => p.public_key === created.peer.publicKey,
-    );
+    expect(list.status, list.text).to.equal(200);
+    const listed = (
+      JSON.parse(list.text) as { peers: Array<{ public_key: string; tx_bytes: number }> }
+    ).peers.find((p) => p.public_key === created.peer.publicKey);
     const peer = { public_key: created.peer.publicKey, ip: created.peer.ip };
     expect(
       valueOf(parseSamples(metrics.text), 'wg_peerd_peer_transmit_bytes_total', peer),
@@ -292,7 +303,7 @@ describe('metrics end to end (real kernel, npm start)', function () {
   });
 
   it('refuses /metrics without the token', async () => {
-    const response = await fetch(`${daemon!.baseUrl}/metrics`);
+    const response = await call(daemon!, 'GET', '/metrics', undefined, null);
     expect(response.status).to.equal(401);
   });
 });
