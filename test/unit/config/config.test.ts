@@ -262,12 +262,28 @@ describe('config: bad configuration is one clear line', () => {
     ['an empty token file', ['--token-file', '/t'], {}, { '/t': ' \n' }, /holds no token/],
     ['a token with spaces', [], { WG_PEERD_TOKEN: 'two words' }, {}, /without spaces/],
     ['a bad allow value', [], { WG_PEERD_ALLOW_UNAUTHENTICATED: 'yes' }, {}, /must be 1 or 0/],
+    [
+      'a metrics-per-peer value other than true or false',
+      ['--metrics-per-peer=no'],
+      {},
+      {},
+      /--metrics-per-peer must be true or false, not "no"/,
+    ],
   ];
   for (const [what, argv, env, fs, pattern] of cases) {
     it(`refuses ${what}`, () => {
       expect(failure(argv, env, fs)).to.match(pattern);
     });
   }
+
+  it('takes --metrics-per-peer as true/false (or 1/0), the flag winning over its variable', () => {
+    expect(parse(['--metrics-per-peer', 'false']).metricsPerPeer).to.equal(false);
+    expect(parse(['--metrics-per-peer=0']).metricsPerPeer).to.equal(false);
+    expect(parse([], { WG_PEERD_METRICS_PER_PEER: 'false' }).metricsPerPeer).to.equal(false);
+    expect(
+      parse(['--metrics-per-peer=true'], { WG_PEERD_METRICS_PER_PEER: 'false' }).metricsPerPeer,
+    ).to.equal(true);
+  });
 
   it('accepts endpoint hosts as names, IPv4 and IPv6 (brackets optional)', () => {
     expect(parse(['--endpoint-host', 'vpn.example.net']).endpointHost).to.equal('vpn.example.net');
