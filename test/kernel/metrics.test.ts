@@ -184,6 +184,8 @@ function nftQuota(): { bytes: number; used: number } {
 }
 
 describe('metrics end to end (real kernel, npm start)', function () {
+  // The daemon's start alone took over 120 s in a VM sharing the machine's 2 cores.
+  this.timeout(400_000);
   let daemon: DaemonProcess | undefined;
   let server: net.Server | undefined;
   let created: CreatedPeer;
