@@ -75,6 +75,29 @@ describe('daemon start and shutdown', () => {
     }
   });
 
+  it('serves /metrics, counting the reads of the list through the service observer', async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.putPeer(Buffer.alloc(32, 5).toString('base64'), ['10.8.0.5/32']);
+    const daemon = await startDaemon(config({ metricsPerPeer: false }), {
+      openKernel: async () => kernel,
+      logger: captureLog().logger,
+    });
+    try {
+      const dumpsAtStart = kernel.count('getDevice');
+      expect((await get(daemon, '/api/peers')).status).to.equal(200);
+      const res = await get(daemon, '/metrics');
+      expect(res.status).to.equal(200);
+      // The list's read and the scrape's own, each a getDevice call on the kernel.
+      expect(res.body).to.match(/^wg_peerd_kernel_read_duration_seconds_count\{result="ok"\} 2$/m);
+      expect(kernel.count('getDevice') - dumpsAtStart).to.equal(2);
+      expect(res.body).to.match(/^wg_peerd_peers\{status="never"\} 1$/m);
+      // --metrics-per-peer false reaches the app: no per-peer series.
+      expect(res.body).to.not.match(/^wg_peerd_peer_/m);
+    } finally {
+      await daemon.shutdown();
+    }
+  });
+
   it('finishes a request in flight, refuses new connections, then closes the kernel', async () => {
     const kernel = FakeKernel.withInterface();
     const log = captureLog();
