@@ -54,8 +54,11 @@ export interface Metrics {
 
 /** Label value escaping of the text format: backslash, double quote and line feed. */
 export function escapeLabelValue(value: string): string {
+  // Keys and addresses never need it: test once instead of three replaces per value.
+  if (!NEEDS_ESCAPE.test(value)) return value;
   return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
+const NEEDS_ESCAPE = /[\\"\n]/;
 
 /** HELP text escaping of the text format: backslash and line feed. */
 function escapeHelp(text: string): string {
@@ -82,14 +85,14 @@ class Family {
   ) {}
 
   add(labels: string, value: number): void {
-    this.lines.push(`${this.name}${labels} ${formatValue(value)}`);
+    this.lines.push(`${this.name}${labels} ${formatValue(value)}\n`);
   }
 
   /** The family's text; a family without samples still says HELP and TYPE. */
   render(): string {
     return (
       `# HELP ${this.name} ${escapeHelp(this.help)}\n# TYPE ${this.name} ${this.type}\n` +
-      this.lines.map((line) => `${line}\n`).join('')
+      this.lines.join('')
     );
   }
 }
@@ -129,11 +132,22 @@ function renderSpeedLimit(family: Family, peerLabels: string, limit: number): vo
   family.add(peerLabels, limit);
 }
 
+/** Peers rendered between two turns of the event loop (some 10 ms of work each). */
+const PEERS_PER_SLICE = 1000;
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /**
  * The per-peer families and the aggregates of one snapshot. Statuses are computed at the
  * snapshot's own time (`takenAt`), so every scrape of one snapshot gives the same text.
  */
-export function renderPeerMetrics(snapshot: PeerSnapshot, perPeer: boolean): string {
+export async function renderPeerMetrics(
+  snapshot: PeerSnapshot,
+  perPeer: boolean,
+  pause: () => Promise<void> = yieldToEventLoop,
+): Promise<string> {
   const f = {
     lastHandshake: new Family(
       PEER_METRIC.lastHandshake,
@@ -181,7 +195,13 @@ export function renderPeerMetrics(snapshot: PeerSnapshot, perPeer: boolean): str
   let capped = 0;
   let exhausted = 0;
 
+  let sincePause = 0;
   for (const peer of snapshot.device.peers) {
+    // 50,000 peers take most of a second to render: let other requests in between (DESIGN §5).
+    if (++sincePause === PEERS_PER_SLICE) {
+      sincePause = 0;
+      await pause();
+    }
     const ip = tunnelAddressOf(peer);
     const { status } = livenessOf(peer.lastHandshake, snapshot.takenAt);
     const statusLabel: StatusLabel =
@@ -197,21 +217,12 @@ export function renderPeerMetrics(snapshot: PeerSnapshot, perPeer: boolean): str
 
     // A peer without an IPv4 /32 (added by other tools) has ip="" rather than no label, so
     // every series of a family has the same label names.
-    const labels = labelSet([
-      ['public_key', peer.publicKey],
-      ['ip', ip ?? ''],
-    ]);
+    const peerLabels = `public_key="${escapeLabelValue(peer.publicKey)}",ip="${ip ?? ''}"`;
+    const labels = `{${peerLabels}}`;
     if (peer.lastHandshake !== null) {
       f.lastHandshake.add(labels, Math.floor(peer.lastHandshake.getTime() / 1000));
     }
-    f.status.add(
-      labelSet([
-        ['public_key', peer.publicKey],
-        ['ip', ip ?? ''],
-        ['status', statusLabel],
-      ]),
-      1,
-    );
+    f.status.add(`{${peerLabels},status="${statusLabel}"}`, 1);
     f.receive.add(labels, peer.rxBytes);
     f.transmit.add(labels, peer.txBytes);
     if (limit !== undefined) renderSpeedLimit(f.speedLimit, labels, limit);
@@ -351,8 +362,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     next();
   };
 
-  const rendered = new WeakMap<PeerSnapshot, string>();
-  const peerText = (snapshot: PeerSnapshot): string => {
+  // The rendering in flight or done, so scrapes sharing a snapshot share its text.
+  const rendered = new WeakMap<PeerSnapshot, Promise<string>>();
+  const peerText = (snapshot: PeerSnapshot): Promise<string> => {
     let text = rendered.get(snapshot);
     if (text === undefined) {
       text = renderPeerMetrics(snapshot, options.perPeer);
@@ -363,17 +375,21 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   const handler: RequestHandler = (_req, res, next) => {
     const scrape = async (): Promise<void> => {
-      let peers = '';
+      let snapshot: PeerSnapshot | null = null;
       try {
-        const snapshot = await options.service.snapshot();
-        snapshotAge.set(Math.max(0, now() - snapshot.takenAt) / 1000);
-        snapshotUp.set(1);
-        peers = peerText(snapshot);
+        snapshot = await options.service.snapshot();
       } catch {
         // The read's failure is already counted (observer); the daemon's own metrics are still
         // worth scraping, most of all when the kernel fails.
+      }
+      let peers = '';
+      if (snapshot === null) {
         snapshotUp.set(0);
         snapshotAge.set(NaN); // no read to be old
+      } else {
+        snapshotUp.set(1);
+        snapshotAge.set(Math.max(0, now() - snapshot.takenAt) / 1000);
+        peers = await peerText(snapshot);
       }
       const own = await registry.metrics();
       // Not res.send(): it would rewrite the Content-Type (parameters reordered), and

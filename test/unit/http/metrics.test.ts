@@ -13,6 +13,7 @@ import {
   METRICS_CONTENT_TYPE,
   createMetrics,
   escapeLabelValue,
+  renderPeerMetrics,
   routeLabel,
 } from '../../../src/http/metrics';
 import type { IpPrefix, WireGuardPeer } from '../../../src/kernel/types';
@@ -217,6 +218,24 @@ describe('metrics: --metrics-per-peer=false', () => {
 });
 
 describe('metrics: rendering cost', () => {
+  it('lets the event loop run every 1,000 peers while rendering, with the same text', async () => {
+    const many = Array.from({ length: 2500 }, (_, i) =>
+      peer(`key-${i}`, [`10.9.${i >> 8}.${i & 255}/32`], { rxBytes: i }),
+    );
+    const snapshot = snapshotOf(many);
+    let pauses = 0;
+    const text = await renderPeerMetrics(snapshot, true, async () => {
+      pauses += 1;
+    });
+    expect(pauses).to.equal(2);
+    const samples = parseSamples(text);
+    expect(samplesOf(samples, 'wg_peerd_peer_receive_bytes_total')).to.have.length(2500);
+    expect(
+      valueOf(samples, 'wg_peerd_peer_receive_bytes_total', { public_key: 'key-2499' }),
+    ).to.equal(2499);
+    expect(valueOf(samples, 'wg_peerd_peers', { status: 'never' })).to.equal(2500);
+  });
+
   it('renders one snapshot once, however many scrapes share it', async () => {
     let reads = 0;
     const snapshot = snapshotOf([]);
