@@ -224,9 +224,10 @@ describe('metrics: rendering cost', () => {
     );
     const snapshot = snapshotOf(many);
     let pauses = 0;
-    const text = await renderPeerMetrics(snapshot, true, async () => {
+    const chunks = await renderPeerMetrics(snapshot, true, async () => {
       pauses += 1;
     });
+    const text = Buffer.concat(chunks).toString('utf8');
     expect(pauses).to.equal(2);
     const samples = parseSamples(text);
     expect(samplesOf(samples, 'wg_peerd_peer_receive_bytes_total')).to.have.length(2500);
