@@ -135,7 +135,9 @@ export function createApp(options: AppOptions): express.Express {
   });
 
   if (options.metrics) app.use(options.metrics.requestMetrics);
-  if (options.token) app.use(['/api', '/metrics'], bearerAuth(options.token));
+  if (options.token) {
+    app.use(options.metrics ? ['/api', '/metrics'] : '/api', bearerAuth(options.token));
+  }
   if (options.metrics) app.get('/metrics', options.metrics.handler);
   app.use(requireJsonBody);
   app.use(
