@@ -42,6 +42,8 @@ export interface Config {
   allowUnauthenticated: boolean;
   /** DESIGN §5 freshness window of GET /api/peers, milliseconds; 0 shares only reads in flight. */
   listMaxAgeMs: number;
+  /** Per-peer series on GET /metrics; false keeps only the aggregates (very large hosts). */
+  metricsPerPeer: boolean;
 }
 
 export type ParseOutcome = { kind: 'help' } | { kind: 'version' } | { kind: 'run'; config: Config };
@@ -149,6 +151,13 @@ export const OPTIONS: readonly Option[] = [
     value: 'LEVEL',
     default: 'info',
     meaning: `least severe log level written: ${LOG_LEVELS.join(', ')}`,
+  },
+  {
+    flag: '--metrics-per-peer',
+    env: 'WG_PEERD_METRICS_PER_PEER',
+    value: 'BOOL',
+    default: 'true',
+    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
   },
 ];
 
@@ -366,6 +375,7 @@ export function parseConfig(
   const port = source('--listen-port');
   const allow = source('--allow-unauthenticated');
   const listMaxAge = source('--list-max-age');
+  const perPeer = source('--metrics-per-peer');
 
   let allowUnauthenticated = false;
   if (allow !== null) {
@@ -373,6 +383,14 @@ export function parseConfig(
       throw new ConfigError(`${allow.what} must be 1 or 0, not "${allow.value}"`);
     }
     allowUnauthenticated = allow.value === '1';
+  }
+
+  let metricsPerPeer = true;
+  if (perPeer !== null) {
+    if (!/^(true|false|1|0)$/.test(perPeer.value)) {
+      throw new ConfigError(`${perPeer.what} must be true or false, not "${perPeer.value}"`);
+    }
+    metricsPerPeer = perPeer.value === 'true' || perPeer.value === '1';
   }
 
   const tokenSource = (flag: string): TokenSource | null => {
@@ -410,6 +428,7 @@ export function parseConfig(
     listenPort: port ? parsePort(port.value, port.what) : 51820,
     allowUnauthenticated,
     listMaxAgeMs: listMaxAge ? parseListMaxAge(listMaxAge.value, listMaxAge.what) : 1000,
+    metricsPerPeer,
   };
 
   // Read tokens alone count as authentication: the API then lists for read tokens and refuses

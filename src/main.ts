@@ -10,7 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { TokenStore, createApp } from './http';
+import { TokenStore, createApp, createMetrics } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
@@ -113,17 +113,24 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw new StartupError(messageOf(error), status);
   }
 
+  // The metrics need the service (its snapshot) and the service their observer: `service` is
+  // only read when /metrics is scraped, after both exist.
+  const metrics = createMetrics({
+    service: { snapshot: () => service.snapshot() },
+    perPeer: config.metricsPerPeer,
+  });
   const service = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
     endpointHost: config.endpointHost,
     logger,
     listMaxAgeMs: config.listMaxAgeMs,
+    observer: metrics.observer,
   });
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const server = http.createServer(createApp({ service, tokens, logger }));
+  const server = http.createServer(createApp({ service, tokens, logger, metrics }));
   try {
     await listen(server, config);
   } catch (error) {

@@ -14,6 +14,7 @@ import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../pee
 import { requireScope, type TokenStore } from './auth';
 import { HttpError, toErrorResponse } from './errors';
 import { ListBodies, negotiateEncoding } from './list-body';
+import type { Metrics } from './metrics';
 import { requestIdOf, requestLog } from './request-log';
 import {
   check,
@@ -33,6 +34,8 @@ export interface AppOptions {
   bodyLimitBytes?: number;
   /** The per-snapshot list bodies (DESIGN §5); injectable so tests can count builds. */
   listBodies?: ListBodies;
+  /** GET /metrics and per-request timings (src/http/metrics.ts); absent: no /metrics. */
+  metrics?: Pick<Metrics, 'handler' | 'requestMetrics'>;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
@@ -123,6 +126,7 @@ export function createApp(options: AppOptions): express.Express {
 
   app.use(requestLog(logger));
 
+  if (options.metrics) app.use(options.metrics.requestMetrics);
   // Reads (GET, HEAD) need the read scope, everything else admin. The route table of the
   // http-api branch replaces this with each route's own scope.
   const tokens = options.tokens ?? null;
@@ -131,6 +135,7 @@ export function createApp(options: AppOptions): express.Express {
   app.use('/api', (req, res, next) =>
     (req.method === 'GET' || req.method === 'HEAD' ? readScope : adminScope)(req, res, next),
   );
+  if (options.metrics) app.get('/metrics', readScope, options.metrics.handler);
   app.use(requireJsonBody);
   app.use(
     express.json({

@@ -63,6 +63,7 @@ describe('config: defaults of DESIGN §4', () => {
       listenPort: 51820,
       allowUnauthenticated: false,
       listMaxAgeMs: 1000,
+      metricsPerPeer: true,
     });
   });
 });
@@ -86,6 +87,7 @@ describe('config: flags and environment', () => {
         '--list-max-age=0',
         '--log-level',
         'debug',
+        '--metrics-per-peer=false',
       ],
       {},
       { '/etc/wg-peerd/admin.tokens': `${ADMIN}\n`, '/etc/wg-peerd/read.tokens': `${READ}\n` },
@@ -104,6 +106,7 @@ describe('config: flags and environment', () => {
       listenPort: 51000,
       allowUnauthenticated: true,
       listMaxAgeMs: 0,
+      metricsPerPeer: false,
     });
   });
 
@@ -119,6 +122,7 @@ describe('config: flags and environment', () => {
       WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
       WG_PEERD_LIST_MAX_AGE_MS: '60000',
       WG_PEERD_LOG_LEVEL: 'warn',
+      WG_PEERD_METRICS_PER_PEER: 'false',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -134,6 +138,7 @@ describe('config: flags and environment', () => {
       listenPort: 4500,
       allowUnauthenticated: true,
       listMaxAgeMs: 60000,
+      metricsPerPeer: false,
     });
   });
 
@@ -403,12 +408,28 @@ describe('config: bad configuration is one clear line', () => {
       /--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "verbose"/,
     ],
     ['a bad allow value', [], { WG_PEERD_ALLOW_UNAUTHENTICATED: 'yes' }, {}, /must be 1 or 0/],
+    [
+      'a metrics-per-peer value other than true or false',
+      ['--metrics-per-peer=no'],
+      {},
+      {},
+      /--metrics-per-peer must be true or false, not "no"/,
+    ],
   ];
   for (const [what, argv, env, fs, pattern] of cases) {
     it(`refuses ${what}`, () => {
       expect(failure(argv, env, fs)).to.match(pattern);
     });
   }
+
+  it('takes --metrics-per-peer as true/false (or 1/0), the flag winning over its variable', () => {
+    expect(parse(['--metrics-per-peer', 'false']).metricsPerPeer).to.equal(false);
+    expect(parse(['--metrics-per-peer=0']).metricsPerPeer).to.equal(false);
+    expect(parse([], { WG_PEERD_METRICS_PER_PEER: 'false' }).metricsPerPeer).to.equal(false);
+    expect(
+      parse(['--metrics-per-peer=true'], { WG_PEERD_METRICS_PER_PEER: 'false' }).metricsPerPeer,
+    ).to.equal(true);
+  });
 
   it('accepts endpoint hosts as names, IPv4 and IPv6 (brackets optional)', () => {
     expect(parse(['--endpoint-host', 'vpn.example.net']).endpointHost).to.equal('vpn.example.net');

@@ -23,6 +23,7 @@ function config(overrides: Partial<Config> = {}): Config {
     listenPort: 51820,
     allowUnauthenticated: false,
     listMaxAgeMs: 1000,
+    metricsPerPeer: true,
     ...overrides,
   };
 }
@@ -72,6 +73,30 @@ describe('daemon start and shutdown', () => {
         total_count: 0,
         filter: null,
       });
+    } finally {
+      await daemon.shutdown();
+    }
+  });
+
+  it('serves /metrics, counting the reads of the list through the service observer', async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.putPeer(Buffer.alloc(32, 5).toString('base64'), ['10.8.0.5/32']);
+    const daemon = await startDaemon(config({ metricsPerPeer: false }), {
+      openKernel: async () => kernel,
+      logger: captureLog().logger,
+    });
+    try {
+      const dumpsAtStart = kernel.count('getDevice');
+      expect((await get(daemon, '/api/peers')).status).to.equal(200);
+      const res = await get(daemon, '/metrics');
+      expect(res.status).to.equal(200);
+      // The scrape comes within the list's freshness window (1 s by default): one kernel read
+      // serves both (DESIGN §5), counted once by the observer and once by the fake kernel.
+      expect(res.body).to.match(/^wg_peerd_kernel_read_duration_seconds_count\{result="ok"\} 1$/m);
+      expect(kernel.count('getDevice') - dumpsAtStart).to.equal(1);
+      expect(res.body).to.match(/^wg_peerd_peers\{status="never"\} 1$/m);
+      // --metrics-per-peer false reaches the app: no per-peer series.
+      expect(res.body).to.not.match(/^wg_peerd_peer_/m);
     } finally {
       await daemon.shutdown();
     }

@@ -1,0 +1,77 @@
+/**
+ * /metrics rendering benchmark: the per-peer text of one snapshot of BENCH_PEERS synthetic peers
+ * (a third never handshaked, half limited, a quarter capped), with and without per-peer series.
+ * No kernel and no root: `node dist/bench/metrics.js` after `npm run build`.
+ *
+ * Prints per mode: lines, megabytes, and the median / min / max render time of BENCH_ROUNDS
+ * renders, and the longest single slice between two event-loop turns (what a request arriving
+ * during a render waits at most).
+ *
+ * Options: BENCH_PEERS (default 50000), BENCH_ROUNDS (default 5).
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { renderPeerMetrics } from '../src/http/metrics';
+import type { DataCap, WireGuardPeer } from '../src/kernel/types';
+import type { PeerSnapshot } from '../src/peers';
+
+const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+
+function snapshot(): PeerSnapshot {
+  const now = Date.now();
+  const peers: WireGuardPeer[] = [];
+  const limits = new Map<string, number>();
+  const caps = new Map<string, DataCap>();
+  for (let i = 0; i < PEERS; i += 1) {
+    const address = `10.${8 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+    peers.push({
+      publicKey: randomBytes(32).toString('base64'),
+      endpoint: null,
+      lastHandshake: i % 3 === 0 ? null : new Date(now - i * 10),
+      rxBytes: i * 1000,
+      txBytes: i * 2000,
+      persistentKeepalive: 0,
+      allowedIps: [{ family: 4, address, cidr: 32 }],
+    });
+    if (i % 2 === 1) limits.set(address, 250_000);
+    if (i % 4 === 0) caps.set(address, { quotaBytes: 1e9, usedBytes: i * 100 });
+  }
+  return {
+    takenAt: now,
+    readMs: 0,
+    device: { name: 'wg0', ifindex: 1, publicKey: null, listenPort: 51820, fwmark: 0, peers },
+    limits,
+    caps,
+  };
+}
+
+async function main(): Promise<void> {
+  const snap = snapshot();
+  for (const perPeer of [true, false]) {
+    const times: number[] = [];
+    let longestSlice = 0;
+    let chunks: Buffer[] = [];
+    for (let round = 0; round < ROUNDS; round += 1) {
+      const started = performance.now();
+      let sliceStart = started;
+      chunks = await renderPeerMetrics(snap, perPeer, async () => {
+        longestSlice = Math.max(longestSlice, performance.now() - sliceStart);
+        await new Promise((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      });
+      longestSlice = Math.max(longestSlice, performance.now() - sliceStart);
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    const text = Buffer.concat(chunks);
+    console.log(
+      `per-peer ${perPeer}: ${PEERS} peers, ${text.toString('utf8').split('\n').length - 1} lines, ` +
+        `${(text.length / 1e6).toFixed(1)} MB; render median ${times[times.length >> 1]!.toFixed(0)} ms ` +
+        `(min ${times[0]!.toFixed(0)}, max ${times[times.length - 1]!.toFixed(0)}); ` +
+        `longest slice ${longestSlice.toFixed(1)} ms`,
+    );
+  }
+}
+
+void main();
