@@ -39,7 +39,11 @@ const CAP = 1_000_000;
 /** More than the cap, so the cap is what ends the download. */
 const DOWNLOAD = 3_000_000;
 const IDLE_MS = 3000;
+// --list-max-age 0: reads are shared only while in flight, so the read counts below are exact
+// (with the default window, scrapes a few hundred ms apart would share one read too).
 const DAEMON_ARGS = [
+  '--list-max-age',
+  '0',
   '--interface',
   IFNAME,
   '--listen',
