@@ -28,7 +28,7 @@ import {
   parseErrorPayload,
   parseMessages,
 } from '../../src/netlink';
-import { FacilityUnavailableError } from '../../src/kernel/errors';
+import { FacilityUnavailableError, SetupConflictError } from '../../src/kernel/errors';
 import { Links } from '../../src/kernel/link';
 import {
   chainAttributes,
@@ -149,9 +149,16 @@ export interface DecoderEntry {
 const CODEC_ERRORS: ErrorClass[] = [NetlinkProtocolError];
 /**
  * Behind a client, a mutated reply may also be a kernel error (an NLMSG_ERROR with an errno),
- * which the client reports as the kernel's answer (NetlinkError) or its domain meaning.
+ * which the client reports as the kernel's answer (NetlinkError) or its domain meaning, or a
+ * well-formed state the client refuses to work with (a u32 table with 12,032 buckets in our
+ * priority: SetupConflictError, the shaper's answer to a foreign setup).
  */
-const CLIENT_ERRORS: ErrorClass[] = [NetlinkProtocolError, NetlinkError, FacilityUnavailableError];
+const CLIENT_ERRORS: ErrorClass[] = [
+  NetlinkProtocolError,
+  NetlinkError,
+  FacilityUnavailableError,
+  SetupConflictError,
+];
 
 function attributes(name: string, table: Schema, seeds: Buffer[]): DecoderEntry {
   return {

@@ -84,10 +84,15 @@ export async function fuzzDecoder(
 
 export async function runFuzz(options: RunOptions): Promise<DecoderStats[]> {
   const entries = selectDecoders(options.only);
-  const perDecoder = Math.max(1, Math.ceil(options.cases / Math.max(1, entries.length)));
+  // The cases shared out exactly; fast-check draws a decoder's cases in the same order for any
+  // count, so a replay with --only repeats the first cases of the full run.
+  const base = Math.floor(options.cases / Math.max(1, entries.length));
+  const extra = options.cases % Math.max(1, entries.length);
   const results: DecoderStats[] = [];
-  for (const entry of entries) {
-    const stats = await fuzzDecoder(entry, options.seed, perDecoder);
+  for (const [index, entry] of entries.entries()) {
+    const count = base + (index < extra ? 1 : 0);
+    if (count === 0) continue;
+    const stats = await fuzzDecoder(entry, options.seed, count);
     results.push(stats);
     options.progress?.(stats);
   }

@@ -26,10 +26,11 @@ function report(stats: DecoderStats): string {
     .join('\n');
 }
 
-describe(`fuzzing every netlink decoder (seed ${SEED}, ${TOTAL_CASES} cases)`, function () {
+const entries = selectDecoders();
+const perDecoder = Math.ceil(TOTAL_CASES / entries.length);
+
+describe(`fuzzing every netlink decoder (seed ${SEED}, ${perDecoder * entries.length} cases)`, function () {
   this.timeout(60_000);
-  const entries = selectDecoders();
-  const perDecoder = Math.ceil(TOTAL_CASES / entries.length);
 
   it('has real seeds for every decoder, and each decodes them without an unexpected error', async () => {
     for (const entry of entries) {
