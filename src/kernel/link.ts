@@ -7,6 +7,7 @@ import {
   NLM_F_CREATE,
   NLM_F_EXCL,
   NLM_F_REPLACE,
+  NetlinkProtocolError,
   NetlinkSocket,
   type NetlinkMessage,
   type TransportFactory,
@@ -132,7 +133,7 @@ export class Links implements LinkApi {
       { operation: `RTM_GETLINK ${name}` },
     );
     const reply = replies.find((message) => message.type === RTM_NEWLINK);
-    if (!reply) throw new Error(`RTM_GETLINK ${name}: the kernel sent no link`);
+    if (!reply) throw new NetlinkProtocolError(`RTM_GETLINK ${name}: the kernel sent no link`);
     return parseLink(reply);
   }
 

@@ -89,7 +89,14 @@ export const handshakeTime = fixedWidth<Date | null>(
     const seconds = Number(buffer.readBigInt64LE(offset));
     const nanoseconds = Number(buffer.readBigInt64LE(offset + 8));
     if (seconds === 0 && nanoseconds === 0) return null;
-    return new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
+    const date = new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
+    // Beyond what a Date holds (±8.64e15 ms): an Invalid Date would throw later in toISOString.
+    if (Number.isNaN(date.getTime())) {
+      throw new NetlinkProtocolError(
+        `handshake time ${seconds} s ${nanoseconds} ns is out of range`,
+      );
+    }
+    return date;
   },
 );
 

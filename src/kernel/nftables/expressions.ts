@@ -15,6 +15,7 @@ import {
   bytes,
   decodeAttributes,
   encodeAttributes,
+  fixedWidth,
   nested,
   schema,
   string,
@@ -48,18 +49,11 @@ import {
 } from './constants';
 
 /** A signed 32-bit big-endian value: verdict codes are negative for NFT_BREAK and friends. */
-export const sbe32: Codec<number> = {
-  nested: false,
-  encode(value) {
-    const buffer = Buffer.allocUnsafe(4);
-    buffer.writeInt32BE(value);
-    return buffer;
-  },
-  decode(data, where) {
-    if (data.length !== 4) throw new RangeError(`${where}: expected 4 bytes, got ${data.length}`);
-    return data.readInt32BE(0);
-  },
-};
+export const sbe32 = fixedWidth<number>(
+  4,
+  (b, v) => b.writeInt32BE(v),
+  (b, o) => b.readInt32BE(o),
+);
 
 /**
  * A string written without its NUL, as libnftnl writes NFTA_OBJREF_SET_NAME (mnl_attr_put_str).
