@@ -239,10 +239,18 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
         exactly(size, 16, 'lastHandshake');
         const seconds = s64(buffer, start);
         const nanoseconds = s64(buffer, start + 8);
-        peer.lastHandshake =
-          seconds === 0 && nanoseconds === 0
-            ? null
-            : new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
+        if (seconds === 0 && nanoseconds === 0) {
+          peer.lastHandshake = null;
+          break;
+        }
+        const date = new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
+        // Beyond what a Date holds (±8.64e15 ms), as the table codec's handshakeTime refuses it.
+        if (Number.isNaN(date.getTime())) {
+          throw new NetlinkProtocolError(
+            `handshake time ${seconds} s ${nanoseconds} ns is out of range`,
+          );
+        }
+        peer.lastHandshake = date;
         break;
       }
       case WGPEER_A_RX_BYTES:

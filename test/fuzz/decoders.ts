@@ -120,6 +120,7 @@ import {
   u32Selector,
 } from '../../src/kernel/tc/u32';
 import { WireGuard, parseDevice } from '../../src/kernel/wireguard';
+import { decodeDeviceDump } from '../../src/kernel/wireguard-dump';
 import {
   WGDEVICE_A_PEERS,
   WGPEER_A_ALLOWEDIPS,
@@ -298,6 +299,14 @@ export function decoders(corpus: Corpus): DecoderEntry[] {
       layout: 'attributes',
       seeds: distinct(wg),
       decode: (input) => parseDevice('wg0', [{ cmd: 0, version: 1, attributes: input }]),
+      typedErrors: CODEC_ERRORS,
+    },
+    {
+      // The hot-path twin of parseDevice (src/kernel/wireguard-dump.ts).
+      name: 'wireguard.decodeDeviceDump',
+      layout: 'attributes',
+      seeds: distinct(wg),
+      decode: (input) => decodeDeviceDump('wg0', [input]),
       typedErrors: CODEC_ERRORS,
     },
 

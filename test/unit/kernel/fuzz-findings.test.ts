@@ -7,6 +7,8 @@ import { expect } from 'chai';
 import { Links } from '../../../src/kernel/link';
 import { sbe32 } from '../../../src/kernel/nftables/expressions';
 import { RTM_GETLINK } from '../../../src/kernel/rtnetlink';
+import { parseDevice } from '../../../src/kernel/wireguard';
+import { decodeDeviceDump } from '../../../src/kernel/wireguard-dump';
 import { handshakeTime } from '../../../src/kernel/wireguard-schema';
 import { NETLINK_ROUTE, NetlinkProtocolError } from '../../../src/netlink';
 import { Corpus } from '../../fuzz/corpus';
@@ -33,6 +35,36 @@ describe('decoder bugs found by fuzzing', () => {
     real.writeBigInt64LE(1_700_000_000n, 0);
     real.writeBigInt64LE(500_000_000n, 8);
     expect(handshakeTime.decode(real, 'lastHandshake')).to.deep.equal(new Date(1_700_000_000_500));
+  });
+
+  it('the fast dump decoder refuses that handshake time with the same error as the table codec', () => {
+    // Found by wireguard.decodeDeviceDump once the fuzzer covered it: it returned an Invalid Date.
+    // WGDEVICE_A_PEERS (8) { peer { PUBLIC_KEY (1), LAST_HANDSHAKE_TIME (6) } }, all nested.
+    const far = Buffer.alloc(16);
+    far.writeBigInt64LE(1n << 60n, 0);
+    const attr = (type: number, payload: Buffer): Buffer => {
+      const header = Buffer.alloc(4);
+      header.writeUInt16LE(4 + payload.length, 0);
+      header.writeUInt16LE(type, 2);
+      const pad = Buffer.alloc((4 - (payload.length % 4)) % 4);
+      return Buffer.concat([header, payload, pad]);
+    };
+    const NESTED = 0x8000;
+    const peer = attr(0 | NESTED, Buffer.concat([attr(1, Buffer.alloc(32, 7)), attr(6, far)]));
+    const dump = attr(8 | NESTED, peer);
+    const errorOf = (decode: () => unknown): unknown => {
+      try {
+        decode();
+      } catch (error) {
+        return error;
+      }
+      return null;
+    };
+    const table = errorOf(() => parseDevice('wg0', [{ cmd: 0, version: 1, attributes: dump }]));
+    const fast = errorOf(() => decodeDeviceDump('wg0', [dump]));
+    expect(table).to.be.instanceOf(NetlinkProtocolError);
+    expect(fast).to.be.instanceOf(NetlinkProtocolError);
+    expect((fast as Error).message).to.equal((table as Error).message);
   });
 
   it('RTM_GETLINK answered by a bare ACK (no RTM_NEWLINK) is a protocol error', async () => {
