@@ -7,7 +7,7 @@ import type { Kernel } from './types';
 import { WireGuard } from './wireguard';
 
 export * from './types';
-export { FacilityUnavailableError, NetlinkError, isNetlinkError } from './errors';
+export * from './errors';
 
 /**
  * One socket per facility, so a slow tc change never queues behind a WireGuard dump (a netlink

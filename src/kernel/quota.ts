@@ -62,7 +62,7 @@ import {
   isNetlinkError,
   openNativeTransport,
 } from '../netlink';
-import { FacilityUnavailableError } from './errors';
+import { FacilityUnavailableError, KernelError, type Translate, atBoundary } from './errors';
 import {
   type ChainAttributes,
   type ObjectAttributes,
@@ -370,6 +370,15 @@ export function writeElement(batch: NftBatch, table: string, address: string, na
  */
 function translateCommitError(error: unknown): unknown {
   if (!isNetlinkError(error)) return error;
+  // nfnetlink answers a request for a subsystem it does not have (and could not load) with a
+  // bare EINVAL; nf_tables itself always says why it refuses a well-formed request.
+  if (
+    error.code === 'EINVAL' &&
+    !error.kernelMessage &&
+    error.operation.startsWith('NFT_MSG_GET')
+  ) {
+    return missingNfTables(error);
+  }
   if (error.operation.startsWith('NFNL_MSG_BATCH_BEGIN') && error.code === 'EOPNOTSUPP') {
     return missingNfTables(error);
   }
@@ -385,6 +394,12 @@ function translateCommitError(error: unknown): unknown {
   return error;
 }
 
+/** The boundary of every public method: what a refusal means for data caps, else generic. */
+const quotaErrors: Translate = (error) => {
+  const translated = translateCommitError(error);
+  return translated instanceof KernelError ? translated : undefined;
+};
+
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
 
@@ -397,7 +412,11 @@ export class Quota implements QuotaApi {
    * quota object of ours its map element. Reads first and writes only what is missing or
    * wrong, in one transaction, so a second call on an intact table sends nothing but reads.
    */
-  async ensure(ifname: string): Promise<void> {
+  ensure(ifname: string): Promise<void> {
+    return atBoundary(() => this.doEnsure(ifname), quotaErrors);
+  }
+
+  private async doEnsure(ifname: string): Promise<void> {
     const table = quotaTableName(ifname);
     const specs = chainSpecs(ifname);
     let current: TableAttributes | null;
@@ -528,7 +547,11 @@ export class Quota implements QuotaApi {
     }
   }
 
-  async setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+  setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+    return atBoundary(() => this.doSetCap(ifname, peer, quotaBytes), quotaErrors);
+  }
+
+  private async doSetCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
     const bytes = checkQuotaBytes(quotaBytes);
     try {
       await this.writeCap(ifname, peer, bytes);
@@ -614,14 +637,22 @@ export class Quota implements QuotaApi {
     return object !== null || element !== null;
   }
 
-  async removeCap(ifname: string, address: string): Promise<void> {
+  removeCap(ifname: string, address: string): Promise<void> {
+    return atBoundary(() => this.doRemoveCap(ifname, address), quotaErrors);
+  }
+
+  private async doRemoveCap(ifname: string, address: string): Promise<void> {
     const table = quotaTableName(ifname);
     const batch = new NftBatch(QUOTA_FAMILY);
     if (!(await this.writeRemoval(batch, table, address))) return;
     await this.nft.commit(batch, `remove data cap of ${address}`);
   }
 
-  async listCaps(ifname: string): Promise<Map<string, DataCap>> {
+  listCaps(ifname: string): Promise<Map<string, DataCap>> {
+    return atBoundary(() => this.doListCaps(ifname), quotaErrors);
+  }
+
+  private async doListCaps(ifname: string): Promise<Map<string, DataCap>> {
     const table = quotaTableName(ifname);
     const caps = new Map<string, DataCap>();
     // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.

@@ -59,7 +59,14 @@ import {
   isNetlinkError,
   openNativeTransport,
 } from '../netlink';
-import { FacilityUnavailableError, SetupConflictError } from './errors';
+import {
+  FacilityUnavailableError,
+  InterfaceMissingError,
+  SetupConflictError,
+  atBoundary,
+  errnoOf,
+  kernelMessageOf,
+} from './errors';
 import { Links } from './link';
 import {
   RTM_DELQDISC,
@@ -276,9 +283,11 @@ async function needing<T>(need: keyof typeof MODULES, work: () => Promise<T>): P
   try {
     return await work();
   } catch (error) {
-    if (isNetlinkError(error) && (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP')) {
+    const code = errnoOf(error);
+    if (code === 'ENOENT' || code === 'EOPNOTSUPP') {
       const { module, what } = MODULES[need];
-      const said = error.kernelMessage ? ` (the kernel said: ${error.kernelMessage})` : '';
+      const kernelMessage = kernelMessageOf(error);
+      const said = kernelMessage ? ` (the kernel said: ${kernelMessage})` : '';
       throw new FacilityUnavailableError(
         `${what} (kernel module ${module}), needed for per-peer speed limits,`,
         `load it with \`modprobe ${module}\`${said}`,
@@ -376,7 +385,11 @@ export class Shaper implements ShaperApi {
    * Reads the download classes of the WireGuard interface (RTM_GETTCLASS dump). Upload classes
    * on the IFB are set and removed together with them.
    */
-  async listLimits(ifname: string): Promise<Map<string, number>> {
+  listLimits(ifname: string): Promise<Map<string, number>> {
+    return atBoundary(() => this.readLimits(ifname));
+  }
+
+  private async readLimits(ifname: string): Promise<Map<string, number>> {
     const wg = await this.links.getLink(ifname);
     const [first] = await this.links.getIpv4Addresses(wg.index);
     const limits = new Map<string, number>();
@@ -394,8 +407,9 @@ export class Shaper implements ShaperApi {
     this.links.close();
   }
 
+  /** One change at a time, its errors typed at this boundary. */
   private serialized<T>(work: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(work);
+    const result = this.tail.then(() => atBoundary(work));
     this.tail = result.then(
       () => undefined,
       () => undefined,
@@ -925,7 +939,7 @@ export class Shaper implements ShaperApi {
     try {
       return await this.links.getLink(name);
     } catch (error) {
-      if (isNetlinkError(error, 'ENODEV')) return undefined;
+      if (error instanceof InterfaceMissingError) return undefined;
       throw error;
     }
   }

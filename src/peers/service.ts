@@ -23,6 +23,7 @@ import {
 import { networkCidr } from './ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { Mutex } from './mutex';
+import { allInOrder } from './settled';
 import { SingleFlight } from './single-flight';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { livenessOf, type FilterStatus, type PeerStatus } from './status';
@@ -179,7 +180,7 @@ export class PeerService implements PeerServiceApi {
     return this.change(async () => {
       const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
       if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
-      const [addresses, device] = await Promise.all([
+      const [addresses, device] = await allInOrder([
         this.call('link', () => this.kernel.link.getIpv4Addresses(link.index)),
         this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
       ]);
@@ -326,7 +327,8 @@ export class PeerService implements PeerServiceApi {
     const started = process.hrtime.bigint();
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
     try {
-      const [device, limits, caps] = await Promise.all([
+      // The device first: its failure decides the answer (see allInOrder).
+      const [device, limits, caps] = await allInOrder([
         this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
         this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
         this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
@@ -384,7 +386,7 @@ export class PeerService implements PeerServiceApi {
    */
   private async removeLimitsAndCaps(addresses: readonly string[]): Promise<void> {
     if (addresses.length === 0) return;
-    const [limits, caps] = await Promise.all([
+    const [limits, caps] = await allInOrder([
       this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
       this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
     ]);

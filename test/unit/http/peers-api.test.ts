@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import nacl from 'tweetnacl';
 import { FacilityUnavailableError } from '../../../src/kernel/errors';
-import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
 
 describe('http GET /api/peers (SPEC §4.1)', () => {
@@ -123,7 +123,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
     const { kernel, http } = setup();
     kernel.fail(
       'getDevice',
-      netlinkError('EMSGSIZE', 'WG_CMD_GET_DEVICE wg0', 'message too big for the buffer'),
+      kernelFailure('EMSGSIZE', 'WG_CMD_GET_DEVICE wg0', 'message too big for the buffer'),
     );
     const res = await http.get('/api/peers');
     expectError(res, 500, 'KERNEL_ERROR');
@@ -268,7 +268,13 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
 
   it('answers 503 FACILITY_MISSING when the WireGuard module is not loaded', async () => {
     const { kernel, http } = setup();
-    kernel.fail('getDevice', netlinkError('ENOENT', 'CTRL_CMD_GETFAMILY wireguard'));
+    kernel.fail(
+      'getDevice',
+      new FacilityUnavailableError(
+        'WireGuard (generic netlink family "wireguard")',
+        'load the module with `modprobe wireguard`',
+      ),
+    );
     const res = await http.post('/api/peer');
     expectError(res, 503, 'FACILITY_MISSING');
     expect(res.body.error).to.contain('modprobe wireguard');

@@ -1,7 +1,8 @@
 /**
  * An in-memory Kernel for unit tests. It keeps WireGuard's own rules where they matter to the
  * domain: an allowed IP belongs to one peer only (adding it to another peer moves it), the
- * device's public key follows from its private key, an unknown link is ENODEV. Every call is
+ * device's public key follows from its private key, an unknown link is InterfaceMissingError, as the kernel layer
+ * reports it. Every call is
  * recorded; any method can be made to fail or to wait.
  */
 import { constants } from 'node:os';
@@ -22,14 +23,25 @@ import type {
   WireGuardDevice,
   WireGuardPeer,
 } from '../../../src/kernel/types';
+import { InterfaceMissingError, KernelCallError } from '../../../src/kernel/errors';
 import { NetlinkError } from '../../../src/netlink/errors';
 
+/** A raw refusal as the netlink socket reports it (for tests of the kernel boundary). */
 export function netlinkError(
   code: keyof typeof constants.errno,
   operation: string,
   kernelMessage?: string,
 ): NetlinkError {
   return new NetlinkError({ errno: constants.errno[code], operation, kernelMessage });
+}
+
+/** A refusal as the kernel layer lets it out: typed, with no meaning beyond "failed". */
+export function kernelFailure(
+  code: keyof typeof constants.errno,
+  operation: string,
+  kernelMessage?: string,
+): KernelCallError {
+  return new KernelCallError(netlinkError(code, operation, kernelMessage));
 }
 
 interface FakeLink {
@@ -95,7 +107,7 @@ export class FakeKernel implements Kernel {
       getDevice: (name) =>
         this.op('getDevice', [name], () => {
           // A dump reads the state as it is when it starts.
-          const device = this.requireDevice(name, 'WG_CMD_GET_DEVICE');
+          const device = this.requireDevice(name);
           const link = this.links.get(name)!;
           const snapshot: WireGuardDevice = {
             name,
@@ -112,14 +124,14 @@ export class FakeKernel implements Kernel {
           'configureDevice',
           [name, { ...config, privateKey: config.privateKey ? '<bytes>' : undefined }],
           () => {
-            const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+            const device = this.requireDevice(name);
             if (config.privateKey) device.privateKey = Buffer.from(config.privateKey);
             if (config.listenPort !== undefined) device.listenPort = config.listenPort;
           },
         ),
       addPeers: (name, peers: PeerConfig[]) =>
         this.op('addPeers', [name, peers], () => {
-          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          const device = this.requireDevice(name);
           for (const config of peers) {
             let peer = device.peers.find((p) => p.publicKey === config.publicKey);
             if (peer === undefined) {
@@ -147,7 +159,7 @@ export class FakeKernel implements Kernel {
         }),
       removePeers: (name, keys: string[]) =>
         this.op('removePeers', [name, keys], () => {
-          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          const device = this.requireDevice(name);
           device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
         }),
     };
@@ -156,7 +168,7 @@ export class FakeKernel implements Kernel {
       getLink: (name) =>
         this.op('getLink', [name], () => {
           const link = this.links.get(name);
-          if (link === undefined) throw netlinkError('ENODEV', `RTM_GETLINK ${name}`);
+          if (link === undefined) throw new InterfaceMissingError(name);
           return { ...link.info };
         }),
       getIpv4Addresses: (index) =>
@@ -166,7 +178,7 @@ export class FakeKernel implements Kernel {
         }),
       createWireGuard: (name) =>
         this.op('createWireGuard', [name], () => {
-          if (this.links.has(name)) throw netlinkError('EEXIST', `RTM_NEWLINK ${name}`);
+          if (this.links.has(name)) throw kernelFailure('EEXIST', `RTM_NEWLINK ${name}`);
           const index = this.nextIndex++;
           this.links.set(name, {
             info: { index, name, kind: 'wireguard', up: false, mtu: 1420 },
@@ -280,7 +292,7 @@ export class FakeKernel implements Kernel {
     extra: Partial<Omit<WireGuardPeer, 'publicKey' | 'allowedIps'>> = {},
     ifname = 'wg0',
   ): void {
-    this.requireDevice(ifname, 'test').peers.push({
+    this.requireDevice(ifname).peers.push({
       publicKey,
       endpoint: null,
       lastHandshake: null,
@@ -300,11 +312,11 @@ export class FakeKernel implements Kernel {
   }
 
   peers(ifname = 'wg0'): WireGuardPeer[] {
-    return this.requireDevice(ifname, 'test').peers.map(copyPeer);
+    return this.requireDevice(ifname).peers.map(copyPeer);
   }
 
   serverPublicKey(ifname = 'wg0'): string | null {
-    const key = this.requireDevice(ifname, 'test').privateKey;
+    const key = this.requireDevice(ifname).privateKey;
     return key === null ? null : this.publicOf(key);
   }
 
@@ -356,15 +368,15 @@ export class FakeKernel implements Kernel {
     return result;
   }
 
-  private requireDevice(name: string, operation: string): FakeDevice {
+  private requireDevice(name: string): FakeDevice {
     const device = this.devices.get(name);
-    if (device === undefined) throw netlinkError('ENODEV', `${operation} ${name}`);
+    if (device === undefined) throw new InterfaceMissingError(name);
     return device;
   }
 
   private linkByIndex(index: number): FakeLink {
     const link = [...this.links.values()].find((l) => l.info.index === index);
-    if (link === undefined) throw netlinkError('ENODEV', `link ${index}`);
+    if (link === undefined) throw new InterfaceMissingError(`with ifindex ${index}`);
     return link;
   }
 
