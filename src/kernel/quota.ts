@@ -103,7 +103,7 @@ import {
 import { quotaAttributes, quotaListing } from './nftables/schema';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
 import { bytesToIpv4, ipv4ToBytes } from './rtnetlink';
-import type { DataCap, PeerRef, QuotaApi } from './types';
+import type { CapRef, KernelDataCap, PeerRef, QuotaApi, Repair } from './types';
 
 /** The family of the daemon's tables. */
 export const QUOTA_FAMILY = NFPROTO_IPV4;
@@ -408,15 +408,25 @@ export class Quota implements QuotaApi {
   }
 
   /**
-   * Makes the table, the map, both chains and their rules exactly as specified, and gives every
-   * quota object of ours its map element. Reads first and writes only what is missing or
-   * wrong, in one transaction, so a second call on an intact table sends nothing but reads.
+   * Makes the table, the map, both chains and their rules exactly as specified, and reconciles
+   * the quota objects with the live peers (see QuotaApi.ensure). Reads first and writes only
+   * what is missing or wrong, in one transaction, so a second call on an intact table sends
+   * nothing but reads.
    */
-  ensure(ifname: string): Promise<void> {
-    return atBoundary(() => this.doEnsure(ifname), quotaErrors);
+  ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]> {
+    return atBoundary(async () => {
+      const repairs: Repair[] = [];
+      await this.doEnsure(ifname, live, repairs);
+      return repairs;
+    }, quotaErrors);
   }
 
-  private async doEnsure(ifname: string): Promise<void> {
+  /** `live` null: the skeleton only, objects untouched (a retry inside setCap). */
+  private async doEnsure(
+    ifname: string,
+    live: readonly CapRef[] | null,
+    repairs: Repair[],
+  ): Promise<void> {
     const table = quotaTableName(ifname);
     const specs = chainSpecs(ifname);
     let current: TableAttributes | null;
@@ -436,8 +446,26 @@ export class Quota implements QuotaApi {
         await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
       }
       const batch = new NftBatch(QUOTA_FAMILY);
-      if (!current) writeSetUp(batch, ifname);
-      else await this.writeRepairs(batch, ifname, table, specs);
+      if (!current) {
+        writeSetUp(batch, ifname);
+        // The table and every cap in it are gone: restore the live peers' caps from what the
+        // daemon last saw (the kernel was the store of record; this is all that is left).
+        for (const peer of live ?? []) {
+          if (!peer.lastSeen) continue;
+          writeNewQuota(
+            batch,
+            table,
+            peer,
+            BigInt(peer.lastSeen.quotaBytes),
+            BigInt(peer.lastSeen.usedBytes),
+          );
+          repairs.push({
+            address: peer.address,
+            found: `table ip ${table} missing with the cap of ${peer.address}`,
+            done: `restored the cap of ${peer.lastSeen.quotaBytes} bytes from the last seen state, ${peer.lastSeen.usedBytes} used`,
+          });
+        }
+      } else await this.writeRepairs(batch, ifname, table, specs, live, repairs);
       await this.nft.commit(batch, `set up data caps of ${ifname}`);
     } catch (error) {
       throw translateCommitError(error);
@@ -449,6 +477,8 @@ export class Quota implements QuotaApi {
     ifname: string,
     table: string,
     specs: ChainSpec[],
+    live: readonly CapRef[] | null,
+    repairs: Repair[],
   ): Promise<void> {
     const [set, chains, rules, objects] = await Promise.all([
       this.nft.getSet(QUOTA_FAMILY, table, CAPS_MAP),
@@ -501,12 +531,40 @@ export class Quota implements QuotaApi {
       if (needsRule) writeRule(batch, ifname, table, spec, mapId);
     });
 
-    // Elements: every quota object of ours is reachable through the map under its address.
+    // Objects: kept for a live peer that owns them, removed for anybody else; a live peer's
+    // lost object is restored from what the daemon last saw. Elements: every kept object is
+    // reachable through the map under its address, and nothing else is.
+    const peers = live === null ? null : new Map(live.map((peer) => [peer.address, peer]));
     const wanted = new Map<string, string>(); // address → object name
+    const doomed: string[] = []; // object names, deleted after their elements
     for (const object of objects) {
-      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA) continue;
-      const address = object.name ? addressOfObject(object.name) : null;
-      if (address && object.name) wanted.set(address, object.name);
+      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA || !object.name) continue;
+      const address = addressOfObject(object.name);
+      if (!address) continue;
+      if (peers !== null) {
+        const peer = peers.get(address);
+        const quota = parseQuota(object);
+        const owner = quota?.owner ?? null;
+        const held = quota
+          ? `quota ${object.name} (${quota.quotaBytes} bytes, ${quota.usedBytes} used)`
+          : `object ${object.name}`;
+        if (!peer || (owner !== null && owner !== peer.publicKey)) {
+          doomed.push(object.name);
+          repairs.push({
+            address,
+            found: peer
+              ? `${held} owned by another public key than the peer's`
+              : `${held} for an address no peer has`,
+            done: 'removed it and its map element',
+          });
+          continue;
+        }
+      }
+      wanted.set(address, object.name);
+    }
+    const restored: CapRef[] = [];
+    for (const peer of live ?? []) {
+      if (peer.lastSeen && !wanted.has(peer.address)) restored.push(peer);
     }
     const present = new Map<string, string | undefined>();
     if (mapId === undefined) {
@@ -521,7 +579,16 @@ export class Quota implements QuotaApi {
       if (wanted.get(address) !== objref) stale.push(address);
     }
     for (const [address, name] of wanted) {
-      if (present.get(address) !== name) missing.push(address);
+      if (present.get(address) !== name) {
+        missing.push(address);
+        if (peers !== null) {
+          repairs.push({
+            address,
+            found: `quota ${name} without its map element (not enforced)`,
+            done: 'added the element',
+          });
+        }
+      }
     }
     for (let i = 0; i < stale.length; i += ELEMENTS_PER_MESSAGE) {
       const chunk = stale.slice(i, i + ELEMENTS_PER_MESSAGE);
@@ -559,7 +626,7 @@ export class Quota implements QuotaApi {
       // The table or the map is gone (deleted by hand, or never set up): set up, then retry
       // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
       if (!isNetlinkError(error, 'ENOENT')) throw error;
-      await this.ensure(ifname);
+      await this.doEnsure(ifname, null, []);
       try {
         await this.writeCap(ifname, peer, bytes);
       } catch (retryError) {
@@ -648,15 +715,22 @@ export class Quota implements QuotaApi {
     await this.nft.commit(batch, `remove data cap of ${address}`);
   }
 
-  listCaps(ifname: string): Promise<Map<string, DataCap>> {
+  listCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
     return atBoundary(() => this.doListCaps(ifname), quotaErrors);
   }
 
-  private async doListCaps(ifname: string): Promise<Map<string, DataCap>> {
+  private async doListCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
     const table = quotaTableName(ifname);
-    const caps = new Map<string, DataCap>();
+    const caps = new Map<string, KernelDataCap>();
     // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
     const objects = await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
+    if (objects.length === 0) return caps;
+    // A cap holds only where the map leads packets to its object.
+    const routes = new Map<string, string | undefined>();
+    for (const element of await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP)) {
+      const key = element.key?.value;
+      if (key?.length === 4) routes.set(bytesToIpv4(key), element.objref);
+    }
     for (const object of objects) {
       const address = object.name ? addressOfObject(object.name) : null;
       // The kernel filters the dump; a kernel that ignored the filter must not add others'.
@@ -666,6 +740,7 @@ export class Quota implements QuotaApi {
       caps.set(address, {
         quotaBytes: Number(data.bytes ?? 0n),
         usedBytes: Number(data.consumed ?? 0n),
+        enforced: routes.get(address) === object.name,
       });
     }
     return caps;

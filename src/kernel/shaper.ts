@@ -115,12 +115,13 @@ import {
   isKernelChosenTable,
   matchKey,
   sameSelector,
+  bucketOf,
   tableOf,
   u32Filter,
   u32Handle,
   u32Options,
 } from './tc/u32';
-import type { LinkInfo, PeerRef, ShaperApi } from './types';
+import type { LimitState, LinkInfo, PeerRef, Repair, ShaperApi } from './types';
 
 /** Priority of every u32 filter of ours; the protocol is IPv4 (peers have IPv4 /32s). */
 export const FILTER_PRIORITY = 10;
@@ -264,6 +265,13 @@ interface Skeleton {
   redirect: number;
 }
 
+/** What one ensureSkeleton() found: the skeleton, and peers' key nodes when it dumped them. */
+interface Checked {
+  skeleton: Skeleton;
+  /** Handles of the peers' key nodes per side; null when the quick check found all intact. */
+  peerNodes: { download: Set<number>; upload: Set<number> } | null;
+}
+
 /** Kernel modules the shaper needs, named the way `modprobe` wants them. */
 const MODULES = {
   htb: { module: 'sch_htb', what: 'the HTB qdisc' },
@@ -326,9 +334,12 @@ export class Shaper implements ShaperApi {
     this.ticksPerUs = options.ticksPerUs ?? readTicksPerMicrosecond();
   }
 
-  ensure(ifname: string): Promise<void> {
+  ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]> {
     return this.serialized(async () => {
-      await this.ensureSkeleton(ifname);
+      const repairs: Repair[] = [];
+      const checked = await this.ensureSkeleton(ifname, repairs);
+      await this.reconcile(checked, live, repairs);
+      return repairs;
     });
   }
 
@@ -336,7 +347,7 @@ export class Shaper implements ShaperApi {
     return this.serialized(async () => {
       // Validates before anything is sent.
       htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
-      let skeleton = this.verified.get(ifname) ?? (await this.ensureSkeleton(ifname));
+      let skeleton = this.verified.get(ifname) ?? (await this.ensureSkeleton(ifname, [])).skeleton;
       const address = this.peerAddress(skeleton, peer.address);
       try {
         await this.applyLimit(skeleton, address, bytesPerSecond);
@@ -345,7 +356,7 @@ export class Shaper implements ShaperApi {
         // The skeleton changed under us (an operator removed the IFB, a qdisc, a table...):
         // check and repair it, then try once more.
         this.verified.delete(ifname);
-        skeleton = await this.ensureSkeleton(ifname);
+        skeleton = (await this.ensureSkeleton(ifname, [])).skeleton;
         await this.applyLimit(skeleton, this.peerAddress(skeleton, peer.address), bytesPerSecond);
       }
     });
@@ -362,44 +373,135 @@ export class Shaper implements ShaperApi {
         // No HTB of ours there, nothing of ours under it (and a filter request would fail
         // with EINVAL "Parent Qdisc doesn't exists").
         if (!isOurHtb(rootQdiscOf(qdiscs, side.ifindex))) continue;
-        // Filter first: HTB refuses to delete a class a filter points at (EBUSY).
-        await ignoringMissing(() =>
-          this.socket.request(RTM_DELTFILTER, this.peerFilterMessage(side, value), {
-            operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(value))} dev ${side.ifname}`,
-          }),
-        );
-        await ignoringMissing(() =>
-          this.socket.request(
-            RTM_DELTCLASS,
-            encodeTc({ ifindex: side.ifindex, handle: peerClassId(value), parent: 0 }),
-            {
-              operation: `RTM_DELTCLASS ${formatHandle(peerClassId(value))} dev ${side.ifname}`,
-            },
-          ),
-        );
+        await this.removeOn(side, value);
       }
     });
   }
 
   /**
-   * Reads the download classes of the WireGuard interface (RTM_GETTCLASS dump). Upload classes
-   * on the IFB are set and removed together with them.
+   * Reads what holds in each direction: the peer classes on the WireGuard interface's egress
+   * (download) and on the IFB's (upload). A direction whose device or qdisc is gone has none.
    */
-  listLimits(ifname: string): Promise<Map<string, number>> {
+  listLimits(ifname: string): Promise<Map<string, LimitState>> {
     return atBoundary(() => this.readLimits(ifname));
   }
 
-  private async readLimits(ifname: string): Promise<Map<string, number>> {
+  private async readLimits(ifname: string): Promise<Map<string, LimitState>> {
     const wg = await this.links.getLink(ifname);
     const [first] = await this.links.getIpv4Addresses(wg.index);
-    const limits = new Map<string, number>();
+    const limits = new Map<string, LimitState>();
     if (!first || first.prefixLength < WIDEST_PREFIX) return limits;
     const upper = ipv4ToNumber(first.address) & 0xffff0000;
-    const classes = await this.peerClasses(this.download(wg));
-    for (const [minor, rate] of classes) {
-      limits.set(numberToIpv4((upper | minor) >>> 0), rate);
+    const download = await this.peerClasses(this.download(wg));
+    const ifb = await this.findLink(ifbNameFor(ifname));
+    const upload = ifb ? await this.peerClasses(this.upload(ifb)) : new Map<number, number>();
+    for (const minor of new Set([...download.keys(), ...upload.keys()])) {
+      limits.set(numberToIpv4((upper | minor) >>> 0), {
+        download: download.get(minor) ?? null,
+        upload: upload.get(minor) ?? null,
+      });
     }
     return limits;
+  }
+
+  /**
+   * Reconciles the peers' classes and key nodes on both devices with the live peers. The
+   * desired state is: for a live address, the rate that holds on either device (the download
+   * rate when the two differ) on both; for any other address, nothing. Nothing is ever copied
+   * to an address no peer has.
+   */
+  private async reconcile(checked: Checked, live: readonly PeerRef[], repairs: Repair[]) {
+    const { skeleton } = checked;
+    const sides = { download: this.download(skeleton.wg), upload: this.upload(skeleton.ifb) };
+    const classes = {
+      download: await this.peerClasses(sides.download),
+      upload: await this.peerClasses(sides.upload),
+    };
+    const upper = skeleton.subnet.network & 0xffff0000;
+    const liveAddresses = new Set(live.map((peer) => ipv4ToNumber(peer.address)));
+    const minors = new Set([...classes.download.keys(), ...classes.upload.keys()]);
+    // Key nodes without a class (their class was deleted by hand) count as state too.
+    for (const direction of ['download', 'upload'] as const) {
+      for (const node of checked.peerNodes?.[direction] ?? []) {
+        minors.add(((tableOf(node) - HOST_TABLE_BASE) << 8) | bucketOf(node));
+      }
+    }
+    const messages: BatchMessage[] = [];
+    for (const minor of [...minors].sort((a, b) => a - b)) {
+      const address = (upper | minor) >>> 0;
+      const text = numberToIpv4(address);
+      const down = classes.download.get(minor);
+      const up = classes.upload.get(minor);
+      const held = `download ${describeRate(down)} on ${sides.download.ifname}, upload ${describeRate(up)} on ${sides.upload.ifname}`;
+      if (!liveAddresses.has(address) || !this.inSubnet(skeleton, address)) {
+        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
+        repairs.push({
+          address: text,
+          found: `${held} for an address no peer has`,
+          done: 'removed',
+        });
+        continue;
+      }
+      const rate = down ?? up;
+      if (rate === undefined) {
+        // Key nodes only: no limit holds; remove the leftovers.
+        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
+        repairs.push({
+          address: text,
+          found: `key nodes without classes (${held})`,
+          done: 'removed them',
+        });
+        continue;
+      }
+      const fix: string[] = [];
+      for (const side of [sides.download, sides.upload]) {
+        const nodes = checked.peerNodes?.[side.direction];
+        const hasClass = classes[side.direction].get(minor) === rate;
+        const hasNode = nodes === undefined || nodes.has(peerFilterHandle(address));
+        if (hasClass && hasNode) continue;
+        messages.push(
+          this.peerClassMessage(side, address, rate),
+          this.peerFilterCreate(side, address),
+        );
+        fix.push(`${side.direction} on ${side.ifname}`);
+      }
+      if (fix.length > 0) {
+        repairs.push({
+          address: text,
+          found: held,
+          done: `restored ${fix.join(' and ')} at ${rate} B/s`,
+        });
+      }
+    }
+    if (messages.length > 0) {
+      await this.batch(messages, `restore speed limits on ${skeleton.wg.name}`);
+    }
+  }
+
+  private inSubnet(skeleton: Skeleton, address: number): boolean {
+    const { subnet } = skeleton;
+    const host = address & 0xffff;
+    return (
+      (address & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network &&
+      host !== 0 &&
+      host !== 0xffff
+    );
+  }
+
+  /** The peer's key node, then its class (HTB refuses to delete a class a filter points at). */
+  private async removeOn(side: Side, address: number): Promise<void> {
+    await ignoringMissing(() =>
+      this.socket.request(RTM_DELTFILTER, this.peerFilterMessage(side, address), {
+        operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
+      }),
+    );
+    await ignoringMissing(() =>
+      this.socket.request(
+        RTM_DELTCLASS,
+        encodeTc({ ifindex: side.ifindex, handle: peerClassId(address), parent: 0 }),
+        { operation: `RTM_DELTCLASS ${formatHandle(peerClassId(address))} dev ${side.ifname}` },
+      ),
+    );
   }
 
   close(): void {
@@ -514,9 +616,11 @@ export class Shaper implements ShaperApi {
   /**
    * Checks the skeleton and builds or repairs what is missing. When an earlier call verified it,
    * a few cheap reads (links, qdiscs, three GETs of the filters that hold the layout together)
-   * confirm it is intact; otherwise the filters are dumped and compared piece by piece.
+   * confirm it is intact; otherwise the filters are dumped and compared piece by piece. A piece
+   * rebuilt while the rest of the skeleton stood is a repair and is reported; building it all
+   * the first time is not.
    */
-  private async ensureSkeleton(ifname: string): Promise<Skeleton> {
+  private async ensureSkeleton(ifname: string, repairs: Repair[]): Promise<Checked> {
     const wg = await this.links.getLink(ifname);
     const subnet = subnetOf(ifname, await this.links.getIpv4Addresses(wg.index));
     const ifb = await this.ensureIfb(ifname);
@@ -524,31 +628,44 @@ export class Shaper implements ShaperApi {
     const download = this.download(wg);
     const upload = this.upload(ifb);
     const known = this.verified.get(ifname);
+    const had = {
+      download: isOurHtb(rootQdiscOf(qdiscs, wg.index)),
+      upload: !ifb.created && isOurHtb(rootQdiscOf(qdiscs, ifb.index)),
+    };
     if (
       known &&
       known.wg.index === wg.index &&
       known.ifb.index === ifb.index &&
       known.subnet.network === subnet.network &&
       known.subnet.prefixLength === subnet.prefixLength &&
-      isOurHtb(rootQdiscOf(qdiscs, wg.index)) &&
-      isOurHtb(rootQdiscOf(qdiscs, ifb.index)) &&
+      had.download &&
+      had.upload &&
       ingressQdiscOf(qdiscs, wg.index)?.kind === 'ingress' &&
       (await this.intact(known, download, upload))
     ) {
-      return known;
+      return { skeleton: known, peerNodes: null };
     }
     this.verified.delete(ifname);
+    if (ifb.created && had.download) {
+      repairs.push({ address: null, found: `${ifb.name} missing`, done: `created it` });
+    }
     const rootLinks = { download: 0, upload: 0 };
     const peerNodes = { download: new Set<number>(), upload: new Set<number>() };
-    const fresh = { download: false, upload: false };
     for (const side of [download, upload]) {
-      fresh[side.direction] = await this.ensureHtb(side, rootQdiscOf(qdiscs, side.ifindex));
+      const fresh = await this.ensureHtb(side, rootQdiscOf(qdiscs, side.ifindex));
+      const other = side.direction === 'download' ? had.upload : had.download;
+      if (fresh && other && !(side.direction === 'upload' && ifb.created)) {
+        repairs.push({
+          address: null,
+          found: `no HTB root qdisc 1: on ${side.ifname} (deleted, or the device was recreated)`,
+          done: 'created it',
+        });
+      }
       await this.ensureParentClass(side);
-      const tables = await this.ensureHashTables(side, subnet, fresh[side.direction]);
+      const tables = await this.ensureHashTables(side, subnet, fresh);
       rootLinks[side.direction] = tables.root;
       peerNodes[side.direction] = tables.peerNodes;
     }
-    await this.restoreLimits({ download, upload }, subnet, peerNodes, fresh);
     const redirect = await this.ensureRedirect(download, ifb, ingressQdiscOf(qdiscs, wg.index));
     const skeleton: Skeleton = {
       wg: { name: wg.name, index: wg.index },
@@ -558,7 +675,7 @@ export class Shaper implements ShaperApi {
       redirect,
     };
     this.verified.set(ifname, skeleton);
-    return skeleton;
+    return { skeleton, peerNodes };
   }
 
   private async intact(known: Skeleton, download: Side, upload: Side): Promise<boolean> {
@@ -580,7 +697,9 @@ export class Shaper implements ShaperApi {
     }
   }
 
-  private async ensureIfb(ifname: string): Promise<{ name: string; index: number }> {
+  private async ensureIfb(
+    ifname: string,
+  ): Promise<{ name: string; index: number; created: boolean }> {
     const name = ifbNameFor(ifname);
     const existing = await this.findLink(name);
     if (existing && existing.kind !== 'ifb') {
@@ -593,7 +712,7 @@ export class Shaper implements ShaperApi {
       existing?.index ?? (await needing('ifb', () => this.links.createLink(name, 'ifb')));
     // A redirect to a device that is down drops the packet (act_mirred.c).
     if (!existing?.up) await this.links.setUp(index);
-    return { name, index };
+    return { name, index, created: existing === undefined };
   }
 
   /** Returns true when the qdisc was created now (so it holds nothing yet). */
@@ -730,43 +849,6 @@ export class Shaper implements ShaperApi {
       );
     }
     return { root, peerNodes };
-  }
-
-  /**
-   * The kernel is the only record of the limits, kept twice: a class on each device. When one
-   * side lost them (the IFB was deleted and is new, an operator deleted a qdisc or our filters),
-   * the other side's classes restore them: class and key node on both devices, the download
-   * rate winning if the two disagree.
-   */
-  private async restoreLimits(
-    sides: { download: Side; upload: Side },
-    subnet: Subnet,
-    peerNodes: { download: Set<number>; upload: Set<number> },
-    fresh: { download: boolean; upload: boolean },
-  ): Promise<void> {
-    const classes = {
-      download: fresh.download ? new Map<number, number>() : await this.peerClasses(sides.download),
-      upload: fresh.upload ? new Map<number, number>() : await this.peerClasses(sides.upload),
-    };
-    const rates = new Map([...classes.upload, ...classes.download]);
-    const upper = subnet.network & 0xffff0000;
-    const mask = prefixMask(subnet.prefixLength);
-    const messages: BatchMessage[] = [];
-    for (const [minor, rate] of rates) {
-      const address = (upper | minor) >>> 0;
-      // A class left from another subnet has no table to hang a key node in: leave it.
-      if ((address & mask) >>> 0 !== subnet.network) continue;
-      for (const side of [sides.download, sides.upload]) {
-        if (classes[side.direction].get(minor) !== rate) {
-          messages.push(this.peerClassMessage(side, address, rate));
-        }
-        if (!peerNodes[side.direction].has(peerFilterHandle(address))) {
-          messages.push(this.peerFilterCreate(side, address));
-        }
-      }
-    }
-    if (messages.length > 0)
-      await this.batch(messages, `restore speed limits on ${sides.download.ifname}`);
   }
 
   /** Class minor → rate of the peer classes (children of 1:ffff) on one device. */
@@ -969,6 +1051,10 @@ function parseU32(message: NetlinkMessage): U32Entry | undefined {
     selector: options.selector,
     mirred: mirredActions(options.actions ?? []),
   };
+}
+
+function describeRate(rate: number | undefined): string {
+  return rate === undefined ? 'none' : `${rate} B/s`;
 }
 
 function redirectsTo(node: U32Entry, ifindex: number): boolean {

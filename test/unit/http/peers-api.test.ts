@@ -35,6 +35,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       tx_bytes: 200,
       persistent_keepalive_seconds: 0,
       speed_limit_bytes_per_second: null,
+      speed_limit_holds: null,
       data_cap: null,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
@@ -413,6 +414,7 @@ describe('http speed limit (PATCH/DELETE /api/peer/<publicKey>/speed-limit)', ()
     });
     const list = await http.get('/api/peers');
     expect(list.body.peers[0].speed_limit_bytes_per_second).to.equal(200_000);
+    expect(list.body.peers[0].speed_limit_holds).to.equal('both');
   });
 
   it('accepts the bounds 1,000 and 10^12', async () => {
@@ -523,7 +525,11 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       .and.match(/data cap/i);
     kernel.setUsed('10.8.0.2', 1234);
     const list = await http.get('/api/peers');
-    expect(list.body.peers[0].data_cap).to.deep.equal({ quota_bytes: 1_000_000, used_bytes: 1234 });
+    expect(list.body.peers[0].data_cap).to.deep.equal({
+      quota_bytes: 1_000_000,
+      used_bytes: 1234,
+      enforced: true,
+    });
   });
 
   it('accepts the bounds 1 and 2^53-1', async () => {

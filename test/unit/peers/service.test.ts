@@ -74,6 +74,7 @@ describe('peers/service: list', () => {
       txBytes: 5678,
       persistentKeepalive: 25,
       speedLimitBytesPerSecond: null,
+      speedLimitHolds: null,
       dataCap: null,
     } satisfies PeerEntry);
   });
@@ -135,7 +136,7 @@ describe('peers/service: list', () => {
     kernel.setUsed('10.8.0.2', 4096);
     const [one, two] = await svc.listPeers(null);
     expect(one).to.include({ speedLimitBytesPerSecond: 200_000 });
-    expect(one!.dataCap).to.deep.equal({ quotaBytes: 1_000_000, usedBytes: 4096 });
+    expect(one!.dataCap).to.deep.equal({ quotaBytes: 1_000_000, usedBytes: 4096, enforced: true });
     expect(two).to.include({ speedLimitBytesPerSecond: null, dataCap: null });
   });
 
@@ -507,7 +508,11 @@ describe('peers/service: speed limit and data cap', () => {
     kernel.setUsed('10.8.0.2', 999_999);
     await svc.setDataCap(key(1), 5_000_000);
     const [entry] = await svc.listPeers(null);
-    expect(entry!.dataCap).to.deep.equal({ quotaBytes: 5_000_000, usedBytes: 999_999 });
+    expect(entry!.dataCap).to.deep.equal({
+      quotaBytes: 5_000_000,
+      usedBytes: 999_999,
+      enforced: true,
+    });
     await svc.removeDataCap(key(1));
     expect((await svc.listPeers(null))[0]!.dataCap).to.equal(null);
   });

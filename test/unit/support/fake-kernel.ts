@@ -13,11 +13,14 @@ import type {
   IpPrefix,
   Ipv4Address,
   Kernel,
+  KernelDataCap,
+  LimitState,
   LinkApi,
   LinkInfo,
   PeerConfig,
   PeerRef,
   QuotaApi,
+  Repair,
   ShaperApi,
   WireGuardApi,
   WireGuardDevice,
@@ -42,6 +45,19 @@ export function kernelFailure(
   kernelMessage?: string,
 ): KernelCallError {
   return new KernelCallError(netlinkError(code, operation, kernelMessage));
+}
+
+interface FakeLimit {
+  bytesPerSecond: number;
+  publicKey: string;
+  /** The direction lost behind the daemon's back (a device or qdisc deleted). */
+  lost?: 'download' | 'upload';
+}
+
+interface FakeCap extends DataCap {
+  publicKey: string;
+  /** false: the map element is gone. */
+  enforced?: boolean;
 }
 
 interface FakeLink {
@@ -89,9 +105,9 @@ export class FakeKernel implements Kernel {
   readonly links = new Map<string, FakeLink>();
   readonly devices = new Map<string, FakeDevice>();
   /** ifname → address → limit. */
-  readonly limits = new Map<string, Map<string, { bytesPerSecond: number; publicKey: string }>>();
+  readonly limits = new Map<string, Map<string, FakeLimit>>();
   /** ifname → address → cap. */
-  readonly caps = new Map<string, Map<string, DataCap & { publicKey: string }>>();
+  readonly caps = new Map<string, Map<string, FakeCap>>();
   primaryAddress: string | null = '203.0.113.10';
   closed = false;
   private nextIndex = 10;
@@ -205,7 +221,23 @@ export class FakeKernel implements Kernel {
     };
 
     this.shaper = {
-      ensure: (ifname) => this.op('shaper.ensure', [ifname], () => undefined),
+      // The contract of ShaperApi.ensure, in memory: drop what no live peer has, restore the
+      // direction a live peer's limit lost.
+      ensure: (ifname, live) =>
+        this.op('shaper.ensure', [ifname, live], () => {
+          const addresses = new Set(live.map((peer) => peer.address));
+          const repairs: Repair[] = [];
+          for (const [address, limit] of [...this.limitsOf(ifname)]) {
+            if (!addresses.has(address)) {
+              this.limitsOf(ifname).delete(address);
+              repairs.push({ address, found: 'limit without a peer', done: 'removed' });
+            } else if (limit.lost !== undefined) {
+              repairs.push({ address, found: `${limit.lost} lost`, done: 'restored' });
+              delete limit.lost;
+            }
+          }
+          return repairs;
+        }),
       setLimit: (ifname, peer: PeerRef, bytesPerSecond) =>
         this.op('shaper.setLimit', [ifname, peer, bytesPerSecond], () => {
           this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
@@ -216,15 +248,41 @@ export class FakeKernel implements Kernel {
         }),
       listLimits: (ifname) =>
         this.op('shaper.listLimits', [ifname], () => {
-          const out = new Map<string, number>();
-          for (const [address, limit] of this.limitsOf(ifname))
-            out.set(address, limit.bytesPerSecond);
+          const out = new Map<string, LimitState>();
+          for (const [address, limit] of this.limitsOf(ifname)) {
+            out.set(address, {
+              download: limit.lost === 'download' ? null : limit.bytesPerSecond,
+              upload: limit.lost === 'upload' ? null : limit.bytesPerSecond,
+            });
+          }
           return out;
         }),
     };
 
     this.quota = {
-      ensure: (ifname) => this.op('quota.ensure', [ifname], () => undefined),
+      // The contract of QuotaApi.ensure, in memory.
+      ensure: (ifname, live) =>
+        this.op('quota.ensure', [ifname, live], () => {
+          const peers = new Map(live.map((peer) => [peer.address, peer]));
+          const caps = this.capsOf(ifname);
+          const repairs: Repair[] = [];
+          for (const [address, cap] of [...caps]) {
+            const peer = peers.get(address);
+            if (peer === undefined || peer.publicKey !== cap.publicKey) {
+              caps.delete(address);
+              repairs.push({ address, found: 'cap without its peer', done: 'removed' });
+            } else if (cap.enforced === false) {
+              cap.enforced = true;
+              repairs.push({ address, found: 'element missing', done: 'added' });
+            }
+          }
+          for (const peer of live) {
+            if (peer.lastSeen === undefined || caps.has(peer.address)) continue;
+            caps.set(peer.address, { ...peer.lastSeen, publicKey: peer.publicKey });
+            repairs.push({ address: peer.address, found: 'cap lost', done: 'restored' });
+          }
+          return repairs;
+        }),
       setCap: (ifname, peer: PeerRef, quotaBytes) =>
         this.op('quota.setCap', [ifname, peer, quotaBytes], () => {
           const caps = this.capsOf(ifname);
@@ -237,9 +295,13 @@ export class FakeKernel implements Kernel {
         }),
       listCaps: (ifname) =>
         this.op('quota.listCaps', [ifname], () => {
-          const out = new Map<string, DataCap>();
+          const out = new Map<string, KernelDataCap>();
           for (const [address, cap] of this.capsOf(ifname)) {
-            out.set(address, { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes });
+            out.set(address, {
+              quotaBytes: cap.quotaBytes,
+              usedBytes: cap.usedBytes,
+              enforced: cap.enforced !== false,
+            });
           }
           return out;
         }),
@@ -320,6 +382,18 @@ export class FakeKernel implements Kernel {
     return key === null ? null : this.publicOf(key);
   }
 
+  /** Behind the daemon's back: the limit of `address` no longer holds in `direction`. */
+  loseLimitDirection(address: string, direction: 'download' | 'upload', ifname = 'wg0'): void {
+    const limit = this.limitsOf(ifname).get(address);
+    if (limit === undefined) throw new Error(`no limit for ${address}`);
+    limit.lost = direction;
+  }
+
+  /** Behind the daemon's back: the nft table, and every cap with it, is deleted. */
+  loseAllCaps(ifname = 'wg0'): void {
+    this.capsOf(ifname).clear();
+  }
+
   setUsed(address: string, usedBytes: number, ifname = 'wg0'): void {
     const cap = this.capsOf(ifname).get(address);
     if (cap === undefined) throw new Error(`no cap for ${address}`);
@@ -380,13 +454,13 @@ export class FakeKernel implements Kernel {
     return link;
   }
 
-  private limitsOf(ifname: string): Map<string, { bytesPerSecond: number; publicKey: string }> {
+  private limitsOf(ifname: string): Map<string, FakeLimit> {
     let map = this.limits.get(ifname);
     if (map === undefined) this.limits.set(ifname, (map = new Map()));
     return map;
   }
 
-  private capsOf(ifname: string): Map<string, DataCap & { publicKey: string }> {
+  private capsOf(ifname: string): Map<string, FakeCap> {
     let map = this.caps.get(ifname);
     if (map === undefined) this.caps.set(ifname, (map = new Map()));
     return map;
