@@ -4,7 +4,7 @@
  * so it can be tested; main.ts turns a ConfigError into one line on stderr and exit status 2.
  */
 import { isIP } from 'node:net';
-import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './peers/ipv4';
+import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './kernel/ipv4';
 
 export interface ListenAddress {
   /** IP literal without brackets, or "localhost". */

@@ -38,12 +38,11 @@ import {
   RTM_GETROUTE,
   RTM_NEWADDR,
   RTM_NEWLINK,
-  bytesToIpv4,
   ifaddrmsg,
   ifinfomsg,
-  ipv4ToBytes,
   rtmsg,
 } from './rtnetlink';
+import { bytesToIpv4, ipv4ToBytes } from './ipv4';
 import {
   FacilityUnavailableError,
   InterfaceMissingError,

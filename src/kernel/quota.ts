@@ -102,7 +102,7 @@ import {
 } from './nftables/expressions';
 import { quotaAttributes, quotaListing } from './nftables/schema';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
-import { bytesToIpv4, ipv4ToBytes } from './rtnetlink';
+import { bytesToIpv4, ipv4ToBytes } from './ipv4';
 import type { CapRef, KernelDataCap, PeerRef, QuotaApi, Repair } from './types';
 
 /** The family of the daemon's tables. */
@@ -611,6 +611,17 @@ export class Quota implements QuotaApi {
         },
         `${chunk.length} element(s)`,
       );
+    }
+    // After their elements: the kernel refuses to delete an object a map element refers to.
+    for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+    for (const peer of restored) {
+      const seen = peer.lastSeen!;
+      writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
+      repairs.push({
+        address: peer.address,
+        found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
+        done: `restored it from the last seen state, ${seen.usedBytes} used`,
+      });
     }
   }
 

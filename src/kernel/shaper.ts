@@ -78,9 +78,8 @@ import {
   RTM_NEWQDISC,
   RTM_NEWTCLASS,
   RTM_NEWTFILTER,
-  bytesToIpv4,
-  ipv4ToBytes,
 } from './rtnetlink';
+import { ipv4ToNumber, numberToIpv4, prefixMask } from './ipv4';
 import {
   DEFAULT_TICKS_PER_MICROSECOND,
   TC_HTB_PROTOVER,
@@ -169,20 +168,6 @@ export function hostTableOf(address: number): number {
 /** 2XX:YY:1 for a.b.X.Y. */
 export function peerFilterHandle(address: number): number {
   return u32Handle(hostTableOf(address), address & 0xff, NODE);
-}
-
-function ipv4ToNumber(text: string): number {
-  return ipv4ToBytes(text).readUInt32BE(0);
-}
-
-function numberToIpv4(value: number): string {
-  const buffer = Buffer.alloc(4);
-  buffer.writeUInt32BE(value >>> 0);
-  return bytesToIpv4(buffer);
-}
-
-function prefixMask(prefixLength: number): number {
-  return prefixLength === 0 ? 0 : (0xffffffff << (32 - prefixLength)) >>> 0;
 }
 
 export interface Subnet {

@@ -29,7 +29,7 @@ import {
   translateKernelError,
   type Facility,
 } from './errors';
-import { networkCidr } from './ipv4';
+import { networkCidr } from '../kernel/ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { Mutex } from './mutex';
 import { allInOrder } from './settled';
