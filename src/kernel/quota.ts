@@ -56,6 +56,7 @@
  *   passed is lost between the read and the replacement.
  */
 import {
+  SerialQueue,
   type TransportFactory,
   decodeAttributes,
   encodeAttributes,
@@ -103,7 +104,7 @@ import {
 import { quotaAttributes, quotaListing } from './nftables/schema';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
 import { bytesToIpv4, ipv4ToBytes } from './ipv4';
-import type { CapRef, KernelDataCap, PeerRef, QuotaApi, Repair } from './types';
+import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from './types';
 
 /** The family of the daemon's tables. */
 export const QUOTA_FAMILY = NFPROTO_IPV4;
@@ -403,8 +404,12 @@ const quotaErrors: Translate = (error) => {
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
 
-  constructor(open: TransportFactory = openNativeTransport) {
+  /** Writes run on the kernel layer's change queue (a queue of its own when used alone). */
+  private readonly changes: ChangeQueue;
+
+  constructor(open: TransportFactory = openNativeTransport, changes?: ChangeQueue) {
     this.nft = new NfTables(open);
+    this.changes = changes ?? new SerialQueue();
   }
 
   /**
@@ -414,11 +419,13 @@ export class Quota implements QuotaApi {
    * nothing but reads.
    */
   ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]> {
-    return atBoundary(async () => {
-      const repairs: Repair[] = [];
-      await this.doEnsure(ifname, live, repairs);
-      return repairs;
-    }, quotaErrors);
+    return this.changes.run(() =>
+      atBoundary(async () => {
+        const repairs: Repair[] = [];
+        await this.doEnsure(ifname, live, repairs);
+        return repairs;
+      }, quotaErrors),
+    );
   }
 
   /** `live` null: the skeleton only, objects untouched (a retry inside setCap). */
@@ -626,7 +633,9 @@ export class Quota implements QuotaApi {
   }
 
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
-    return atBoundary(() => this.doSetCap(ifname, peer, quotaBytes), quotaErrors);
+    return this.changes.run(() =>
+      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes), quotaErrors),
+    );
   }
 
   private async doSetCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
@@ -716,7 +725,7 @@ export class Quota implements QuotaApi {
   }
 
   removeCap(ifname: string, address: string): Promise<void> {
-    return atBoundary(() => this.doRemoveCap(ifname, address), quotaErrors);
+    return this.changes.run(() => atBoundary(() => this.doRemoveCap(ifname, address), quotaErrors));
   }
 
   private async doRemoveCap(ifname: string, address: string): Promise<void> {

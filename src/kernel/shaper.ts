@@ -53,6 +53,7 @@ import {
   NLM_F_REQUEST,
   NetlinkSocket,
   type NetlinkMessage,
+  SerialQueue,
   type TransportFactory,
   decodeAttributes,
   encodeAttributes,
@@ -120,7 +121,7 @@ import {
   u32Handle,
   u32Options,
 } from './tc/u32';
-import type { LimitState, LinkInfo, PeerRef, Repair, ShaperApi } from './types';
+import type { ChangeQueue, LimitState, LinkInfo, PeerRef, Repair, ShaperApi } from './types';
 
 /** Priority of every u32 filter of ours; the protocol is IPv4 (peers have IPv4 /32s). */
 export const FILTER_PRIORITY = 10;
@@ -300,6 +301,8 @@ function readTicksPerMicrosecond(): number {
 }
 
 export interface ShaperOptions {
+  /** The kernel layer's change queue; a queue of its own when used alone. */
+  changes?: ChangeQueue;
   /** Psched ticks per microsecond; default: from /proc/net/psched (15.625 on every kernel). */
   ticksPerUs?: number;
 }
@@ -311,12 +314,13 @@ export class Shaper implements ShaperApi {
   /** Per WireGuard interface: the skeleton the last full ensure() built or found. */
   private readonly verified = new Map<string, Skeleton>();
   /** Changes run one at a time: two ensure()s must not both create the same table. */
-  private tail: Promise<unknown> = Promise.resolve();
+  private readonly changes: ChangeQueue;
 
   constructor(open: TransportFactory = openNativeTransport, options: ShaperOptions = {}) {
     this.links = new Links(open);
     this.socket = new NetlinkSocket(open(NETLINK_ROUTE));
     this.ticksPerUs = options.ticksPerUs ?? readTicksPerMicrosecond();
+    this.changes = options.changes ?? new SerialQueue();
   }
 
   ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]> {
@@ -494,14 +498,9 @@ export class Shaper implements ShaperApi {
     this.links.close();
   }
 
-  /** One change at a time, its errors typed at this boundary. */
+  /** One change at a time (on the kernel layer's change queue), its errors typed here. */
   private serialized<T>(work: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(() => atBoundary(work));
-    this.tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
+    return this.changes.run(() => atBoundary(work));
   }
 
   private download(wg: { name: string; index: number }): Side {

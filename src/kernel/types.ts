@@ -168,8 +168,19 @@ export interface QuotaApi {
   listCaps(ifname: string): Promise<Map<string, KernelDataCap>>;
 }
 
+/**
+ * The kernel layer's one change queue (a SerialQueue, src/netlink/serial-queue.ts): every change
+ * to the kernel runs through it, one at a time in arrival order; work queued from inside a
+ * running change runs at once (re-entrant).
+ */
+export interface ChangeQueue {
+  run<T>(task: () => Promise<T>): Promise<T>;
+}
+
 /** Every kernel facility the daemon uses, over netlink sockets it owns. */
 export interface Kernel {
+  /** Where every change to the kernel is serialized (the service's changes included). */
+  changes: ChangeQueue;
   wireguard: WireGuardApi;
   link: LinkApi;
   shaper: ShaperApi;

@@ -31,7 +31,6 @@ import {
 } from './errors';
 import { networkCidr } from '../kernel/ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
-import { Mutex } from './mutex';
 import { allInOrder } from './settled';
 import { SingleFlight } from './single-flight';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
@@ -124,7 +123,7 @@ export interface PeerServiceApi {
 }
 
 export interface PeerServiceOptions {
-  kernel: Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  kernel: Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
   interfaceName: string;
   /** Host part of `server.endpoint`; null: the host's primary IPv4 address, asked per create. */
   endpointHost?: string | null;
@@ -165,8 +164,6 @@ export class PeerService implements PeerServiceApi {
   private readonly log: EventLogger;
   private readonly now: () => number;
   private readonly random: RandomSource | undefined;
-  /** Every change to the kernel goes through here, one at a time. */
-  private readonly changes = new Mutex();
   private readonly snapshots: SingleFlight<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
   /**
@@ -372,7 +369,8 @@ export class PeerService implements PeerServiceApi {
    * whatever the change; a failed repair is logged and does not stop the change.
    */
   private async change<T>(task: () => Promise<T>): Promise<T> {
-    return this.changes.runExclusive(async () => {
+    // The kernel layer's one change queue: one change at a time, in arrival order.
+    return this.kernel.changes.run(async () => {
       try {
         if (this.damage.shaper || this.damage.quota) {
           try {

@@ -28,6 +28,7 @@ import type {
 } from '../../../src/kernel/types';
 import { InterfaceMissingError, KernelCallError } from '../../../src/kernel/errors';
 import { NetlinkError } from '../../../src/netlink/errors';
+import { SerialQueue } from '../../../src/netlink/serial-queue';
 
 /** A raw refusal as the netlink socket reports it (for tests of the kernel boundary). */
 export function netlinkError(
@@ -115,6 +116,8 @@ export class FakeKernel implements Kernel {
 
   readonly wireguard: WireGuardApi;
   readonly link: LinkApi;
+  /** The kernel layer's change queue, as openKernel makes it. */
+  readonly changes = new SerialQueue();
   readonly shaper: ShaperApi;
   readonly quota: QuotaApi;
 
