@@ -379,7 +379,11 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     expect(quotas).to.have.length(1000);
     expect(map?.elem).to.have.length(1000);
     expect(caps.size).to.equal(1000);
-    expect(caps.get('10.88.3.231')).to.deep.equal({ quotaBytes: 1_000_999, usedBytes: 0 });
+    expect(caps.get('10.88.3.231')).to.deep.equal({
+      quotaBytes: 1_000_999,
+      usedBytes: 0,
+      enforced: true,
+    });
   });
 });
 
