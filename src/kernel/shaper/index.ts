@@ -52,23 +52,15 @@ import {
   NLM_F_EXCL,
   NLM_F_REQUEST,
   NetlinkSocket,
-  type NetlinkMessage,
   SerialQueue,
   type TransportFactory,
   decodeAttributes,
   encodeAttributes,
   isNetlinkError,
   openNativeTransport,
-} from '../netlink';
-import {
-  FacilityUnavailableError,
-  InterfaceMissingError,
-  SetupConflictError,
-  atBoundary,
-  errnoOf,
-  kernelMessageOf,
-} from './errors';
-import { Links } from './link';
+} from '../../netlink';
+import { InterfaceMissingError, SetupConflictError, atBoundary } from '../errors';
+import { Links } from '../link';
 import {
   RTM_DELQDISC,
   RTM_DELTCLASS,
@@ -79,8 +71,8 @@ import {
   RTM_NEWQDISC,
   RTM_NEWTCLASS,
   RTM_NEWTFILTER,
-} from './rtnetlink';
-import { ipv4ToNumber, numberToIpv4, prefixMask } from './ipv4';
+} from '../rtnetlink';
+import { ipv4ToNumber, numberToIpv4, prefixMask } from '../ipv4';
 import {
   DEFAULT_TICKS_PER_MICROSECOND,
   TC_HTB_PROTOVER,
@@ -90,155 +82,75 @@ import {
   htbQdisc,
   rateOf,
   ticksPerMicrosecond,
-} from './tc/htb';
-import { egressRedirect, mirredActions, TC_ACT_STOLEN, TCA_EGRESS_REDIR } from './tc/mirred';
+} from '../tc/htb';
+import { egressRedirect } from '../tc/mirred';
 import {
-  ETH_P_IP,
   TC_H_INGRESS,
   TC_H_ROOT,
   type TcObject,
   decodeTc,
   tcAttributes,
   encodeTc,
-  filterInfo,
   formatHandle,
-  handle,
   majorOf,
   minorOf,
-} from './tc/tc';
+} from '../tc/tc';
 import {
-  TC_U32_TERMINAL,
   U32_MAX_DIVISOR,
   type U32Entry,
   type U32Selector,
   formatU32Handle,
   isKernelChosenTable,
-  matchKey,
   sameSelector,
   bucketOf,
   tableOf,
   u32Filter,
   u32Handle,
-  u32Options,
-} from './tc/u32';
-import type { ChangeQueue, LimitState, LinkInfo, PeerRef, Repair, ShaperApi } from './types';
+} from '../tc/u32';
+import type { ChangeQueue, LimitState, LinkInfo, PeerRef, Repair, ShaperApi } from '../types';
+import {
+  BATCH_MESSAGES,
+  DIRECT_QLEN,
+  FILTER_INFO,
+  FILTER_PRIORITY,
+  HOST_TABLE_BASE,
+  INGRESS,
+  IPV4_DST_OFFSET,
+  IPV4_SRC_OFFSET,
+  MATCH_ALL,
+  NODE,
+  OCTET_TABLE,
+  PARENT_CLASS,
+  PARENT_RATE,
+  QDISC,
+  R2Q,
+  Side,
+  Subnet,
+  WIDEST_PREFIX,
+  formatSubnet,
+  hostTableOf,
+  ifbNameFor,
+  octetLinkSelector,
+  peerClassId,
+  peerFilterHandle,
+  peerSelector,
+  rootLinkSelector,
+  subnetOf,
+  thirdOctets,
+} from './addressing';
+import { needing } from './modules';
+import {
+  describeRate,
+  encodeU32,
+  ignoringMissing,
+  ingressQdiscOf,
+  isOurHtb,
+  parseU32,
+  redirectsTo,
+  rootQdiscOf,
+} from './dump';
 
-/** Priority of every u32 filter of ours; the protocol is IPv4 (peers have IPv4 /32s). */
-export const FILTER_PRIORITY = 10;
-const FILTER_INFO = filterInfo(FILTER_PRIORITY, ETH_P_IP);
-/** HTB qdisc 1: on both devices. */
-export const QDISC = handle(1, 0);
-/** The class every peer class hangs under. */
-export const PARENT_CLASS = handle(1, 0xffff);
-/** The ingress qdisc's fixed handle ffff: (sch_ingress). */
-export const INGRESS = handle(0xffff, 0);
-/** u32 table hashing the third octet. */
-export const OCTET_TABLE = 0x100;
-/** u32 tables hashing the last octet: 0x200 + the third octet. */
-export const HOST_TABLE_BASE = 0x200;
-/** Node id of every key node we create (node 0 names a table). */
-export const NODE = 1;
-/** Packets HTB's direct queue holds (unlimited traffic); the IFB's own default is only 32. */
-export const DIRECT_QLEN = 1000;
-/** Rate and ceil of 1:ffff, 8 Tbit/s: it must never be what limits a peer. */
-export const PARENT_RATE = 1_000_000_000_000;
-/** tc_htb_glob.rate2quantum, tc's default; unused since every class has its own quantum. */
-const R2Q = 10;
-/** Byte offsets of the addresses in the IPv4 header. */
-export const IPV4_SRC_OFFSET = 12;
-export const IPV4_DST_OFFSET = 16;
-/** Messages per datagram when many are sent at once (a /16's 513 tables and links, restores). */
-const BATCH_MESSAGES = 256;
-/** IFNAMSIZ - 1. */
-const MAX_IFNAME = 15;
-
-/** "ifb-<WireGuard interface>", cut to the 15 characters a link name may have. */
-export function ifbNameFor(ifname: string): string {
-  return `ifb-${ifname}`.slice(0, MAX_IFNAME);
-}
-
-/** 1:<low 16 bits of the address>. */
-export function peerClassId(address: number): number {
-  return handle(1, address & 0xffff);
-}
-
-export function hostTableOf(address: number): number {
-  return HOST_TABLE_BASE + ((address >>> 8) & 0xff);
-}
-
-/** 2XX:YY:1 for a.b.X.Y. */
-export function peerFilterHandle(address: number): number {
-  return u32Handle(hostTableOf(address), address & 0xff, NODE);
-}
-
-export interface Subnet {
-  network: number;
-  prefixLength: number;
-}
-
-/** Subnets wider than /16 do not fit 16-bit class minors. */
-export const WIDEST_PREFIX = 16;
-
-export function formatSubnet(subnet: Subnet): string {
-  return `${numberToIpv4(subnet.network)}/${subnet.prefixLength}`;
-}
-
-/** Third octets the subnet spans: one for /24 and narrower, 256 for a /16. */
-export function thirdOctets(subnet: Subnet): number[] {
-  const first = (subnet.network >>> 8) & 0xff;
-  const last = ((subnet.network | ~prefixMask(subnet.prefixLength)) >>> 8) & 0xff;
-  const octets: number[] = [];
-  for (let octet = first; octet <= last; octet++) octets.push(octet);
-  return octets;
-}
-
-/** One direction: the device whose egress shapes it and where the peer's address sits. */
-interface Side {
-  direction: 'download' | 'upload';
-  ifname: string;
-  ifindex: number;
-  /** IPV4_DST_OFFSET on the WireGuard interface, IPV4_SRC_OFFSET on the IFB. */
-  keyOffset: number;
-}
-
-/** root table → 100: on the subnet, hashed on the third octet. */
-export function rootLinkSelector(keyOffset: number, subnet: Subnet): U32Selector {
-  return {
-    flags: 0,
-    hoff: keyOffset,
-    hmask: 0x0000ff00,
-    keys: [matchKey(keyOffset, subnet.network, prefixMask(subnet.prefixLength))],
-  };
-}
-
-/** 100:X → 2XX: on a.b.X.0/24, hashed on the last octet. */
-export function octetLinkSelector(keyOffset: number, subnet: Subnet, octet: number): U32Selector {
-  const network24 = ((subnet.network & 0xffff0000) | (octet << 8)) >>> 0;
-  return {
-    flags: 0,
-    hoff: keyOffset,
-    hmask: 0x000000ff,
-    keys: [matchKey(keyOffset, network24, 0xffffff00)],
-  };
-}
-
-/** The peer's own key node: its /32, terminal (the classid applies). */
-export function peerSelector(keyOffset: number, address: number): U32Selector {
-  return {
-    flags: TC_U32_TERMINAL,
-    hoff: 0,
-    hmask: 0,
-    keys: [matchKey(keyOffset, address, 0xffffffff)],
-  };
-}
-
-/** Matches every packet; terminal, so its action runs. */
-export const MATCH_ALL: U32Selector = {
-  flags: TC_U32_TERMINAL,
-  hoff: 0,
-  hmask: 0,
-  keys: [matchKey(0, 0, 0)],
-};
+export * from './addressing';
 
 /** What ensure() verified, so the next ensure() can check the skeleton with a few GETs. */
 interface Skeleton {
@@ -256,40 +168,6 @@ interface Checked {
   skeleton: Skeleton;
   /** Handles of the peers' key nodes per side; null when the quick check found all intact. */
   peerNodes: { download: Set<number>; upload: Set<number> } | null;
-}
-
-/** Kernel modules the shaper needs, named the way `modprobe` wants them. */
-const MODULES = {
-  htb: { module: 'sch_htb', what: 'the HTB qdisc' },
-  ingress: { module: 'sch_ingress', what: 'the ingress qdisc' },
-  u32: { module: 'cls_u32', what: 'the u32 classifier' },
-  mirred: { module: 'act_mirred', what: 'the mirred action' },
-  ifb: { module: 'ifb', what: 'IFB devices' },
-} as const;
-
-/**
- * A create that fails with ENOENT ("Specified qdisc kind is unknown", "TC classifier not found",
- * "Failed to load TC action module") or EOPNOTSUPP ("Unknown device type") means the kernel has
- * no such module and could not load one (sch_api.c qdisc_create, cls_api.c
- * tcf_proto_lookup_ops, act_api.c tcf_action_init_1, rtnetlink.c rtnl_newlink).
- */
-async function needing<T>(need: keyof typeof MODULES, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    const code = errnoOf(error);
-    if (code === 'ENOENT' || code === 'EOPNOTSUPP') {
-      const { module, what } = MODULES[need];
-      const kernelMessage = kernelMessageOf(error);
-      const said = kernelMessage ? ` (the kernel said: ${kernelMessage})` : '';
-      throw new FacilityUnavailableError(
-        `${what} (kernel module ${module}), needed for per-peer speed limits,`,
-        `load it with \`modprobe ${module}\`${said}`,
-        { cause: error },
-      );
-    }
-    throw error;
-  }
 }
 
 function readTicksPerMicrosecond(): number {
@@ -1009,89 +887,4 @@ export class Shaper implements ShaperApi {
       throw error;
     }
   }
-}
-
-function encodeU32(options: {
-  hash?: number;
-  link?: number;
-  divisor?: number;
-  classid?: number;
-  selector?: U32Selector;
-  actions?: ReturnType<typeof egressRedirect>[];
-}): Buffer {
-  return encodeAttributes(u32Filter, { kind: 'u32', options });
-}
-
-function parseU32(message: NetlinkMessage): U32Entry | undefined {
-  const tc = decodeTc(message);
-  // The first message of each classifier instance carries no options: it is not a node.
-  if (tc.kind !== 'u32' || tc.info !== FILTER_INFO || !tc.options) return undefined;
-  const options = decodeAttributes(u32Options, tc.options, `u32 ${formatU32Handle(tc.handle)}`);
-  return {
-    handle: tc.handle,
-    divisor: options.divisor,
-    link: options.link,
-    classid: options.classid,
-    selector: options.selector,
-    mirred: mirredActions(options.actions ?? []),
-  };
-}
-
-function describeRate(rate: number | undefined): string {
-  return rate === undefined ? 'none' : `${rate} B/s`;
-}
-
-function redirectsTo(node: U32Entry, ifindex: number): boolean {
-  const [mirred, ...more] = node.mirred;
-  return (
-    more.length === 0 &&
-    mirred !== undefined &&
-    mirred.eaction === TCA_EGRESS_REDIR &&
-    mirred.action === TC_ACT_STOLEN &&
-    mirred.ifindex === ifindex &&
-    sameSelector(node.selector, MATCH_ALL)
-  );
-}
-
-function rootQdiscOf(qdiscs: TcObject[], ifindex: number): TcObject | undefined {
-  return qdiscs.find((q) => q.ifindex === ifindex && q.parent === TC_H_ROOT);
-}
-
-function ingressQdiscOf(qdiscs: TcObject[], ifindex: number): TcObject | undefined {
-  return qdiscs.find((q) => q.ifindex === ifindex && q.parent === TC_H_INGRESS);
-}
-
-function isOurHtb(root: TcObject | undefined): boolean {
-  return root?.kind === 'htb' && root.handle === QDISC;
-}
-
-/** ENOENT: the filter, class, classifier instance or chain is not there; nothing to remove. */
-async function ignoringMissing(work: () => Promise<unknown>): Promise<void> {
-  try {
-    await work();
-  } catch (error) {
-    if (!isNetlinkError(error, 'ENOENT')) throw error;
-  }
-}
-
-/** The interface's first IPv4 address and prefix (the subnet peers get addresses from). */
-export function subnetOf(
-  ifname: string,
-  addresses: Array<{ address: string; prefixLength: number }>,
-): Subnet {
-  const [first] = addresses;
-  if (!first) {
-    throw new SetupConflictError(
-      `${ifname} has no IPv4 address; speed limits are keyed on peers' IPv4 tunnel addresses ` +
-        `inside its subnet (add one: ip address add 10.8.0.1/24 dev ${ifname})`,
-    );
-  }
-  if (first.prefixLength < WIDEST_PREFIX) {
-    throw new SetupConflictError(
-      `${ifname}'s subnet ${first.address}/${first.prefixLength} is wider than /${WIDEST_PREFIX}; ` +
-        'per-peer speed limits need /16 or narrower (a tc class id has 16 bits for the peer)',
-    );
-  }
-  const network = (ipv4ToNumber(first.address) & prefixMask(first.prefixLength)) >>> 0;
-  return { network, prefixLength: first.prefixLength };
 }
