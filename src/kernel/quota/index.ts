@@ -62,344 +62,51 @@ import {
   encodeAttributes,
   isNetlinkError,
   openNativeTransport,
-} from '../netlink';
-import { FacilityUnavailableError, KernelError, type Translate, atBoundary } from './errors';
+} from '../../netlink';
+import { atBoundary } from '../errors';
+import { type TableAttributes, NfTables, NftBatch } from '../nftables/client';
 import {
-  type ChainAttributes,
-  type ObjectAttributes,
-  type SetAttributes,
-  type TableAttributes,
-  NfTables,
-  NftBatch,
-} from './nftables/client';
-import {
-  IFNAMSIZ,
-  NFPROTO_IPV4,
-  NFTNL_UDATA_SET_KEYBYTEORDER,
-  NFT_BYTEORDER_BIG_ENDIAN,
-  NFT_DATATYPE_IPADDR,
-  NFT_META_IIFNAME,
-  NFT_META_OIFNAME,
   NFT_OBJECT_QUOTA,
-  NFT_PAYLOAD_NETWORK_HEADER,
-  NFT_QUOTA_F_DEPLETED,
   NFT_QUOTA_F_INV,
-  NFT_REG_1,
-  NFT_SET_OBJECT,
   NFT_TABLE_F_DORMANT,
   NF_ACCEPT,
-  NF_DROP,
-  NF_INET_POST_ROUTING,
-  NF_INET_PRE_ROUTING,
-} from './nftables/constants';
+} from '../nftables/constants';
+import { sameExpressions } from '../nftables/expressions';
+import { quotaAttributes, quotaListing } from '../nftables/schema';
+import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
+import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from '../types';
+
+export * from './naming';
+export { writeSetUp } from './skeleton';
+export { writeElement, writeNewQuota } from './objects';
 import {
-  type Expression,
-  cmpEq,
-  metaLoad,
-  objrefMap,
-  payloadLoad,
-  sameExpressions,
-  verdict,
-} from './nftables/expressions';
-import { quotaAttributes, quotaListing } from './nftables/schema';
-import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
-import { bytesToIpv4, ipv4ToBytes } from './ipv4';
-import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from './types';
-
-/** The family of the daemon's tables. */
-export const QUOTA_FAMILY = NFPROTO_IPV4;
-/** Name of the object map from peer address to quota object. */
-export const CAPS_MAP = 'caps';
-/** NF_IP_PRI_FILTER (linux/netfilter_ipv4.h). */
-const PRIORITY_FILTER = 0;
-/** NFTA_SET_ID of the map when a batch creates it, so the rules can refer to it. */
-const CAPS_MAP_ID = 1;
-/** Offsets of the IPv4 source and destination addresses in the IPv4 header (RFC 791). */
-const IPV4_SADDR_OFFSET = 12;
-const IPV4_DADDR_OFFSET = 16;
-/** Elements per NEWSETELEM message: ~44 bytes each keeps a message far below 64 KiB. */
-const ELEMENTS_PER_MESSAGE = 512;
-/** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
-const PROBE_OBJECT = 'wg_peerd_probe';
-/** Prefix of the userdata comment of a quota object; the peer's public key follows. */
-const OWNER_PREFIX = 'wg-peerd peer ';
-
-const OBJECT_NAME = /^q_(\d{1,3})_(\d{1,3})_(\d{1,3})_(\d{1,3})$/;
-
-/** `wg_peerd_<ifname>`: the table that holds everything of one interface. */
-export function quotaTableName(ifname: string): string {
-  if (ifname.length === 0 || ifname.length >= IFNAMSIZ || /[\s/:]/.test(ifname)) {
-    throw new TypeError(`not an interface name: ${JSON.stringify(ifname)}`);
-  }
-  return `wg_peerd_${ifname}`;
-}
-
-/** `q_10_8_0_2`: the quota object of a peer address. */
-export function quotaObjectName(address: string): string {
-  return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
-}
-
-/** The address a quota object name stands for, or null for a name that is not ours. */
-export function addressOfObject(name: string): string | null {
-  const match = OBJECT_NAME.exec(name);
-  if (!match) return null;
-  for (let i = 1; i <= 4; i++) {
-    const octet = match[i];
-    // Only the canonical spelling quotaObjectName writes: no leading zeros, at most 255.
-    if ((octet.length > 1 && octet[0] === '0') || Number(octet) > 255) return null;
-  }
-  return `${match[1]}.${match[2]}.${match[3]}.${match[4]}`;
-}
-
-interface ChainSpec {
-  name: string;
-  hooknum: number;
-  /** Which interface name the rule matches: input (iifname) or output (oifname). */
-  metaKey: number;
-  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
-  addressOffset: number;
-  comment: string;
-}
-
-function chainSpecs(ifname: string): ChainSpec[] {
-  return [
-    {
-      name: 'from_peers',
-      hooknum: NF_INET_PRE_ROUTING,
-      metaKey: NFT_META_IIFNAME,
-      addressOffset: IPV4_SADDR_OFFSET,
-      comment: `wg-peerd: count traffic from capped peers of ${ifname}, drop it over the cap`,
-    },
-    {
-      name: 'to_peers',
-      hooknum: NF_INET_POST_ROUTING,
-      metaKey: NFT_META_OIFNAME,
-      addressOffset: IPV4_DADDR_OFFSET,
-      comment: `wg-peerd: count traffic to capped peers of ${ifname}, drop it over the cap`,
-    },
-  ];
-}
-
-/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
-function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
-  const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
-  name.write(ifname, 'utf8');
-  return [
-    metaLoad(spec.metaKey, NFT_REG_1),
-    cmpEq(NFT_REG_1, name),
-    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
-    objrefMap(NFT_REG_1, CAPS_MAP, setId),
-    verdict(NF_DROP),
-  ];
-}
-
-function capsMap(table: string, id?: number): SetAttributes {
-  return {
-    table,
-    name: CAPS_MAP,
-    flags: NFT_SET_OBJECT,
-    keyType: NFT_DATATYPE_IPADDR,
-    keyLen: 4,
-    objType: NFT_OBJECT_QUOTA,
-    id,
-    // What nft stores for an ipv4_addr key, so that `nft list` prints addresses.
-    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
-  };
-}
-
-function isCapsMap(set: SetAttributes): boolean {
-  return set.flags === NFT_SET_OBJECT && set.keyLen === 4 && set.objType === NFT_OBJECT_QUOTA;
-}
-
-function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {
-  return (
-    chain.type === 'filter' &&
-    chain.hook?.hooknum === spec.hooknum &&
-    chain.hook?.priority === PRIORITY_FILTER
-  );
-}
-
-/** A quota object as read back from the kernel. */
-interface QuotaState {
-  name: string;
-  quotaBytes: bigint;
-  /** Consumed as the kernel reports it: capped at quotaBytes. */
-  usedBytes: bigint;
-  depleted: boolean;
-  /** The public key from the userdata comment, or null. */
-  owner: string | null;
-}
-
-function parseQuota(object: ObjectAttributes): QuotaState | null {
-  if (object.type !== NFT_OBJECT_QUOTA || !object.name || !object.data) return null;
-  const data = decodeAttributes(quotaAttributes, object.data, `quota ${object.name}`);
-  const quotaBytes = data.bytes ?? 0n;
-  const usedBytes = data.consumed ?? 0n;
-  const comment = commentOf(object.userdata);
-  return {
-    name: object.name,
-    quotaBytes,
-    usedBytes,
-    depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
-    owner: comment?.startsWith(OWNER_PREFIX) ? comment.slice(OWNER_PREFIX.length) : null,
-  };
-}
-
-function checkQuotaBytes(quotaBytes: number): bigint {
-  if (!Number.isSafeInteger(quotaBytes) || quotaBytes < 0) {
-    throw new RangeError(`quotaBytes must be an integer from 0 to 2^53-1, got ${quotaBytes}`);
-  }
-  return BigInt(quotaBytes);
-}
-
-const missingNfTables = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nf_tables (nfnetlink subsystem 10)',
-    'load the kernel module: modprobe nf_tables',
-    { cause },
-  );
-const missingQuota = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nft_quota (nf_tables quota objects)',
-    'load the kernel module: modprobe nft_quota',
-    { cause },
-  );
-const missingObjref = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nft_objref (nf_tables object maps)',
-    'load the kernel module: modprobe nft_objref',
-    { cause },
-  );
-
-/** The set-up transaction for a kernel without our table: what `ensure` sends the first time. */
-export function writeSetUp(batch: NftBatch, ifname: string): void {
-  const table = quotaTableName(ifname);
-  batch.newTable({
-    name: table,
-    flags: 0,
-    userdata: commentUserdata(
-      `wg-peerd: data caps of the peers of ${ifname}; managed by wg-peerd, edits are undone`,
-    ),
-  });
-  batch.newSet(capsMap(table, CAPS_MAP_ID));
-  for (const spec of chainSpecs(ifname)) {
-    writeChain(batch, table, spec);
-    writeRule(batch, ifname, table, spec, CAPS_MAP_ID);
-  }
-  // Nothing else in the set-up needs nft_quota; create and delete an object in the same
-  // transaction so that a kernel without it fails here, named, rather than at the first cap.
-  batch.newObject(
-    {
-      table,
-      name: PROBE_OBJECT,
-      type: NFT_OBJECT_QUOTA,
-      data: encodeAttributes(quotaAttributes, { bytes: 0n, flags: NFT_QUOTA_F_INV }),
-    },
-    'quota',
-  );
-  batch.deleteObject(table, NFT_OBJECT_QUOTA, PROBE_OBJECT, 'quota');
-}
-
-function writeChain(batch: NftBatch, table: string, spec: ChainSpec): void {
-  batch.newChain({
-    table,
-    name: spec.name,
-    type: 'filter',
-    policy: NF_ACCEPT,
-    hook: { hooknum: spec.hooknum, priority: PRIORITY_FILTER },
-  });
-}
-
-function writeRule(
-  batch: NftBatch,
-  ifname: string,
-  table: string,
-  spec: ChainSpec,
-  setId?: number,
-): void {
-  batch.newRule({
-    table,
-    chain: spec.name,
-    expressions: ruleExpressions(ifname, spec, setId),
-    userdata: commentUserdata(spec.comment),
-  });
-}
-
-/**
- * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
- * quota, as the kernel requires), owned by the peer's key, and its map element.
- */
-export function writeNewQuota(
-  batch: NftBatch,
-  table: string,
-  peer: PeerRef,
-  quotaBytes: bigint,
-  consumed: bigint,
-): void {
-  const name = quotaObjectName(peer.address);
-  batch.newObject(
-    {
-      table,
-      name,
-      type: NFT_OBJECT_QUOTA,
-      userdata: commentUserdata(`${OWNER_PREFIX}${peer.publicKey}`),
-      data: encodeAttributes(quotaAttributes, {
-        bytes: quotaBytes,
-        consumed: consumed > quotaBytes ? quotaBytes : consumed,
-        flags: NFT_QUOTA_F_INV,
-      }),
-    },
-    'quota',
-  );
-  writeElement(batch, table, peer.address, name);
-}
-
-/** The map element address → quota object. */
-export function writeElement(batch: NftBatch, table: string, address: string, name: string): void {
-  batch.newSetElements(
-    { table, set: CAPS_MAP, elements: [{ key: { value: ipv4ToBytes(address) }, objref: name }] },
-    address,
-  );
-}
-
-/**
- * Turns the kernel's answer to a transaction into what is missing, when that is what it says:
- * the batch itself refused (no nf_tables subsystem: EOPNOTSUPP on BATCH_BEGIN), a quota object
- * of an unknown type (ENOENT after the kernel failed to load nft-obj-2), a rule with an unknown
- * expression (ENOENT after it failed to load nft-expr-objref). Only valid for batches where the
- * table, chains and map exist or are created before, so ENOENT cannot mean those.
- */
-function translateCommitError(error: unknown): unknown {
-  if (!isNetlinkError(error)) return error;
-  // nfnetlink answers a request for a subsystem it does not have (and could not load) with a
-  // bare EINVAL; nf_tables itself always says why it refuses a well-formed request.
-  if (
-    error.code === 'EINVAL' &&
-    !error.kernelMessage &&
-    error.operation.startsWith('NFT_MSG_GET')
-  ) {
-    return missingNfTables(error);
-  }
-  if (error.operation.startsWith('NFNL_MSG_BATCH_BEGIN') && error.code === 'EOPNOTSUPP') {
-    return missingNfTables(error);
-  }
-  if (error.code === 'ENOENT' && error.operation.startsWith('NFT_MSG_NEWOBJ')) {
-    return missingQuota(error);
-  }
-  if (
-    (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP') &&
-    error.operation.startsWith('NFT_MSG_NEWRULE')
-  ) {
-    return missingObjref(error);
-  }
-  return error;
-}
-
-/** The boundary of every public method: what a refusal means for data caps, else generic. */
-const quotaErrors: Translate = (error) => {
-  const translated = translateCommitError(error);
-  return translated instanceof KernelError ? translated : undefined;
-};
+  CAPS_MAP,
+  CAPS_MAP_ID,
+  ELEMENTS_PER_MESSAGE,
+  QUOTA_FAMILY,
+  addressOfObject,
+  quotaObjectName,
+  quotaTableName,
+} from './naming';
+import {
+  ChainSpec,
+  capsMap,
+  chainSpecs,
+  isCapsMap,
+  isChainAsSpecified,
+  ruleExpressions,
+  writeChain,
+  writeRule,
+  writeSetUp,
+} from './skeleton';
+import {
+  type QuotaState,
+  checkQuotaBytes,
+  parseQuota,
+  writeElement,
+  writeNewQuota,
+} from './objects';
+import { missingNfTables, quotaErrors, translateCommitError } from './facility';
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
