@@ -1,5 +1,5 @@
 /**
- * Speed-limit scenarios (src/kernel/shaper.ts): the tc skeleton built, found intact, broken by an
+ * Speed-limit scenarios (src/kernel/shaper/): the tc skeleton built, found intact, broken by an
  * operator and repaired; limits set, replaced, removed and read back, also by a new Shaper (a
  * daemon restart); and a kernel refusing because a module cannot be loaded.
  *
