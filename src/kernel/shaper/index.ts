@@ -54,7 +54,6 @@ import {
   NetlinkSocket,
   SerialQueue,
   type TransportFactory,
-  decodeAttributes,
   encodeAttributes,
   isNetlinkError,
   openNativeTransport,
@@ -77,10 +76,8 @@ import {
   DEFAULT_TICKS_PER_MICROSECOND,
   TC_HTB_PROTOVER,
   htbClass,
-  htbClassOptions,
   htbClassOptionsFor,
   htbQdisc,
-  rateOf,
   ticksPerMicrosecond,
 } from '../tc/htb';
 import { egressRedirect } from '../tc/mirred';
@@ -92,13 +89,10 @@ import {
   tcAttributes,
   encodeTc,
   formatHandle,
-  majorOf,
-  minorOf,
 } from '../tc/tc';
 import {
   U32_MAX_DIVISOR,
   type U32Entry,
-  type U32Selector,
   formatU32Handle,
   isKernelChosenTable,
   sameSelector,
@@ -128,12 +122,10 @@ import {
   Subnet,
   WIDEST_PREFIX,
   formatSubnet,
-  hostTableOf,
   ifbNameFor,
   octetLinkSelector,
   peerClassId,
   peerFilterHandle,
-  peerSelector,
   rootLinkSelector,
   subnetOf,
   thirdOctets,
@@ -149,6 +141,13 @@ import {
   redirectsTo,
   rootQdiscOf,
 } from './dump';
+import {
+  parsePeerClasses,
+  peerClassMessage,
+  peerClassesQuery,
+  peerFilterCreate,
+  peerFilterMessage,
+} from './limits';
 
 export * from './addressing';
 
@@ -327,8 +326,8 @@ export class Shaper implements ShaperApi {
         const hasNode = nodes === undefined || nodes.has(peerFilterHandle(address));
         if (hasClass && hasNode) continue;
         messages.push(
-          this.peerClassMessage(side, address, rate),
-          this.peerFilterCreate(side, address),
+          peerClassMessage(side, address, rate, this.ticksPerUs),
+          peerFilterCreate(side, address),
         );
         fix.push(`${side.direction} on ${side.ifname}`);
       }
@@ -358,7 +357,7 @@ export class Shaper implements ShaperApi {
   /** The peer's key node, then its class (HTB refuses to delete a class a filter points at). */
   private async removeOn(side: Side, address: number): Promise<void> {
     await ignoringMissing(() =>
-      this.socket.request(RTM_DELTFILTER, this.peerFilterMessage(side, address), {
+      this.socket.request(RTM_DELTFILTER, peerFilterMessage(side, address), {
         operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
       }),
     );
@@ -418,61 +417,13 @@ export class Shaper implements ShaperApi {
     const messages: BatchMessage[] = [];
     for (const side of [this.download(skeleton.wg), this.upload(skeleton.ifb)]) {
       messages.push(
-        this.peerClassMessage(side, address, rate),
-        this.peerFilterCreate(side, address),
+        peerClassMessage(side, address, rate, this.ticksPerUs),
+        peerFilterCreate(side, address),
       );
     }
     await this.socket.batch(messages, {
       operation: `set speed limit of ${numberToIpv4(address)} on ${skeleton.wg.name}`,
     });
-  }
-
-  /** RTM_NEWTCLASS 1:<minor> under 1:ffff: created, or changed in place when it exists. */
-  private peerClassMessage(side: Side, address: number, rate: number): BatchMessage {
-    return {
-      type: RTM_NEWTCLASS,
-      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
-      payload: encodeTc(
-        { ifindex: side.ifindex, handle: peerClassId(address), parent: PARENT_CLASS },
-        encodeAttributes(htbClass, {
-          kind: 'htb',
-          options: htbClassOptionsFor({ rate, ticksPerUs: this.ticksPerUs }),
-        }),
-      ),
-      ack: true,
-      operation: `RTM_NEWTCLASS htb ${formatHandle(peerClassId(address))} rate ${rate} dev ${side.ifname}`,
-    };
-  }
-
-  /** RTM_NEWTFILTER of the peer's key node: created, or changed in place when it exists. */
-  private peerFilterCreate(side: Side, address: number): BatchMessage {
-    return {
-      type: RTM_NEWTFILTER,
-      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
-      payload: this.peerFilterMessage(side, address, {
-        hash: u32Handle(hostTableOf(address), address & 0xff, 0),
-        classid: peerClassId(address),
-        selector: peerSelector(side.keyOffset, address),
-      }),
-      ack: true,
-      operation: `RTM_NEWTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
-    };
-  }
-
-  private peerFilterMessage(
-    side: Side,
-    address: number,
-    options?: { hash: number; classid: number; selector: U32Selector },
-  ): Buffer {
-    return encodeTc(
-      {
-        ifindex: side.ifindex,
-        handle: peerFilterHandle(address),
-        parent: QDISC,
-        info: FILTER_INFO,
-      },
-      encodeAttributes(u32Filter, { kind: 'u32', options }),
-    );
   }
 
   /**
@@ -715,24 +666,10 @@ export class Shaper implements ShaperApi {
 
   /** Class minor → rate of the peer classes (children of 1:ffff) on one device. */
   private async peerClasses(side: Side): Promise<Map<number, number>> {
-    const classes = await this.socket.dump(
-      RTM_GETTCLASS,
-      encodeTc({ ifindex: side.ifindex, handle: 0, parent: 0 }),
-      { operation: `RTM_GETTCLASS dev ${side.ifname}` },
-    );
-    const found = new Map<number, number>();
-    for (const message of classes) {
-      const tc = decodeTc(message);
-      if (tc.ifindex !== side.ifindex || tc.kind !== 'htb' || tc.parent !== PARENT_CLASS) continue;
-      if (majorOf(tc.handle) !== majorOf(QDISC) || !tc.options) continue;
-      const options = decodeAttributes(
-        htbClassOptions,
-        tc.options,
-        `class ${formatHandle(tc.handle)}`,
-      );
-      found.set(minorOf(tc.handle), rateOf(options));
-    }
-    return found;
+    const classes = await this.socket.dump(RTM_GETTCLASS, peerClassesQuery(side), {
+      operation: `RTM_GETTCLASS dev ${side.ifname}`,
+    });
+    return parsePeerClasses(side, classes);
   }
 
   /** Sends messages in datagrams of at most BATCH_MESSAGES, each acknowledged. */
