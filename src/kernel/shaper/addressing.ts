@@ -146,3 +146,13 @@ export function subnetOf(
   const network = (ipv4ToNumber(first.address) & prefixMask(first.prefixLength)) >>> 0;
   return { network, prefixLength: first.prefixLength };
 }
+
+/** The download side: the WireGuard interface's egress, keyed on the destination. */
+export function downloadSide(wg: { name: string; index: number }): Side {
+  return { direction: 'download', ifname: wg.name, ifindex: wg.index, keyOffset: IPV4_DST_OFFSET };
+}
+
+/** The upload side: the IFB's egress, keyed on the source. */
+export function uploadSide(ifb: { name: string; index: number }): Side {
+  return { direction: 'upload', ifname: ifb.name, ifindex: ifb.index, keyOffset: IPV4_SRC_OFFSET };
+}
