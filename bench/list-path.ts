@@ -64,7 +64,9 @@ function serviceOver(device: WireGuardDevice): PeerService {
     shaper: { listLimits: async () => new Map() },
     quota: { listCaps: async () => new Map() },
     link: {},
-  } as unknown as Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+    // Lists only: no change ever runs, so a pass-through queue serves.
+    changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
+  } as unknown as Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
   const silent = { info() {}, warn() {}, error() {} };
   return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs: 60_000 });
 }

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { renderPeerMetrics } from '../src/http/metrics';
-import type { DataCap, WireGuardPeer } from '../src/kernel/types';
+import type { KernelDataCap, LimitState, WireGuardPeer } from '../src/kernel/types';
 import type { PeerSnapshot } from '../src/peers';
 
 const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
@@ -21,8 +21,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 function snapshot(): PeerSnapshot {
   const now = Date.now();
   const peers: WireGuardPeer[] = [];
-  const limits = new Map<string, number>();
-  const caps = new Map<string, DataCap>();
+  const limits = new Map<string, LimitState>();
+  const caps = new Map<string, KernelDataCap>();
   for (let i = 0; i < PEERS; i += 1) {
     const address = `10.${8 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
     peers.push({
@@ -34,8 +34,8 @@ function snapshot(): PeerSnapshot {
       persistentKeepalive: 0,
       allowedIps: [{ family: 4, address, cidr: 32 }],
     });
-    if (i % 2 === 1) limits.set(address, 250_000);
-    if (i % 4 === 0) caps.set(address, { quotaBytes: 1e9, usedBytes: i * 100 });
+    if (i % 2 === 1) limits.set(address, { download: 250_000, upload: 250_000 });
+    if (i % 4 === 0) caps.set(address, { quotaBytes: 1e9, usedBytes: i * 100, enforced: true });
   }
   return {
     takenAt: now,

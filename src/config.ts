@@ -4,8 +4,8 @@
  * so it can be tested; main.ts turns a ConfigError into one line on stderr and exit status 2.
  */
 import { isIP } from 'node:net';
+import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './kernel/ipv4';
 import type { LogLevel } from './log';
-import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './peers/ipv4';
 import {
   TokenFileError,
   checkToken,

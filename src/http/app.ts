@@ -96,10 +96,15 @@ export function toPeerJson(entry: PeerEntry) {
     tx_bytes: entry.txBytes,
     persistent_keepalive_seconds: entry.persistentKeepalive,
     speed_limit_bytes_per_second: entry.speedLimitBytesPerSecond,
+    speed_limit_holds: entry.speedLimitHolds,
     data_cap:
       entry.dataCap === null
         ? null
-        : { quota_bytes: entry.dataCap.quotaBytes, used_bytes: entry.dataCap.usedBytes },
+        : {
+            quota_bytes: entry.dataCap.quotaBytes,
+            used_bytes: entry.dataCap.usedBytes,
+            enforced: entry.dataCap.enforced,
+          },
   };
 }
 

@@ -11,7 +11,13 @@
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { livenessOf, tunnelAddressOf, type FilterStatus, type PeerSnapshot } from '../peers';
+import {
+  limitOf,
+  livenessOf,
+  tunnelAddressOf,
+  type FilterStatus,
+  type PeerSnapshot,
+} from '../peers';
 
 /** A peer as the snapshot holds it (the http layer names no kernel module). */
 type SnapshotPeer = PeerSnapshot['device']['peers'][number];
@@ -75,7 +81,7 @@ function peerJson(
   const liveness = livenessOf(peer.lastHandshake, now);
   if (filter !== null && liveness.status !== filter) return null;
   const ip = tunnelAddressOf(peer);
-  const limit = ip === null ? null : (snapshot.limits.get(ip) ?? null);
+  const limit = limitOf(ip === null ? undefined : snapshot.limits.get(ip));
   const cap = ip === null ? null : (snapshot.caps.get(ip) ?? null);
   let allowed = '';
   for (const prefix of peer.allowedIps) {
@@ -92,8 +98,9 @@ function peerJson(
     `,"rx_bytes":${peer.rxBytes}` +
     `,"tx_bytes":${peer.txBytes}` +
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
-    `,"speed_limit_bytes_per_second":${numberOrNull(limit)}` +
-    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes}}`}` +
+    `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
+    `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
+    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
     '}'
   );
 }

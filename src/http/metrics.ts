@@ -21,6 +21,7 @@ import {
   livenessOf,
   tunnelAddressOf,
   type KernelObserver,
+  type LimitState,
   type PeerServiceApi,
   type PeerSnapshot,
 } from '../peers';
@@ -138,11 +139,12 @@ export const AGGREGATE_METRIC = {
 } as const;
 
 /**
- * The speed-limit series of one peer. The only place that knows the shape of a limit: when
- * limits become per direction, this grows a `direction` label and nothing else changes.
+ * The speed-limit series of one peer, one per direction that holds in the kernel (download: the
+ * interface's egress; upload: the IFB), so a limit lost on one device shows as one series.
  */
-function renderSpeedLimit(family: Family, peerLabels: string, limit: number): void {
-  family.add(peerLabels, limit);
+function renderSpeedLimit(family: Family, peerLabels: string, limit: LimitState): void {
+  if (limit.download !== null) family.add(`{${peerLabels},direction="download"}`, limit.download);
+  if (limit.upload !== null) family.add(`{${peerLabels},direction="upload"}`, limit.upload);
 }
 
 /** Peers rendered between two turns of the event loop (some 10 ms of work each). */
@@ -185,7 +187,7 @@ export async function renderPeerMetrics(
     speedLimit: new Family(
       PEER_METRIC.speedLimit,
       'gauge',
-      'Speed limit of the peer in bytes per second, applied to each direction; absent when the peer has none',
+      'Speed limit of the peer in bytes per second, per direction (download, upload) that holds in the kernel; absent when none does',
     ),
     capQuota: new Family(
       PEER_METRIC.capQuota,
@@ -239,7 +241,7 @@ export async function renderPeerMetrics(
     f.status.add(`{${peerLabels},status="${statusLabel}"}`, 1);
     f.receive.add(labels, peer.rxBytes);
     f.transmit.add(labels, peer.txBytes);
-    if (limit !== undefined) renderSpeedLimit(f.speedLimit, labels, limit);
+    if (limit !== undefined) renderSpeedLimit(f.speedLimit, peerLabels, limit);
     if (cap !== undefined) {
       f.capQuota.add(labels, cap.quotaBytes);
       f.capUsed.add(labels, cap.usedBytes);

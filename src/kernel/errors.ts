@@ -1,8 +1,45 @@
 /**
- * Errors a kernel facility raises in domain terms. The domain maps FacilityUnavailableError to
- * 503; everything else from the kernel arrives as NetlinkError (errno, code, kernel message).
+ * The errors the kernel layer raises, decided where it meets netlink (as wgctrl-go's `execute`
+ * turns ENOENT/ENODEV into os.ErrNotExist). Each facility knows which of its calls concern the
+ * managed interface, which module a create needs and what an errno means for that call, so the
+ * domain above never sees an errno: it maps these types, whatever read failed first.
+ *
+ * Every error leaving a public method of src/kernel is one of these, or a programming/protocol
+ * error (NetlinkProtocolError, TypeError) that stays what it is.
  */
-export class FacilityUnavailableError extends Error {
+import { type NetlinkError, isNetlinkError } from '../netlink/errors';
+
+/** Base of every typed kernel error. */
+export abstract class KernelError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The named interface (the managed WireGuard interface, or a link the call needs) is gone. */
+export class InterfaceMissingError extends KernelError {
+  constructor(
+    readonly ifname: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`interface ${ifname} does not exist`, options);
+  }
+}
+
+/** The interface exists but is not a WireGuard device (WG_CMD_* answer EOPNOTSUPP). */
+export class NotWireGuardError extends KernelError {
+  constructor(
+    readonly ifname: string,
+    readonly kind: string | null,
+    options?: { cause?: unknown },
+  ) {
+    super(`interface ${ifname} is not a WireGuard device${kind ? ` (kind ${kind})` : ''}`, options);
+  }
+}
+
+/** A kernel facility (module, netlink family, subsystem) is missing: which one, and the fix. */
+export class FacilityUnavailableError extends KernelError {
   constructor(
     /** What is missing, e.g. "WireGuard (generic netlink family \"wireguard\")". */
     readonly facility: string,
@@ -11,7 +48,6 @@ export class FacilityUnavailableError extends Error {
     options?: { cause?: unknown },
   ) {
     super(`${facility} is not available in this kernel: ${remedy}`, options);
-    this.name = 'FacilityUnavailableError';
   }
 }
 
@@ -20,10 +56,26 @@ export class FacilityUnavailableError extends Error {
  * that (an interface subnet wider than tc class ids can key, a link squatting on the IFB's name,
  * foreign filters in our tc priority). The message says what to change; the domain answers 409.
  */
-export class SetupConflictError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SetupConflictError';
+export class SetupConflictError extends KernelError {}
+
+/**
+ * Any other refusal: the operation, the errno name and the kernel's extended-ACK text, so the
+ * domain can report it verbatim (500).
+ */
+export class KernelCallError extends KernelError {
+  readonly operation: string;
+  /** errno name, e.g. "EINVAL". */
+  readonly code: string;
+  readonly errno: number;
+  /** NLMSGERR_ATTR_MSG, when the kernel sent one. */
+  readonly kernelMessage: string | undefined;
+
+  constructor(error: NetlinkError) {
+    super(error.message, { cause: error });
+    this.operation = error.operation;
+    this.code = error.code;
+    this.errno = error.errno;
+    this.kernelMessage = error.kernelMessage;
   }
 }
 
@@ -37,4 +89,40 @@ export const WIREGUARD_REMEDY =
   'WireGuard: install one that has it (Linux 5.6 or later; on Debian `apt install ' +
   'linux-image-amd64`) and reboot';
 
-export { NetlinkError, isNetlinkError } from '../netlink/errors';
+/** What a facility makes of one NetlinkError; undefined: a generic KernelCallError. */
+export type Translate = (error: NetlinkError) => KernelError | undefined;
+
+/**
+ * Runs one public kernel operation and lets out only typed kernel errors: typed errors raised
+ * inside pass unchanged, a NetlinkError goes through `translate` (the facility's own reading
+ * of that errno for this call) or becomes a KernelCallError, anything else is a bug and passes.
+ */
+export async function atBoundary<T>(work: () => Promise<T>, translate?: Translate): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw typed(error, translate);
+  }
+}
+
+/** The same translation for a caught error (for code that must continue after it). */
+export function typed(error: unknown, translate?: Translate): unknown {
+  if (error instanceof KernelError || !isNetlinkError(error)) return error;
+  return translate?.(error) ?? new KernelCallError(error);
+}
+
+/**
+ * The errno name of a failed kernel request, whether still raw or already typed as a
+ * KernelCallError by an inner facility; for kernel-layer code only (the domain sees types).
+ */
+export function errnoOf(error: unknown): string | undefined {
+  if (error instanceof KernelCallError) return error.code;
+  if (isNetlinkError(error)) return error.code;
+  return undefined;
+}
+
+/** The kernel's extended-ACK text of a failed request, raw or typed. */
+export function kernelMessageOf(error: unknown): string | undefined {
+  if (error instanceof KernelCallError || isNetlinkError(error)) return error.kernelMessage;
+  return undefined;
+}

@@ -1,5 +1,5 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
-import { type TransportFactory, openNativeTransport } from '../netlink';
+import { SerialQueue, type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
 import { Quota } from './quota';
 import { Shaper, type ShaperOptions } from './shaper';
@@ -7,7 +7,7 @@ import type { Kernel } from './types';
 import { WireGuard } from './wireguard';
 
 export * from './types';
-export { FacilityUnavailableError, NetlinkError, isNetlinkError } from './errors';
+export * from './errors';
 
 /**
  * One socket per facility, so a slow tc change never queues behind a WireGuard dump (a netlink
@@ -17,11 +17,15 @@ export async function openKernel(
   open: TransportFactory = openNativeTransport,
   options: { shaper?: ShaperOptions } = {},
 ): Promise<Kernel> {
+  // One change queue for the whole kernel layer: the service's changes and the shaper's and
+  // quota's own writes run on it (re-entrant, so a change may call them).
+  const changes = new SerialQueue();
   const wireguard = new WireGuard(open);
   const link = new Links(open);
-  const shaper = new Shaper(open, options.shaper);
-  const quota = new Quota(open);
+  const shaper = new Shaper(open, { ...options.shaper, changes });
+  const quota = new Quota(open, changes);
   return {
+    changes,
     wireguard,
     link,
     shaper,

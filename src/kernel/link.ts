@@ -14,7 +14,6 @@ import {
   bytes,
   decodeAttributes,
   encodeAttributes,
-  isNetlinkError,
   nested,
   openNativeTransport,
   schema,
@@ -40,13 +39,19 @@ import {
   RTM_GETROUTE,
   RTM_NEWADDR,
   RTM_NEWLINK,
-  bytesToIpv4,
   ifaddrmsg,
   ifinfomsg,
-  ipv4ToBytes,
   rtmsg,
 } from './rtnetlink';
-import { FacilityUnavailableError, WIREGUARD_REMEDY } from './errors';
+import { bytesToIpv4, ipv4ToBytes } from './ipv4';
+import {
+  FacilityUnavailableError,
+  InterfaceMissingError,
+  WIREGUARD_REMEDY,
+  type Translate,
+  atBoundary,
+  errnoOf,
+} from './errors';
 import type { Ipv4Address, LinkApi, LinkInfo } from './types';
 
 /** RT_TABLE_MAIN from rtnetlink.h. */
@@ -119,6 +124,14 @@ function parseAddress(message: NetlinkMessage): ParsedAddress | null {
   };
 }
 
+/** ENODEV on a request by index: that link is gone (deleted since it was looked up). */
+function missingIndex(index: number): Translate {
+  return (error) =>
+    error.code === 'ENODEV'
+      ? new InterfaceMissingError(`with ifindex ${index}`, { cause: error })
+      : undefined;
+}
+
 export class Links implements LinkApi {
   private readonly socket: NetlinkSocket;
 
@@ -126,11 +139,17 @@ export class Links implements LinkApi {
     this.socket = new NetlinkSocket(open(NETLINK_ROUTE));
   }
 
+  /** Throws InterfaceMissingError when there is no link of that name (ENODEV). */
   async getLink(name: string): Promise<LinkInfo> {
-    const replies = await this.socket.request(
-      RTM_GETLINK,
-      Buffer.concat([ifinfomsg.encode({}), encodeAttributes(linkAttributes, { ifname: name })]),
-      { operation: `RTM_GETLINK ${name}` },
+    const replies = await atBoundary(
+      () =>
+        this.socket.request(
+          RTM_GETLINK,
+          Buffer.concat([ifinfomsg.encode({}), encodeAttributes(linkAttributes, { ifname: name })]),
+          { operation: `RTM_GETLINK ${name}` },
+        ),
+      (error) =>
+        error.code === 'ENODEV' ? new InterfaceMissingError(name, { cause: error }) : undefined,
     );
     const reply = replies.find((message) => message.type === RTM_NEWLINK);
     if (!reply) throw new NetlinkProtocolError(`RTM_GETLINK ${name}: the kernel sent no link`);
@@ -140,12 +159,12 @@ export class Links implements LinkApi {
   async getIpv4Addresses(index: number): Promise<Ipv4Address[]> {
     // With NETLINK_GET_STRICT_CHK the kernel filters by index; older kernels ignore the filter,
     // so filter here too.
-    const replies = await this.socket.dump(
-      RTM_GETADDR,
-      ifaddrmsg.encode({ family: AF_INET, index }),
-      {
-        operation: `RTM_GETADDR ifindex ${index}`,
-      },
+    const replies = await atBoundary(
+      () =>
+        this.socket.dump(RTM_GETADDR, ifaddrmsg.encode({ family: AF_INET, index }), {
+          operation: `RTM_GETADDR ifindex ${index}`,
+        }),
+      missingIndex(index),
     );
     return replies
       .map(parseAddress)
@@ -155,13 +174,15 @@ export class Links implements LinkApi {
 
   /** RTM_NEWLINK with CREATE|EXCL: an existing link of that name is EEXIST, never reused. */
   async createLink(name: string, kind: string, options: CreateLinkOptions = {}): Promise<number> {
-    await this.socket.request(
-      RTM_NEWLINK,
-      Buffer.concat([
-        ifinfomsg.encode({}),
-        encodeAttributes(linkAttributes, { ifname: name, mtu: options.mtu, linkinfo: { kind } }),
-      ]),
-      { operation: `RTM_NEWLINK ${name} type ${kind}`, flags: NLM_F_CREATE | NLM_F_EXCL },
+    await atBoundary(() =>
+      this.socket.request(
+        RTM_NEWLINK,
+        Buffer.concat([
+          ifinfomsg.encode({}),
+          encodeAttributes(linkAttributes, { ifname: name, mtu: options.mtu, linkinfo: { kind } }),
+        ]),
+        { operation: `RTM_NEWLINK ${name} type ${kind}`, flags: NLM_F_CREATE | NLM_F_EXCL },
+      ),
     );
     return (await this.getLink(name)).index;
   }
@@ -175,7 +196,7 @@ export class Links implements LinkApi {
     try {
       return await this.createLink(name, 'wireguard', { mtu: options.mtu ?? 1420 });
     } catch (error) {
-      if (isNetlinkError(error, 'EOPNOTSUPP')) {
+      if (errnoOf(error) === 'EOPNOTSUPP') {
         throw new FacilityUnavailableError('WireGuard (link kind "wireguard")', WIREGUARD_REMEDY, {
           cause: error,
         });
@@ -186,33 +207,45 @@ export class Links implements LinkApi {
 
   async addIpv4Address(index: number, address: Ipv4Address): Promise<void> {
     const raw = ipv4ToBytes(address.address);
-    await this.socket.request(
-      RTM_NEWADDR,
-      Buffer.concat([
-        ifaddrmsg.encode({ family: AF_INET, prefixlen: address.prefixLength, index }),
-        encodeAttributes(addressAttributes, { local: raw, address: raw }),
-      ]),
-      {
-        operation: `RTM_NEWADDR ${address.address}/${address.prefixLength} ifindex ${index}`,
-        flags: NLM_F_CREATE | NLM_F_REPLACE,
-      },
+    await atBoundary(
+      () =>
+        this.socket.request(
+          RTM_NEWADDR,
+          Buffer.concat([
+            ifaddrmsg.encode({ family: AF_INET, prefixlen: address.prefixLength, index }),
+            encodeAttributes(addressAttributes, { local: raw, address: raw }),
+          ]),
+          {
+            operation: `RTM_NEWADDR ${address.address}/${address.prefixLength} ifindex ${index}`,
+            flags: NLM_F_CREATE | NLM_F_REPLACE,
+          },
+        ),
+      missingIndex(index),
     );
   }
 
   async setUp(index: number): Promise<void> {
-    await this.socket.request(
-      RTM_NEWLINK,
-      ifinfomsg.encode({ index, flags: IFF_UP, change: IFF_UP }),
-      {
-        operation: `RTM_NEWLINK ifindex ${index} up`,
-      },
+    await atBoundary(
+      () =>
+        this.socket.request(
+          RTM_NEWLINK,
+          ifinfomsg.encode({ index, flags: IFF_UP, change: IFF_UP }),
+          {
+            operation: `RTM_NEWLINK ifindex ${index} up`,
+          },
+        ),
+      missingIndex(index),
     );
   }
 
   async deleteLink(index: number): Promise<void> {
-    await this.socket.request(RTM_DELLINK, ifinfomsg.encode({ index }), {
-      operation: `RTM_DELLINK ifindex ${index}`,
-    });
+    await atBoundary(
+      () =>
+        this.socket.request(RTM_DELLINK, ifinfomsg.encode({ index }), {
+          operation: `RTM_DELLINK ifindex ${index}`,
+        }),
+      missingIndex(index),
+    );
   }
 
   /**
@@ -220,7 +253,11 @@ export class Links implements LinkApi {
    * default route, else the first address of the default route's interface, else the first
    * non-host-scope address of any interface. Read from the FIB and address list; nothing is sent.
    */
-  async primaryIpv4(): Promise<string | null> {
+  primaryIpv4(): Promise<string | null> {
+    return atBoundary(() => this.readPrimaryIpv4());
+  }
+
+  private async readPrimaryIpv4(): Promise<string | null> {
     const routes = await this.socket.dump(RTM_GETROUTE, rtmsg.encode({ family: AF_INET }), {
       operation: 'RTM_GETROUTE ipv4',
     });

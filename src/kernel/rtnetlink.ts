@@ -96,17 +96,3 @@ export const tcmsg = struct('tcmsg', {
   parent: 'u32',
   info: 'u32',
 });
-
-/** Dotted IPv4 text → 4 network-order bytes. */
-export function ipv4ToBytes(address: string): Buffer {
-  const parts = address.split('.').map(Number);
-  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255)) {
-    throw new TypeError(`not an IPv4 address: ${address}`);
-  }
-  return Buffer.from(parts);
-}
-
-/** 4 network-order bytes → dotted IPv4 text. */
-export function bytesToIpv4(data: Buffer): string {
-  return `${data[0]}.${data[1]}.${data[2]}.${data[3]}`;
-}

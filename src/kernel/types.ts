@@ -75,7 +75,7 @@ export interface Ipv4Address {
 
 /** rtnetlink links and addresses (src/kernel/link.ts). */
 export interface LinkApi {
-  /** Throws NetlinkError with code ENODEV when there is no such link. */
+  /** Throws InterfaceMissingError (src/kernel/errors.ts) when there is no such link. */
   getLink(name: string): Promise<LinkInfo>;
   getIpv4Addresses(index: number): Promise<Ipv4Address[]>;
   /** RTM_NEWLINK kind "wireguard"; returns the new ifindex. */
@@ -95,16 +95,43 @@ export interface PeerRef {
   publicKey: string;
 }
 
-/** Per-peer speed limits over tc (src/kernel/shaper.ts). Limits are keyed by tunnel address. */
+/**
+ * What a repair found and did, one entry per finding; the kernel layer returns it and the
+ * service logs each at warn (the kernel layer has no logger).
+ */
+export interface Repair {
+  /** The peer address concerned; null for the shared skeleton (qdiscs, IFB, table, chains). */
+  address: string | null;
+  /** What was found, e.g. "upload limit 11111 B/s on ifb-wg0 but no download limit on wg0". */
+  found: string;
+  /** What was done about it, e.g. "restored the download limit at 11111 B/s". */
+  done: string;
+}
+
+/**
+ * A limit as it holds in the kernel, per direction: download on the WireGuard interface's
+ * egress, upload on the IFB's. null: no limit holds in that direction.
+ */
+export interface LimitState {
+  download: number | null;
+  upload: number | null;
+}
+
+/** Per-peer speed limits over tc (src/kernel/shaper/). Limits are keyed by tunnel address. */
 export interface ShaperApi {
-  /** Idempotently creates (or repairs) the shared qdiscs, IFB and hash tables. */
-  ensure(ifname: string): Promise<void>;
+  /**
+   * Creates or repairs the shared qdiscs, IFB and hash tables, and reconciles the limits with
+   * the live peers: anything for an address that is not in `live` is removed; a limit that
+   * holds in one direction only is restored in the other for a live address. Returns what was
+   * repaired (empty when all was in order or on a first set-up).
+   */
+  ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]>;
   /** Limits download and upload of the peer to bytesPerSecond each; replaces an earlier limit. */
   setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void>;
-  /** Removes the peer's limit; a peer without one is not an error. */
+  /** Removes the peer's limit in both directions; a peer without one is not an error. */
   removeLimit(ifname: string, address: string): Promise<void>;
-  /** address → bytes per second, read back from the kernel. */
-  listLimits(ifname: string): Promise<Map<string, number>>;
+  /** address → what holds in each direction, read back from both devices. */
+  listLimits(ifname: string): Promise<Map<string, LimitState>>;
 }
 
 export interface DataCap {
@@ -112,20 +139,48 @@ export interface DataCap {
   usedBytes: number;
 }
 
-/** Per-peer data caps over nf_tables (src/kernel/quota.ts). Caps are keyed by tunnel address. */
+/** A cap as read from the kernel. */
+export interface KernelDataCap extends DataCap {
+  /** false: the quota object exists but no map element leads packets to it. */
+  enforced: boolean;
+}
+
+/** A live peer with the cap the daemon last saw for it, the only source once the table is gone. */
+export interface CapRef extends PeerRef {
+  lastSeen?: DataCap;
+}
+
+/** Per-peer data caps over nf_tables (src/kernel/quota/). Caps are keyed by tunnel address. */
 export interface QuotaApi {
-  /** Idempotently creates (or repairs) the daemon's table, chains, map and rules. */
-  ensure(ifname: string): Promise<void>;
+  /**
+   * Creates or repairs the daemon's table, chains, map and rules, and reconciles the caps with
+   * the live peers: an object or element for an address not in `live`, or owned by another
+   * public key, is removed; a live peer's object gets its map element; a cap of a live peer
+   * that the kernel lost (table or object gone) is restored from `lastSeen`. Returns what was
+   * repaired.
+   */
+  ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]>;
   /** Sets or changes the cap; changing keeps the bytes already used. */
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
   /** Removes the peer's cap; a peer without one is not an error. */
   removeCap(ifname: string, address: string): Promise<void>;
-  /** address → cap and bytes used, read back from the kernel. */
-  listCaps(ifname: string): Promise<Map<string, DataCap>>;
+  /** address → cap, bytes used and whether it is enforced, read back from the kernel. */
+  listCaps(ifname: string): Promise<Map<string, KernelDataCap>>;
+}
+
+/**
+ * The kernel layer's one change queue (a SerialQueue, src/netlink/serial-queue.ts): every change
+ * to the kernel runs through it, one at a time in arrival order; work queued from inside a
+ * running change runs at once (re-entrant).
+ */
+export interface ChangeQueue {
+  run<T>(task: () => Promise<T>): Promise<T>;
 }
 
 /** Every kernel facility the daemon uses, over netlink sockets it owns. */
 export interface Kernel {
+  /** Where every change to the kernel is serialized (the service's changes included). */
+  changes: ChangeQueue;
   wireguard: WireGuardApi;
   link: LinkApi;
   shaper: ShaperApi;

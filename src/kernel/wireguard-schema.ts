@@ -17,7 +17,8 @@ import {
   u32,
   u8,
 } from '../netlink';
-import { AF_INET, AF_INET6, bytesToIpv4, ipv4ToBytes } from './rtnetlink';
+import { bytesToIpv4, ipv4ToBytes } from './ipv4';
+import { AF_INET, AF_INET6 } from './rtnetlink';
 
 export const WG_GENL_NAME = 'wireguard';
 export const WG_KEY_LEN = 32;

@@ -7,17 +7,21 @@ import {
   GenericNetlink,
   type GenlReply,
   NETLINK_GENERIC,
-  type NetlinkError,
   NetlinkSocket,
   type TransportFactory,
   decodeAttributes,
   encodeAttributes,
-  isNetlinkError,
   nested,
   openNativeTransport,
 } from '../netlink';
 import type { Attributes } from '../netlink';
-import { FacilityUnavailableError, WIREGUARD_REMEDY } from './errors';
+import {
+  FacilityUnavailableError,
+  InterfaceMissingError,
+  NotWireGuardError,
+  WIREGUARD_REMEDY,
+  atBoundary,
+} from './errors';
 import { AF_INET, AF_INET6 } from './rtnetlink';
 import { decodeDeviceDump } from './wireguard-dump';
 import type {
@@ -169,6 +173,7 @@ export class WireGuard implements WireGuardApi {
 
   async getDevice(name: string): Promise<WireGuardDevice> {
     const replies = await this.call(
+      name,
       WG_CMD_GET_DEVICE,
       encodeAttributes(deviceReadAttributes, { ifname: name }),
       `WG_CMD_GET_DEVICE ${name}`,
@@ -182,6 +187,7 @@ export class WireGuard implements WireGuardApi {
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {
     await this.call(
+      name,
       WG_CMD_SET_DEVICE,
       encodeAttributes(deviceWriteAttributes, {
         ifname: name,
@@ -232,30 +238,38 @@ export class WireGuard implements WireGuardApi {
         messages.length === 1
           ? `WG_CMD_SET_DEVICE ${name} (${verb} ${peers.length} peer${peers.length === 1 ? '' : 's'})`
           : `WG_CMD_SET_DEVICE ${name} (${verb} peers, message ${index + 1} of ${messages.length})`;
-      await this.call(WG_CMD_SET_DEVICE, setDeviceAttributes(name, batch), operation, false);
+      await this.call(name, WG_CMD_SET_DEVICE, setDeviceAttributes(name, batch), operation, false);
     }
   }
 
-  private async call(
+  /**
+   * Every WireGuard request names the device, so the errno is read here, for that device
+   * (wireguard/netlink.c lookup_interface: ENODEV without such a link, EOPNOTSUPP for a link of
+   * another kind; genetlink answers CTRL_CMD_GETFAMILY with ENOENT without the module).
+   */
+  private call(
+    name: string,
     cmd: number,
     attributes: Buffer,
     operation: string,
     dump: boolean,
   ): Promise<GenlReply[]> {
-    try {
-      return await this.genl.request(WG_GENL_NAME, cmd, attributes, { operation, dump });
-    } catch (error) {
-      if (
-        isNetlinkError(error, 'ENOENT') &&
-        (error as NetlinkError).operation.startsWith('CTRL_CMD_GETFAMILY')
-      ) {
-        throw new FacilityUnavailableError(
-          'WireGuard (generic netlink family "wireguard")',
-          WIREGUARD_REMEDY,
-          { cause: error },
-        );
-      }
-      throw error;
-    }
+    return atBoundary(
+      () => this.genl.request(WG_GENL_NAME, cmd, attributes, { operation, dump }),
+      (error) => {
+        if (error.code === 'ENOENT' && error.operation.startsWith('CTRL_CMD_GETFAMILY')) {
+          return new FacilityUnavailableError(
+            'WireGuard (generic netlink family "wireguard")',
+            WIREGUARD_REMEDY,
+            { cause: error },
+          );
+        }
+        if (error.code === 'ENODEV') return new InterfaceMissingError(name, { cause: error });
+        if (error.code === 'EOPNOTSUPP' || error.code === 'ENOTSUP') {
+          return new NotWireGuardError(name, null, { cause: error });
+        }
+        return undefined;
+      },
+    );
   }
 }

@@ -4,6 +4,7 @@ export * from './constants';
 export * from './errors';
 export * from './genl';
 export * from './message';
+export * from './serial-queue';
 export * from './socket';
 export * from './struct';
 export type { DatagramHandler, Transport } from './transport';

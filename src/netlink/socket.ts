@@ -18,6 +18,7 @@ import {
   NLM_F_REQUEST,
 } from './constants';
 import { NetlinkError, NetlinkProtocolError } from './errors';
+import { SerialQueue } from './serial-queue';
 import {
   type ErrorReport,
   type NetlinkMessage,
@@ -77,7 +78,8 @@ const BATCH_ERROR_GRACE_MS = 250;
 
 export class NetlinkSocket {
   private seq = 0;
-  private tail: Promise<unknown> = Promise.resolve();
+  /** This socket's lock: one exchange at a time (src/netlink/serial-queue.ts). */
+  private readonly lock = new SerialQueue();
   private current: Exchange | undefined;
   private closed = false;
 
@@ -157,12 +159,7 @@ export class NetlinkSocket {
   }
 
   private enqueue<T>(work: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(work);
-    this.tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
+    return this.lock.run(work);
   }
 
   private nextSeq(): number {

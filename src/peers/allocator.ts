@@ -4,7 +4,7 @@
  * peer's IPv4 allowed IPs, whatever their prefix length.
  */
 import type { IpPrefix, Ipv4Address } from '../kernel/types';
-import { hostRange, ipv4ToNumber, numberToIpv4, prefixRange, type Ipv4Range } from './ipv4';
+import { hostRange, ipv4ToNumber, numberToIpv4, prefixRange, type Ipv4Range } from '../kernel/ipv4';
 
 export interface AllocationInput {
   /** The subnet to allocate from: the server's address and its prefix length. */

@@ -3,7 +3,7 @@
  * missing (DESIGN §3: one command gives a working service).
  */
 import type { Ipv4Address, Kernel } from '../kernel/types';
-import { isNetlinkError } from '../netlink/errors';
+import { InterfaceMissingError as KernelInterfaceMissing } from '../kernel/errors';
 import { InterfaceNotWireGuardError, translateKernelError } from './errors';
 import { generatePrivateKey, publicKeyOf, type RandomSource } from './keys';
 import type { EventLogger } from './service';
@@ -70,7 +70,8 @@ export async function ensureInterface(
     if (!link.up) log.warn({ interface: ifname }, 'interface is down');
     return state;
   } catch (error) {
-    if (!isNetlinkError(error, 'ENODEV')) throw translateKernelError(error, 'link', ifname);
+    if (!(error instanceof KernelInterfaceMissing))
+      throw translateKernelError(error, 'link', ifname);
   }
   return createInterface(kernel, options, log);
 }

@@ -1,9 +1,10 @@
 /**
- * Domain errors of the peer service, and the one place where kernel (netlink) errors are
- * translated into them. The HTTP layer maps `category` to a status code; nothing here knows HTTP.
+ * Domain errors of the peer service, and the one place where the kernel layer's typed errors
+ * (src/kernel/errors.ts) become them. The kernel layer already decided what an errno means for
+ * the call that got it; nothing here knows errno or netlink, and nothing here knows HTTP (the
+ * HTTP layer maps `category` to a status code).
  */
-import { FacilityUnavailableError, SetupConflictError, WIREGUARD_REMEDY } from '../kernel/errors';
-import { isNetlinkError } from '../netlink/errors';
+import * as kernel from '../kernel/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
 export type ErrorCategory = 'validation' | 'not_found' | 'conflict' | 'unavailable' | 'internal';
@@ -129,7 +130,7 @@ export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota';
 const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
   wireguard: {
     what: 'WireGuard (generic netlink family "wireguard")',
-    fix: WIREGUARD_REMEDY,
+    fix: kernel.WIREGUARD_REMEDY,
   },
   link: {
     what: 'rtnetlink',
@@ -171,46 +172,26 @@ export class KernelFailureError extends DomainError {
   }
 }
 
-/** errno codes meaning "this kernel does not have that facility" for facilities we add to. */
-const MISSING_FACILITY_CODES: ReadonlySet<string> = new Set([
-  'EOPNOTSUPP',
-  'ENOTSUP',
-  'EPROTONOSUPPORT',
-  'EAFNOSUPPORT',
-  'ENOENT',
-]);
-
 /**
- * Turns an error thrown by a kernel facility into a domain error; anything that is not a
- * NetlinkError (a bug, a protocol error) is returned unchanged.
+ * Turns a typed kernel error into a domain error; anything else (a bug, a protocol error) is
+ * returned unchanged. `facility` only says which kind of FacilityMissing it is; `ifname` names
+ * the managed interface, the only one the service asks the kernel about.
  */
 export function translateKernelError(error: unknown, facility: Facility, ifname: string): unknown {
   if (error instanceof DomainError) return error;
-  if (error instanceof FacilityUnavailableError) {
+  if (error instanceof kernel.InterfaceMissingError) return new InterfaceMissingError(ifname);
+  if (error instanceof kernel.NotWireGuardError) {
+    return new InterfaceNotWireGuardError(ifname, error.kind);
+  }
+  if (error instanceof kernel.FacilityUnavailableError) {
     // The kernel layer already says what is missing and how to fix it.
     return new FacilityMissingError(facility, error.facility, error.message);
   }
-  if (error instanceof SetupConflictError) return new HostSetupConflictError(error.message);
-  if (!isNetlinkError(error)) return error;
-  const text = error.kernelMessage ? `${error.code}: ${error.kernelMessage}` : error.code;
-  if (error.code === 'ENODEV' && (facility === 'wireguard' || facility === 'link')) {
-    return new InterfaceMissingError(ifname);
+  if (error instanceof kernel.SetupConflictError) return new HostSetupConflictError(error.message);
+  if (error instanceof kernel.KernelCallError) {
+    return new KernelFailureError(error.operation, error.code, error.kernelMessage);
   }
-  if (facility === 'wireguard') {
-    // WG_CMD_GET_DEVICE on a link of another kind answers EOPNOTSUPP.
-    if (error.code === 'EOPNOTSUPP' || error.code === 'ENOTSUP') {
-      return new InterfaceNotWireGuardError(ifname, null);
-    }
-    // The generic-netlink family lookup answers ENOENT without the module.
-    if (MISSING_FACILITY_CODES.has(error.code)) return new FacilityMissingError(facility, text);
-  }
-  if ((facility === 'shaper' || facility === 'quota') && MISSING_FACILITY_CODES.has(error.code)) {
-    return new FacilityMissingError(facility, text);
-  }
-  if (facility === 'link' && (error.code === 'EPROTONOSUPPORT' || error.code === 'EAFNOSUPPORT')) {
-    return new FacilityMissingError(facility, text);
-  }
-  return new KernelFailureError(error.operation, error.code, error.kernelMessage);
+  return error;
 }
 
 /** "No such facility here" answers that mean "nothing of that kind exists" when only reading. */

@@ -5,3 +5,4 @@ export * from './service';
 export * from './bootstrap';
 export { renderClientConfig, formatEndpoint } from './client-config';
 export type { KernelObserver, PeerSnapshot } from './snapshot';
+export type { KernelDataCap, LimitState } from '../kernel/types';

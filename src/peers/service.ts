@@ -3,7 +3,17 @@
  * interface and sets or removes their speed limits and data caps. The kernel is the only store;
  * every answer is read from it.
  */
-import type { DataCap, Kernel, WireGuardPeer } from '../kernel/types';
+import type {
+  CapRef,
+  DataCap,
+  Kernel,
+  KernelDataCap,
+  LimitState,
+  PeerRef,
+  Repair,
+  WireGuardDevice,
+  WireGuardPeer,
+} from '../kernel/types';
 import { allocateAddress } from './allocator';
 import { formatEndpoint, renderClientConfig } from './client-config';
 import {
@@ -20,10 +30,10 @@ import {
   translateKernelError,
   type Facility,
 } from './errors';
-import { networkCidr } from './ipv4';
+import { networkCidr } from '../kernel/ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
-import { Mutex } from './mutex';
 import { FreshRead } from './fresh-read';
+import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { livenessOf, type FilterStatus, type PeerStatus } from './status';
 
@@ -55,8 +65,31 @@ export interface PeerEntry {
   txBytes: number;
   /** Seconds, 0 when off. */
   persistentKeepalive: number;
+  /** The rate when a limit holds in at least one direction, else null. */
   speedLimitBytesPerSecond: number | null;
-  dataCap: DataCap | null;
+  /** Where the limit holds: both directions, one only (the other was lost), or none. */
+  speedLimitHolds: LimitHolds;
+  dataCap: ListedDataCap | null;
+}
+
+export type LimitHolds = 'both' | 'download' | 'upload' | null;
+
+export interface ListedDataCap extends DataCap {
+  /** false: the kernel no longer enforces it (table, object or map element gone); values last seen. */
+  enforced: boolean;
+}
+
+/** How a limit read from both devices is listed (README "Product decisions"). */
+export function limitOf(state: LimitState | undefined): {
+  rate: number | null;
+  holds: LimitHolds;
+} {
+  const download = state?.download ?? null;
+  const upload = state?.upload ?? null;
+  if (download !== null && upload !== null) return { rate: download, holds: 'both' };
+  if (download !== null) return { rate: download, holds: 'download' };
+  if (upload !== null) return { rate: upload, holds: 'upload' };
+  return { rate: null, holds: null };
 }
 
 export interface CreatedPeer {
@@ -91,7 +124,7 @@ export interface PeerServiceApi {
 }
 
 export interface PeerServiceOptions {
-  kernel: Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  kernel: Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
   interfaceName: string;
   /** Host part of `server.endpoint`; null: the host's primary IPv4 address, asked per create. */
   endpointHost?: string | null;
@@ -121,6 +154,10 @@ function hostAddressesOf(peer: WireGuardPeer): string[] {
   return peer.allowedIps.filter((p) => p.family === 4 && p.cidr === 32).map((p) => p.address);
 }
 
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 function checkInteger(value: number, min: number, max: number, field: string): void {
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw new ValidationError(`${field} must be an integer from ${min} to ${max}`, [
@@ -136,10 +173,20 @@ export class PeerService implements PeerServiceApi {
   private readonly log: EventLogger;
   private readonly now: () => number;
   private readonly random: RandomSource | undefined;
-  /** Every change to the kernel goes through here, one at a time. */
-  private readonly changes = new Mutex();
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
+  /**
+   * The caps the daemon last saw, per tunnel address with the owner's key. The kernel stays the
+   * store of record; this memory is only what a cap lost with the nft table is listed as
+   * (enforced: false) and restored from on the next write.
+   */
+  private readonly lastCaps = new Map<string, { publicKey: string; cap: DataCap }>();
+  /** What the last snapshot showed lost behind the daemon's back: the next write repairs it. */
+  private damage = { shaper: false, quota: false };
+  /** The losses last logged, so that polling the list logs each loss once. */
+  private lastLosses = '';
+  /** The interface's ifindex when last read: another one means it was deleted and recreated. */
+  private lastIfindex: number | undefined;
 
   constructor(options: PeerServiceOptions) {
     this.kernel = options.kernel;
@@ -180,9 +227,8 @@ export class PeerService implements PeerServiceApi {
         rxBytes: peer.rxBytes,
         txBytes: peer.txBytes,
         persistentKeepalive: peer.persistentKeepalive,
-        speedLimitBytesPerSecond:
-          ipAddress === null ? null : (snapshot.limits.get(ipAddress) ?? null),
-        dataCap: ipAddress === null ? null : (snapshot.caps.get(ipAddress) ?? null),
+        ...this.limitFields(ipAddress === null ? undefined : snapshot.limits.get(ipAddress)),
+        dataCap: ipAddress === null ? null : this.capOf(peer.publicKey, ipAddress, snapshot),
       });
     }
     return entries;
@@ -192,9 +238,9 @@ export class PeerService implements PeerServiceApi {
     return this.change(async () => {
       const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
       if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
-      const [addresses, device] = await Promise.all([
+      const [addresses, device] = await allInOrder([
         this.call('link', () => this.kernel.link.getIpv4Addresses(link.index)),
-        this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
+        this.readDevice(),
       ]);
       const subnet = addresses[0];
       if (subnet === undefined) throw new InterfaceNotReadyError(this.ifname, 'address');
@@ -247,6 +293,7 @@ export class PeerService implements PeerServiceApi {
       const peer = await this.findPeer(key);
       await this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, [key]));
       const ip = tunnelAddressOf(peer);
+      for (const address of hostAddressesOf(peer)) this.lastCaps.delete(address);
       this.log.info(
         { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
         'peer deleted',
@@ -268,8 +315,9 @@ export class PeerService implements PeerServiceApi {
     const key = parsePublicKey(publicKey);
     checkInteger(bytesPerSecond, SPEED_LIMIT_MIN, SPEED_LIMIT_MAX, 'bytesPerSecond');
     return this.change(async () => {
-      const ip = await this.addressOf(key, 'speed limit');
-      await this.call('shaper', () => this.kernel.shaper.ensure(this.ifname));
+      const device = await this.readDevice();
+      const ip = this.addressIn(device, key, 'speed limit');
+      await this.repair('shaper', device);
       await this.call('shaper', () =>
         this.kernel.shaper.setLimit(this.ifname, { address: ip, publicKey: key }, bytesPerSecond),
       );
@@ -298,11 +346,15 @@ export class PeerService implements PeerServiceApi {
     const key = parsePublicKey(publicKey);
     checkInteger(quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
     return this.change(async () => {
-      const ip = await this.addressOf(key, 'data cap');
-      await this.call('quota', () => this.kernel.quota.ensure(this.ifname));
+      const device = await this.readDevice();
+      const ip = this.addressIn(device, key, 'data cap');
+      await this.repair('quota', device);
       await this.call('quota', () =>
         this.kernel.quota.setCap(this.ifname, { address: ip, publicKey: key }, quotaBytes),
       );
+      const seen = this.lastCaps.get(ip);
+      const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
+      this.lastCaps.set(ip, { publicKey: key, cap: { quotaBytes, usedBytes } });
       this.log.info(
         { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
         'data cap set',
@@ -316,6 +368,7 @@ export class PeerService implements PeerServiceApi {
     return this.change(async () => {
       const ip = await this.addressOf(key, 'data cap');
       await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, ip));
+      this.lastCaps.delete(ip);
       this.log.info(
         { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
         'data cap removed',
@@ -327,11 +380,25 @@ export class PeerService implements PeerServiceApi {
   /**
    * Runs a change alone, and makes every later list read the kernel afresh: the freshness window
    * ends when the change ends, whether it succeeded or not (a failed change may have applied a
-   * part).
+   * part). A loss the last list showed (a limit holding one way only, a cap no longer enforced)
+   * is repaired first, whatever the change; a failed repair is logged and does not stop it.
    */
   private async change<T>(task: () => Promise<T>): Promise<T> {
-    return this.changes.runExclusive(async () => {
+    // The kernel layer's one change queue: one change at a time, in arrival order.
+    return this.kernel.changes.run(async () => {
       try {
+        if (this.damage.shaper || this.damage.quota) {
+          try {
+            const device = await this.readDevice();
+            if (this.damage.shaper) await this.repair('shaper', device);
+            if (this.damage.quota) await this.repair('quota', device);
+          } catch (error) {
+            this.log.warn(
+              { event: 'kernel_repair_failed', interface: this.ifname, error: messageOf(error) },
+              'repairing limits or caps before a change failed',
+            );
+          }
+        }
         return await task();
       } finally {
         this.snapshots.invalidate();
@@ -343,14 +410,19 @@ export class PeerService implements PeerServiceApi {
     const started = process.hrtime.bigint();
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
     try {
-      const [device, limits, caps] = await Promise.all([
+      // The device first: its failure decides the answer (see allInOrder).
+      const [device, limits, caps] = await allInOrder([
         this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
         this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
         this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
       ]);
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
-      return { takenAt: this.now(), readMs, device, limits, caps };
+      const read = { takenAt: this.now(), readMs, device, limits, caps };
+      this.noticeLosses(read);
+      // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
+      // the kernel lost behind the daemon's back, as last seen and not enforced.
+      return { ...read, caps: this.listedCaps(caps) };
     } catch (error) {
       this.observer?.kernelRead(elapsed(), false);
       throw error;
@@ -401,7 +473,7 @@ export class PeerService implements PeerServiceApi {
    */
   private async removeLimitsAndCaps(addresses: readonly string[]): Promise<void> {
     if (addresses.length === 0) return;
-    const [limits, caps] = await Promise.all([
+    const [limits, caps] = await allInOrder([
       this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
       this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
     ]);
@@ -413,6 +485,155 @@ export class PeerService implements PeerServiceApi {
         await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, address));
       }
     }
+  }
+
+  private async readDevice(): Promise<WireGuardDevice> {
+    const device = await this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname));
+    this.noticeDevice(device);
+    return device;
+  }
+
+  /**
+   * An interface recreated under the daemon (same name, new ifindex) took its peers and its tc
+   * state with it, while the IFB and the nft table stayed: both are reconciled with the new
+   * peers on the next write, so nothing of the old peers reaches a new one.
+   */
+  private noticeDevice(device: WireGuardDevice): void {
+    if (this.lastIfindex !== undefined && device.ifindex !== this.lastIfindex) {
+      this.damage = { shaper: true, quota: true };
+      this.log.warn(
+        {
+          event: 'interface_recreated',
+          interface: this.ifname,
+          ifindex: device.ifindex,
+          previousIfindex: this.lastIfindex,
+        },
+        'the interface was recreated behind wg-peerd; limits and caps are reconciled with its peers on the next write',
+      );
+    }
+    this.lastIfindex = device.ifindex;
+  }
+
+  private addressIn(device: WireGuardDevice, publicKey: string, what: string): string {
+    const peer = device.peers.find((p) => p.publicKey === publicKey);
+    if (peer === undefined) throw new PeerNotFoundError();
+    const ip = tunnelAddressOf(peer);
+    if (ip === null) throw new PeerWithoutAddressError(what);
+    return ip;
+  }
+
+  /**
+   * Sets up or repairs one facility against the live peers of `device` and logs at warn what
+   * it found and did; the kernel layer decides, the service only passes the peers in (and, for
+   * caps, what it last saw).
+   */
+  private async repair(facility: 'shaper' | 'quota', device: WireGuardDevice): Promise<void> {
+    const live: PeerRef[] = [];
+    for (const peer of device.peers) {
+      const address = tunnelAddressOf(peer);
+      if (address !== null) live.push({ address, publicKey: peer.publicKey });
+    }
+    let repairs: Repair[];
+    if (facility === 'shaper') {
+      repairs = await this.call('shaper', () => this.kernel.shaper.ensure(this.ifname, live));
+    } else {
+      const withCaps: CapRef[] = live.map((peer) => {
+        const seen = this.lastCaps.get(peer.address);
+        return seen?.publicKey === peer.publicKey ? { ...peer, lastSeen: seen.cap } : peer;
+      });
+      repairs = await this.call('quota', () => this.kernel.quota.ensure(this.ifname, withCaps));
+    }
+    this.damage[facility] = false;
+    for (const repair of repairs) {
+      this.log.warn(
+        { event: 'kernel_repaired', interface: this.ifname, facility, ...repair },
+        `repaired ${facility === 'shaper' ? 'speed limits' : 'data caps'}: ${repair.found}: ${repair.done}`,
+      );
+    }
+  }
+
+  private limitFields(state: LimitState | undefined): {
+    speedLimitBytesPerSecond: number | null;
+    speedLimitHolds: LimitHolds;
+  } {
+    const { rate, holds } = limitOf(state);
+    return { speedLimitBytesPerSecond: rate, speedLimitHolds: holds };
+  }
+
+  /**
+   * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
+   * enforced). noticeLosses has already dropped what it remembered of peers that are gone.
+   */
+  private listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): Map<string, KernelDataCap> {
+    const listed = new Map(kernelCaps);
+    for (const [address, seen] of this.lastCaps) {
+      if (!listed.has(address)) listed.set(address, { ...seen.cap, enforced: false });
+    }
+    return listed;
+  }
+
+  /** The kernel's cap; else the one last seen for this very peer, listed as not enforced. */
+  private capOf(publicKey: string, address: string, snapshot: PeerSnapshot): ListedDataCap | null {
+    const cap = snapshot.caps.get(address);
+    if (cap)
+      return { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced: cap.enforced };
+    const seen = this.lastCaps.get(address);
+    if (seen?.publicKey === publicKey) return { ...seen.cap, enforced: false };
+    return null;
+  }
+
+  /**
+   * Remembers the caps of a fresh snapshot and notices what was lost behind the daemon's back
+   * (logged at warn once per distinct loss; repaired on the next write).
+   */
+  private noticeLosses(snapshot: PeerSnapshot): void {
+    this.noticeDevice(snapshot.device);
+    const live = new Map<string, string>(); // address → public key
+    for (const peer of snapshot.device.peers) {
+      const address = tunnelAddressOf(peer);
+      if (address !== null) live.set(address, peer.publicKey);
+    }
+    const limits: string[] = [];
+    const caps: string[] = [];
+    for (const [address, state] of snapshot.limits) {
+      const { holds } = limitOf(state);
+      if (!live.has(address)) limits.push(`speed limit for ${address}, which no peer has`);
+      else if (holds === 'download' || holds === 'upload') {
+        limits.push(`speed limit of ${address} holds for ${holds} only`);
+      }
+    }
+    for (const [address, cap] of snapshot.caps) {
+      if (!live.has(address)) caps.push(`data cap for ${address}, which no peer has`);
+      else if (!cap.enforced) caps.push(`data cap of ${address} is not enforced`);
+    }
+    for (const [address, seen] of [...this.lastCaps]) {
+      if (live.get(address) !== seen.publicKey) this.lastCaps.delete(address);
+      else if (!snapshot.caps.has(address)) {
+        caps.push(`data cap of ${address} (${seen.cap.quotaBytes} bytes) is gone from the kernel`);
+      }
+    }
+    for (const [address, cap] of snapshot.caps) {
+      const publicKey = live.get(address);
+      if (publicKey !== undefined) {
+        this.lastCaps.set(address, {
+          publicKey,
+          cap: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
+        });
+      }
+    }
+    this.damage = {
+      shaper: this.damage.shaper || limits.length > 0,
+      quota: this.damage.quota || caps.length > 0,
+    };
+    const losses = [...limits, ...caps];
+    const text = losses.join('; ');
+    if (text !== '' && text !== this.lastLosses) {
+      this.log.warn(
+        { event: 'kernel_state_lost', interface: this.ifname, found: losses },
+        `limits or caps changed behind wg-peerd's back (${text}); the next write repairs them`,
+      );
+    }
+    this.lastLosses = text;
   }
 
   private async serverHost(): Promise<string> {

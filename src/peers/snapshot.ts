@@ -3,7 +3,7 @@
  * the speed limits and the data caps, taken together. Every poll that shares a read is answered
  * from the same snapshot, so `GET /api/peers` and `GET /metrics` agree with each other.
  */
-import type { DataCap, WireGuardDevice } from '../kernel/types';
+import type { KernelDataCap, LimitState, WireGuardDevice } from '../kernel/types';
 import type { Facility } from './errors';
 
 export interface PeerSnapshot {
@@ -12,10 +12,10 @@ export interface PeerSnapshot {
   /** How long the kernel read took, in milliseconds. */
   readonly readMs: number;
   readonly device: WireGuardDevice;
-  /** Tunnel address → bytes per second. */
-  readonly limits: ReadonlyMap<string, number>;
-  /** Tunnel address → cap and bytes used. */
-  readonly caps: ReadonlyMap<string, DataCap>;
+  /** Tunnel address → bytes per second that hold per direction. */
+  readonly limits: ReadonlyMap<string, LimitState>;
+  /** Tunnel address → cap, bytes used and whether the map still leads packets to it. */
+  readonly caps: ReadonlyMap<string, KernelDataCap>;
 }
 
 /** What the service reports about its kernel calls, for the daemon's own metrics. */

@@ -28,7 +28,7 @@ import {
   parseErrorPayload,
   parseMessages,
 } from '../../src/netlink';
-import { FacilityUnavailableError, SetupConflictError } from '../../src/kernel/errors';
+import { KernelError } from '../../src/kernel/errors';
 import { Links } from '../../src/kernel/link';
 import {
   chainAttributes,
@@ -150,16 +150,13 @@ export interface DecoderEntry {
 const CODEC_ERRORS: ErrorClass[] = [NetlinkProtocolError];
 /**
  * Behind a client, a mutated reply may also be a kernel error (an NLMSG_ERROR with an errno),
- * which the client reports as the kernel's answer (NetlinkError) or its domain meaning, or a
+ * which the client reports, at the kernel boundary, as one of the typed kernel errors
+ * (KernelError: interface missing, facility missing, a call the kernel refused...), or a
  * well-formed state the client refuses to work with (a u32 table with 12,032 buckets in our
- * priority: SetupConflictError, the shaper's answer to a foreign setup).
+ * priority: SetupConflictError, the shaper's answer to a foreign setup). Below the kernel
+ * layer (genl's family lookup) the kernel's answer is the netlink layer's own NetlinkError.
  */
-const CLIENT_ERRORS: ErrorClass[] = [
-  NetlinkProtocolError,
-  NetlinkError,
-  FacilityUnavailableError,
-  SetupConflictError,
-];
+const CLIENT_ERRORS: ErrorClass[] = [NetlinkProtocolError, NetlinkError, KernelError];
 
 function attributes(name: string, table: Schema, seeds: Buffer[]): DecoderEntry {
   return {
@@ -420,14 +417,14 @@ export function decoders(corpus: Corpus): DecoderEntry[] {
       corpus,
       'shaper-limits',
       { protocol: NETLINK_ROUTE, requestType: RTM_GETQDISC },
-      (open) => new Shaper(open, { ticksPerUs: TICKS_PER_US }).ensure('wgshp0'),
+      (open) => new Shaper(open, { ticksPerUs: TICKS_PER_US }).ensure('wgshp0', []),
     ),
     throughClient(
       'shaper.ensure (filters)',
       corpus,
       'shaper-limits',
       { protocol: NETLINK_ROUTE, requestType: RTM_GETTFILTER },
-      (open) => new Shaper(open, { ticksPerUs: TICKS_PER_US }).ensure('wgshp0'),
+      (open) => new Shaper(open, { ticksPerUs: TICKS_PER_US }).ensure('wgshp0', []),
     ),
     throughClient(
       'quota.listCaps (objects)',
@@ -442,7 +439,7 @@ export function decoders(corpus: Corpus): DecoderEntry[] {
         corpus,
         'quota-caps',
         { protocol: NETLINK_NETFILTER, requestType: nftMessageType(message) },
-        (open) => new Quota(open).ensure('wgrq1'),
+        (open) => new Quota(open).ensure('wgrq1', []),
       ),
     ),
   ];

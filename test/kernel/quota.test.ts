@@ -235,7 +235,7 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
   });
 
   it('sets a cap of 1 MB; a 600 kB upload passes and is counted like the tunnel counted it', async function () {
-    await quota.ensure(SERVER_IF);
+    await quota.ensure(SERVER_IF, [peer()]);
     await quota.setCap(SERVER_IF, peer(), CAP);
     const before = interfaceBytes();
     const { delivered } = await transfers.transfer('up', 600_000);
@@ -262,7 +262,7 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     // 1,000,000 - ~620,000 used by the upload leaves under 400 kB of payload.
     expect(delivered).to.be.below(400_000);
     expect(delivered).to.be.above(200_000);
-    expect(caps.get(PEER_IP)).to.deep.equal({ quotaBytes: CAP, usedBytes: CAP });
+    expect(caps.get(PEER_IP)).to.deep.equal({ quotaBytes: CAP, usedBytes: CAP, enforced: true });
     expect(quotaEntry).to.include({ bytes: CAP, used: CAP, inv: true });
   });
 
@@ -289,6 +289,7 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     expect((await quota.listCaps(SERVER_IF)).get(PEER_IP)).to.deep.equal({
       quotaBytes: 2 * CAP,
       usedBytes: CAP,
+      enforced: true,
     });
     expect(tunnelPings()).to.equal(true);
     const { delivered } = await transfers.transfer('down', 600_000);
@@ -304,7 +305,7 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     quota = new Quota();
     const after = await quota.listCaps(SERVER_IF);
     expect(after).to.deep.equal(before);
-    await quota.ensure(SERVER_IF);
+    await quota.ensure(SERVER_IF, [peer()]);
     // ~1.65 MB used of 2 MB: another 600 kB does not fit.
     const { delivered } = await transfers.transfer('down', 600_000);
     console.log(
@@ -314,6 +315,7 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     expect((await quota.listCaps(SERVER_IF)).get(PEER_IP)).to.deep.equal({
       quotaBytes: 2 * CAP,
       usedBytes: 2 * CAP,
+      enforced: true,
     });
   });
 
@@ -377,7 +379,11 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
     expect(quotas).to.have.length(1000);
     expect(map?.elem).to.have.length(1000);
     expect(caps.size).to.equal(1000);
-    expect(caps.get('10.88.3.231')).to.deep.equal({ quotaBytes: 1_000_999, usedBytes: 0 });
+    expect(caps.get('10.88.3.231')).to.deep.equal({
+      quotaBytes: 1_000_999,
+      usedBytes: 0,
+      enforced: true,
+    });
   });
 });
 
@@ -416,7 +422,7 @@ describe('data caps on a kernel without the nf_tables modules they need (real ke
       unload(this, module);
       const quota = new Quota();
       try {
-        const error = await quota.ensure(IFNAME).then(
+        const error = await quota.ensure(IFNAME, []).then(
           () => null,
           (e: unknown) => e,
         );
@@ -437,7 +443,7 @@ describe('data caps on a kernel without the nf_tables modules they need (real ke
     unload(this, 'nf_tables');
     const quota = new Quota();
     try {
-      const error = await quota.ensure(IFNAME).then(
+      const error = await quota.ensure(IFNAME, []).then(
         () => null,
         (e: unknown) => e,
       );

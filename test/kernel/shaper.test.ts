@@ -199,7 +199,7 @@ describe('speed limits through a real tunnel', function () {
   });
 
   it('does not slow a peer without a limit (HTB direct queue), either way', async () => {
-    await shaper.ensure(SERVER_IF);
+    await shaper.ensure(SERVER_IF, [{ address: PEER_IP, publicKey: '' }]);
     for (const direction of ['download', 'upload'] as const) {
       await expectAtLeast(direction, 3 * LIMIT, `${direction} without a limit`);
     }
@@ -220,7 +220,9 @@ describe('speed limits through a real tunnel', function () {
   it('still lists and enforces the limit after a restart (a new Shaper, nothing kept)', async () => {
     shaper.close();
     shaper = new Shaper();
-    expect(await shaper.listLimits(SERVER_IF)).to.deep.equal(new Map([[PEER_IP, LIMIT]]));
+    expect(await shaper.listLimits(SERVER_IF)).to.deep.equal(
+      new Map([[PEER_IP, { download: LIMIT, upload: LIMIT }]]),
+    );
     await expectNear('download', LIMIT, 'download after restart');
     await expectNear('upload', LIMIT, 'upload after restart');
   });
@@ -228,7 +230,7 @@ describe('speed limits through a real tunnel', function () {
   it('enforces the upload limit again after the operator deleted the IFB and ingress qdisc', async () => {
     sh(`tc qdisc del dev ${SERVER_IF} ingress`);
     sh(`ip link del ${SERVER_IFB}`);
-    await shaper.ensure(SERVER_IF);
+    await shaper.ensure(SERVER_IF, [{ address: PEER_IP, publicKey: '' }]);
     await expectNear('upload', LIMIT, 'upload after repair');
   });
 
@@ -411,8 +413,8 @@ describe('1,000 limited peers: hashed classification', function () {
   it('lists all 1,000 limits from the kernel, and tc shows 1,000 classes on each device', async () => {
     const limits = await shaper.listLimits(MANY_IF);
     expect(limits.size).to.equal(PEERS);
-    expect(limits.get(manyAddress(0))).to.equal(1_000_000);
-    expect(limits.get(limitedAddress)).to.equal(2_000_000);
+    expect(limits.get(manyAddress(0))).to.deep.equal({ download: 1_000_000, upload: 1_000_000 });
+    expect(limits.get(limitedAddress)).to.deep.equal({ download: 2_000_000, upload: 2_000_000 });
     for (const dev of [MANY_IF, MANY_IFB]) {
       const classes = sh(`tc class show dev ${dev}`)
         .split('\n')

@@ -108,12 +108,12 @@ describe('WireGuard netlink client (real kernel)', function () {
     expect(wgShowDump(SERVER_IF).peers.some((p) => p.publicKey === key)).to.equal(false);
   });
 
-  it('fails to read a missing interface with ENODEV and a message naming it', async () => {
-    const error = (await wireguard.getDevice('wgmissing0').catch((e: unknown) => e)) as {
-      code?: string;
-      message: string;
+  it('fails to read a missing interface with InterfaceMissing (from ENODEV) naming it', async () => {
+    const error = (await wireguard.getDevice('wgmissing0').catch((e: unknown) => e)) as Error & {
+      cause?: { code?: string };
     };
-    expect(error.code).to.equal('ENODEV');
+    expect(error.name).to.equal('InterfaceMissingError');
+    expect(error.cause?.code).to.equal('ENODEV');
     expect(error.message).to.contain('wgmissing0');
   });
 

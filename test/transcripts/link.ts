@@ -12,7 +12,8 @@ export interface LinkScenarioResult {
   created: LinkInfo;
   addresses: Ipv4Address[];
   primary: string | null;
-  missing: { code: string; message: string };
+  /** The typed kernel error, and the errno it was decided from (its cause). */
+  missing: { type: string; code: string; message: string };
   afterDelete: string;
 }
 
@@ -43,9 +44,10 @@ export const linkLifecycle: Scenario<LinkScenarioResult> = {
         oracle.route = JSON.parse(sh('ip -j -4 route get 198.51.100.1'));
       }
       const missing = await links.getLink('nosuch0').then(
-        () => ({ code: 'none', message: 'no error' }),
-        (error: { code?: string; message: string }) => ({
-          code: error.code ?? '',
+        () => ({ type: 'none', code: 'none', message: 'no error' }),
+        (error: Error & { cause?: { code?: string } }) => ({
+          type: error.name,
+          code: error.cause?.code ?? '',
           message: error.message,
         }),
       );

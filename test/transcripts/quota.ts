@@ -6,7 +6,7 @@
  * kernel's counters move and `nft -j` reports them in the oracle at the same moments.
  */
 import { Quota } from '../../src/kernel/quota';
-import type { DataCap } from '../../src/kernel/types';
+import type { KernelDataCap } from '../../src/kernel/types';
 import type { Transport } from '../../src/netlink';
 import type { Scenario, ScenarioContext } from './scenario';
 
@@ -64,7 +64,7 @@ export interface QuotaSetUpResult {
   /** Transactions sent by each ensure(): first set-up, again on an intact table, repairs. */
   batches: Record<string, number>;
   /** What a cap read back after the map was rebuilt. */
-  capsAfterMapRepair: Record<string, DataCap>;
+  capsAfterMapRepair: Record<string, KernelDataCap>;
 }
 
 const OPERATOR_TABLE = [
@@ -94,9 +94,13 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
     const batches: Record<string, number> = {};
     try {
       snapshot(context, 'operatorBefore', 'nft -j list table inet operator');
-      batches.setUp = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.setUp = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
       snapshot(context, 'afterSetUp', nftTable(SETUP_IF));
-      batches.intact = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.intact = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
 
       if (recording) {
         sh(`nft delete chain ${table} to_peers`);
@@ -104,7 +108,9 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
         sh(`nft add rule ${table} from_peers counter`);
         sh(`nft add chain ${table} from_peers '{ policy drop; }'`);
       }
-      batches.chainsRepaired = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.chainsRepaired = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
       snapshot(context, 'afterChainRepair', nftTable(SETUP_IF));
 
       await quota.setCap(SETUP_IF, { address: '10.77.0.2', publicKey: KEY_A }, 123456);
@@ -112,12 +118,16 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
         sh(`nft flush chain ${table} from_peers && nft flush chain ${table} to_peers`);
         sh(`nft delete map ${table} caps`);
       }
-      batches.mapRepaired = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.mapRepaired = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
       snapshot(context, 'afterMapRepair', nftTable(SETUP_IF));
       const capsAfterMapRepair = Object.fromEntries(await quota.listCaps(SETUP_IF));
 
       if (recording) sh(`nft delete element ${table} caps '{ 10.77.0.2 }'`);
-      batches.elementRepaired = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.elementRepaired = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
       snapshot(context, 'afterElementRepair', nftTable(SETUP_IF));
 
       if (recording) {
@@ -125,9 +135,13 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
         sh(`nft add chain ${table} to_peers '{ type filter hook output priority 10; }'`);
         sh(`nft add table ${table} '{ flags dormant; }'`);
       }
-      batches.hookAndFlagsRepaired = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.hookAndFlagsRepaired = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
       snapshot(context, 'afterHookRepair', nftTable(SETUP_IF));
-      batches.intactAgain = await counter.during(() => quota.ensure(SETUP_IF));
+      batches.intactAgain = await counter.during(() =>
+        quota.ensure(SETUP_IF, [{ address: '10.77.0.2', publicKey: KEY_A }]),
+      );
 
       snapshot(context, 'operatorAfter', 'nft -j list table inet operator');
       return { batches, capsAfterMapRepair };
@@ -144,7 +158,7 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
 export interface QuotaCapsResult {
   batches: Record<string, number>;
   /** listCaps after each step, as plain objects. */
-  caps: Record<string, Record<string, DataCap>>;
+  caps: Record<string, Record<string, KernelDataCap>>;
 }
 
 function ping(context: ScenarioContext, count: number, source = PEER_A): void {
@@ -182,13 +196,13 @@ export const quotaCaps: Scenario<QuotaCapsResult> = {
     const open = counter.wrap(context);
     let quota = new Quota(open);
     const batches: Record<string, number> = {};
-    const caps: Record<string, Record<string, DataCap>> = {};
+    const caps: Record<string, Record<string, KernelDataCap>> = {};
     const read = async (step: string): Promise<void> => {
       caps[step] = Object.fromEntries(await quota.listCaps(CAPS_IF));
       snapshot(context, step, nftTable(CAPS_IF));
     };
     try {
-      await quota.ensure(CAPS_IF);
+      await quota.ensure(CAPS_IF, []);
       await read('empty');
 
       batches.set = await counter.during(() =>
@@ -231,7 +245,9 @@ export const quotaCaps: Scenario<QuotaCapsResult> = {
       quota.close();
       quota = new Quota(open);
       caps.restarted = Object.fromEntries(await quota.listCaps(CAPS_IF));
-      batches.ensureAfterRestart = await counter.during(() => quota.ensure(CAPS_IF));
+      batches.ensureAfterRestart = await counter.during(() =>
+        quota.ensure(CAPS_IF, [{ address: PEER_B, publicKey: KEY_C }]),
+      );
       return { batches, caps };
     } finally {
       quota.close();

@@ -1,5 +1,5 @@
 /**
- * Speed-limit scenarios (src/kernel/shaper.ts): the tc skeleton built, found intact, broken by an
+ * Speed-limit scenarios (src/kernel/shaper/): the tc skeleton built, found intact, broken by an
  * operator and repaired; limits set, replaced, removed and read back, also by a new Shaper (a
  * daemon restart); and a kernel refusing because a module cannot be loaded.
  *
@@ -9,6 +9,7 @@
  * of requests each step made (a removal needs no dump, an intact skeleton needs no change).
  */
 import { Shaper } from '../../src/kernel/shaper';
+import type { LimitState } from '../../src/kernel/types';
 import { DEFAULT_TICKS_PER_MICROSECOND, ticksPerMicrosecond } from '../../src/kernel/tc/htb';
 import { NLM_F_DUMP, type TransportFactory, parseMessages } from '../../src/netlink';
 import type { Scenario, ScenarioContext } from './scenario';
@@ -135,6 +136,9 @@ export interface SkeletonResult {
   steps: Record<'build' | 'intact' | 'setLimit' | 'repair' | 'refilter', Step>;
 }
 
+/** The one live peer of the skeleton scenario: the limit set there is restored, not dropped. */
+const LIMITED = [{ address: '10.77.1.2', publicKey: '' }];
+
 export const shaperSkeleton: Scenario<SkeletonResult> = {
   name: 'shaper-skeleton',
   description:
@@ -146,10 +150,10 @@ export const shaperSkeleton: Scenario<SkeletonResult> = {
     const shaper = new Shaper(noting(context.open, sent), { ticksPerUs: ticks(context) });
     const step = (): Step => sent.splice(0);
     try {
-      await shaper.ensure(SHAPER_IF);
+      await shaper.ensure(SHAPER_IF, []);
       const build = step();
       if (recording) oracle.built = snapshot(sh);
-      await shaper.ensure(SHAPER_IF);
+      await shaper.ensure(SHAPER_IF, []);
       const intact = step();
       if (recording) oracle.intact = snapshot(sh);
       await shaper.setLimit(SHAPER_IF, { address: '10.77.1.2', publicKey: '' }, 200_000);
@@ -160,14 +164,14 @@ export const shaperSkeleton: Scenario<SkeletonResult> = {
         sh(`ip link del ${SHAPER_IFB}`);
         oracle.broken = snapshot(sh);
       }
-      await shaper.ensure(SHAPER_IF);
+      await shaper.ensure(SHAPER_IF, LIMITED);
       const repair = step();
       if (recording) {
         oracle.repaired = snapshot(sh);
         sh(`tc filter del dev ${SHAPER_IF} parent 1: prio 10`);
         oracle.unfiltered = snapshot(sh);
       }
-      await shaper.ensure(SHAPER_IF);
+      await shaper.ensure(SHAPER_IF, LIMITED);
       const refilter = step();
       if (recording) oracle.refiltered = snapshot(sh);
       return { steps: { build, intact, setLimit, repair, refilter } };
@@ -180,7 +184,10 @@ export const shaperSkeleton: Scenario<SkeletonResult> = {
 
 export interface LimitsResult {
   steps: Record<'set' | 'replace' | 'remove' | 'removeAgain' | 'restartList' | 'restartSet', Step>;
-  lists: Record<'set' | 'replace' | 'remove' | 'restart' | 'restartSet', Array<[string, number]>>;
+  lists: Record<
+    'set' | 'replace' | 'remove' | 'restart' | 'restartSet',
+    Array<[string, LimitState]>
+  >;
   outside: CaughtError | null;
 }
 
@@ -196,10 +203,10 @@ export const shaperLimits: Scenario<LimitsResult> = {
     const ticksPerUs = ticks(context);
     let shaper = new Shaper(open, { ticksPerUs });
     const step = (): Step => sent.splice(0);
-    const list = async (): Promise<Array<[string, number]>> =>
+    const list = async (): Promise<Array<[string, LimitState]>> =>
       [...(await shaper.listLimits(SHAPER_IF)).entries()].sort(([a], [b]) => a.localeCompare(b));
     try {
-      await shaper.ensure(SHAPER_IF);
+      await shaper.ensure(SHAPER_IF, []);
       step();
       await shaper.setLimit(SHAPER_IF, { address: '10.77.0.2', publicKey: '' }, 200_000);
       await shaper.setLimit(SHAPER_IF, { address: '10.77.1.5', publicKey: '' }, 5_000_000_000);
@@ -295,7 +302,7 @@ export const shaperMissingModule: Scenario<MissingModuleResult> = {
               .join(' '),
           );
         }
-        attempts.push(await outcome(shaper.ensure(SHAPER_IF)));
+        attempts.push(await outcome(shaper.ensure(SHAPER_IF, [])));
         // modprobe loads the module itself (finit_module), without the blocked helper.
         if (recording && loaded < SHAPER_MODULES.length) sh(`modprobe ${SHAPER_MODULES[loaded]}`);
       }

@@ -22,7 +22,8 @@ export interface WireGuardScenarioResult {
   before: WireGuardDevice;
   afterAdd: WireGuardDevice;
   afterRemove: WireGuardDevice;
-  missing: { code: string; message: string };
+  /** The typed kernel error, and the errno it was decided from (its cause). */
+  missing: { type: string; code: string; message: string };
 }
 
 export const wireguardDevice: Scenario<WireGuardScenarioResult> = {
@@ -66,9 +67,10 @@ export const wireguardDevice: Scenario<WireGuardScenarioResult> = {
       const afterRemove = await wireguard.getDevice(WG_IF);
       dump('afterRemove');
       const missing = await wireguard.getDevice('wgnope0').then(
-        () => ({ code: 'none', message: 'no error' }),
-        (error: { code?: string; message: string }) => ({
-          code: error.code ?? '',
+        () => ({ type: 'none', code: 'none', message: 'no error' }),
+        (error: Error & { cause?: { code?: string } }) => ({
+          type: error.name,
+          code: error.cause?.code ?? '',
           message: error.message,
         }),
       );

@@ -8,7 +8,7 @@ import {
   startDaemon,
   type Daemon,
 } from '../../../src/main';
-import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 
 function config(overrides: Partial<Config> = {}): Config {
@@ -144,14 +144,14 @@ describe('daemon start and shutdown', () => {
     const noSockets = await startupError(
       startDaemon(config(), {
         openKernel: async () => {
-          throw netlinkError('EPROTONOSUPPORT', 'socket NETLINK_GENERIC');
+          throw kernelFailure('EPROTONOSUPPORT', 'socket NETLINK_GENERIC');
         },
         logger: captureLog().logger,
       }),
     );
     expect(noSockets.exitStatus).to.equal(EXIT_FAILURE);
     const kernel = new FakeKernel();
-    kernel.fail('createWireGuard', netlinkError('EPERM', 'RTM_NEWLINK wg0'));
+    kernel.fail('createWireGuard', kernelFailure('EPERM', 'RTM_NEWLINK wg0'));
     const denied = await startupError(
       startDaemon(config(), { openKernel: async () => kernel, logger: captureLog().logger }),
     );

@@ -11,7 +11,8 @@ interface Listed {
   minutes_since_handshake: number | null;
   status: string;
   speed_limit_bytes_per_second: number | null;
-  data_cap: { quota_bytes: number; used_bytes: number } | null;
+  data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
+  speed_limit_holds: string | null;
 }
 
 interface NftQuota {
@@ -97,7 +98,8 @@ describe('HTTP API over recorded kernel exchanges', () => {
   it('lists the limit and the cap read back from the kernel', () => {
     const peer = (result.listAfter.body.peers as Listed[]).find((p) => p.public_key === createdKey);
     expect(peer?.speed_limit_bytes_per_second).to.equal(125_000);
-    expect(peer?.data_cap).to.deep.equal({ quota_bytes: 2_000_000, used_bytes: 0 });
+    expect(peer?.speed_limit_holds).to.equal('both');
+    expect(peer?.data_cap).to.deep.equal({ quota_bytes: 2_000_000, used_bytes: 0, enforced: true });
   });
 
   it('deletes the peer with its limit and cap, and answers a second delete with 404', () => {

@@ -11,7 +11,13 @@ import {
   negotiateEncoding,
   type ListFilter,
 } from '../../../src/http/list-body';
-import type { DataCap, Kernel, WireGuardDevice, WireGuardPeer } from '../../../src/kernel/types';
+import type {
+  Kernel,
+  KernelDataCap,
+  LimitState,
+  WireGuardDevice,
+  WireGuardPeer,
+} from '../../../src/kernel/types';
 import {
   ALIVE,
   DEAD,
@@ -26,8 +32,8 @@ const FILTERS: ListFilter[] = [null, ALIVE, DEAD];
 
 interface Generated {
   device: WireGuardDevice;
-  limits: Map<string, number>;
-  caps: Map<string, DataCap>;
+  limits: Map<string, LimitState>;
+  caps: Map<string, KernelDataCap>;
 }
 
 /**
@@ -37,8 +43,8 @@ interface Generated {
  */
 function generated(count: number): Generated {
   const peers: WireGuardPeer[] = [];
-  const limits = new Map<string, number>();
-  const caps = new Map<string, DataCap>();
+  const limits = new Map<string, LimitState>();
+  const caps = new Map<string, KernelDataCap>();
   for (let i = 0; i < count; i++) {
     const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
     const ages = [null, 0, 150_000, 150_001, 59_999, 3_600_000 * 30];
@@ -61,8 +67,14 @@ function generated(count: number): Generated {
       persistentKeepalive: i % 2 === 0 ? 0 : 25,
       allowedIps,
     });
-    if (i % 4 === 1) limits.set(ip, 125_000 + i);
-    if (i % 6 === 2) caps.set(ip, { quotaBytes: 2_000_000 + i, usedBytes: i });
+    // Whole limits, and limits that hold one way only (a device lost behind the daemon's back).
+    const rate = 125_000 + i;
+    if (i % 4 === 1) limits.set(ip, { download: rate, upload: i % 12 === 9 ? null : rate });
+    if (i % 12 === 3) limits.set(ip, { download: null, upload: rate });
+    // Enforced caps, and some the kernel no longer enforces.
+    if (i % 6 === 2) {
+      caps.set(ip, { quotaBytes: 2_000_000 + i, usedBytes: i, enforced: i % 18 !== 14 });
+    }
   }
   const device = {
     name: 'wg0',
@@ -82,7 +94,9 @@ function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
     shaper: { listLimits: async () => new Map(data.limits) },
     quota: { listCaps: async () => new Map(data.caps) },
     link: {},
-  } as unknown as Pick<Kernel, 'wireguard' | 'link' | 'shaper' | 'quota'>;
+    // Lists only: no change ever runs, so a pass-through queue serves.
+    changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
+  } as unknown as Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
   return new PeerService({
     kernel,
     interfaceName: 'wg0',

@@ -55,10 +55,10 @@ function snapshotOf(peers: WireGuardPeer[], overrides: Partial<PeerSnapshot> = {
     takenAt: NOW,
     readMs: 1,
     device: { name: 'wg0', ifindex: 3, publicKey: null, listenPort: 51820, fwmark: 0, peers },
-    limits: new Map([['10.8.0.2', 250_000]]),
+    limits: new Map([['10.8.0.2', { download: 250_000, upload: 250_000 }]]),
     caps: new Map([
-      ['10.8.0.2', { quotaBytes: 1000, usedBytes: 1000 }],
-      ['10.8.0.3', { quotaBytes: 5000, usedBytes: 10 }],
+      ['10.8.0.2', { quotaBytes: 1000, usedBytes: 1000, enforced: true }],
+      ['10.8.0.3', { quotaBytes: 5000, usedBytes: 10, enforced: true }],
     ]),
     ...overrides,
   };
@@ -136,10 +136,21 @@ describe('metrics: per-peer series from the snapshot', () => {
     expect(valueOf(samples, 'wg_peerd_peer_transmit_bytes_total', labels(D, ''))).to.equal(8);
   });
 
-  it('gives the speed limit only for a limited peer', () => {
+  it('gives the speed limit per direction that holds, only for a limited peer', () => {
     const name = 'wg_peerd_peer_speed_limit_bytes_per_second';
-    expect(valueOf(samples, name, labels(A, '10.8.0.2'))).to.equal(250_000);
-    expect(samplesOf(samples, name)).to.have.length(1);
+    for (const direction of ['download', 'upload']) {
+      expect(valueOf(samples, name, { ...labels(A, '10.8.0.2'), direction })).to.equal(250_000);
+    }
+    expect(samplesOf(samples, name)).to.have.length(2);
+  });
+
+  it('gives a limit that holds one way only as that direction alone', async () => {
+    const snapshot = snapshotOf(PEERS, {
+      limits: new Map([['10.8.0.2', { download: null, upload: 250_000 }]]),
+    });
+    const oneWay = await scrape(scrapeApp(async () => snapshot).http);
+    const name = 'wg_peerd_peer_speed_limit_bytes_per_second';
+    expect(samplesOf(oneWay, name).map((s) => s.labels.direction)).to.deep.equal(['upload']);
   });
 
   it('gives cap, bytes used and exhausted (used >= cap) only for capped peers', () => {

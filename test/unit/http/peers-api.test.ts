@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import nacl from 'tweetnacl';
 import { FacilityUnavailableError } from '../../../src/kernel/errors';
-import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
 
 describe('http GET /api/peers (SPEC §4.1)', () => {
@@ -35,6 +35,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       tx_bytes: 200,
       persistent_keepalive_seconds: 0,
       speed_limit_bytes_per_second: null,
+      speed_limit_holds: null,
       data_cap: null,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
@@ -123,7 +124,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
     const { kernel, http } = setup();
     kernel.fail(
       'getDevice',
-      netlinkError('EMSGSIZE', 'WG_CMD_GET_DEVICE wg0', 'message too big for the buffer'),
+      kernelFailure('EMSGSIZE', 'WG_CMD_GET_DEVICE wg0', 'message too big for the buffer'),
     );
     const res = await http.get('/api/peers');
     expectError(res, 500, 'KERNEL_ERROR');
@@ -268,7 +269,13 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
 
   it('answers 503 FACILITY_MISSING when the WireGuard module is not loaded', async () => {
     const { kernel, http } = setup();
-    kernel.fail('getDevice', netlinkError('ENOENT', 'CTRL_CMD_GETFAMILY wireguard'));
+    kernel.fail(
+      'getDevice',
+      new FacilityUnavailableError(
+        'WireGuard (generic netlink family "wireguard")',
+        'load the module with `modprobe wireguard`',
+      ),
+    );
     const res = await http.post('/api/peer');
     expectError(res, 503, 'FACILITY_MISSING');
     expect(res.body.error).to.contain('modprobe wireguard');
@@ -407,6 +414,7 @@ describe('http speed limit (PATCH/DELETE /api/peer/<publicKey>/speed-limit)', ()
     });
     const list = await http.get('/api/peers');
     expect(list.body.peers[0].speed_limit_bytes_per_second).to.equal(200_000);
+    expect(list.body.peers[0].speed_limit_holds).to.equal('both');
   });
 
   it('accepts the bounds 1,000 and 10^12', async () => {
@@ -517,7 +525,11 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       .and.match(/data cap/i);
     kernel.setUsed('10.8.0.2', 1234);
     const list = await http.get('/api/peers');
-    expect(list.body.peers[0].data_cap).to.deep.equal({ quota_bytes: 1_000_000, used_bytes: 1234 });
+    expect(list.body.peers[0].data_cap).to.deep.equal({
+      quota_bytes: 1_000_000,
+      used_bytes: 1234,
+      enforced: true,
+    });
   });
 
   it('accepts the bounds 1 and 2^53-1', async () => {

@@ -50,7 +50,8 @@ describe('rtnetlink links (recorded transcript)', () => {
     expect(result.primary).to.equal(route.prefsrc);
   });
 
-  it('fails on a missing link with ENODEV naming it', () => {
+  it('fails on a missing link with InterfaceMissing (from ENODEV) naming it', () => {
+    expect(result.missing.type).to.equal('InterfaceMissingError');
     expect(result.missing.code).to.equal('ENODEV');
     expect(result.missing.message).to.contain('nosuch0');
   });

@@ -3,7 +3,7 @@
  * `nft -j list table ...` reported at the same moments (the oracle), never against our own output.
  */
 import { expect } from 'chai';
-import type { DataCap } from '../../../src/kernel/types';
+import type { KernelDataCap } from '../../../src/kernel/types';
 import { replay } from '../../support/transcripts';
 import {
   CAPS_IF,
@@ -74,13 +74,14 @@ const pick = <K extends keyof NftEntry>(
   list.flatMap((entry) => (entry[kind] ? [entry[kind] as NonNullable<NftEntry[K]>] : []));
 
 /** address → cap as nft shows it: the address from the map's elements, the numbers from the quota. */
-function capsFromNft(list: NftEntry[]): Record<string, DataCap> {
+function capsFromNft(list: NftEntry[]): Record<string, KernelDataCap> {
   const quotas = new Map(pick(list, 'quota').map((q) => [q.name, q]));
-  const caps: Record<string, DataCap> = {};
+  // A quota the map leads packets to is enforced.
+  const caps: Record<string, KernelDataCap> = {};
   for (const [address, objectName] of pick(list, 'map').find((m) => m.name === 'caps')?.elem ??
     []) {
     const quota = quotas.get(objectName);
-    if (quota) caps[address] = { quotaBytes: quota.bytes, usedBytes: quota.used };
+    if (quota) caps[address] = { quotaBytes: quota.bytes, usedBytes: quota.used, enforced: true };
   }
   return caps;
 }

@@ -245,9 +245,13 @@ describe('tc speed limits (recorded transcripts)', () => {
 
     it('finds an intact skeleton with reads only and changes nothing', () => {
       expect(writes(result.steps.intact)).to.deep.equal([]);
+      // The skeleton is confirmed by a few reads; the limits are reconciled with the live
+      // peers from the classes of both devices.
       expect(result.steps.intact.filter((t) => t.endsWith('dump'))).to.deep.equal([
         'RTM_GETADDR dump',
         'RTM_GETQDISC dump',
+        'RTM_GETTCLASS dump',
+        'RTM_GETTCLASS dump',
       ]);
       expect(withoutCounters(snap('intact'))).to.deep.equal(withoutCounters(snap('built')));
     });
@@ -320,10 +324,15 @@ describe('tc speed limits (recorded transcripts)', () => {
       ] as const) {
         const shown = snap(name);
         const download = limitsShownByTc(shown.wgFilters, shown.wgClasses, 16);
-        expect(new Map(list), name).to.deep.equal(download);
-        expect(limitsShownByTc(shown.ifbFilters, shown.ifbClasses, 12), name).to.deep.equal(
-          download,
+        const upload = limitsShownByTc(shown.ifbFilters, shown.ifbClasses, 12);
+        expect(upload, name).to.deep.equal(download);
+        const expected = new Map(
+          [...download].map(([address, rate]) => [
+            address,
+            { download: rate, upload: upload.get(address) ?? null },
+          ]),
         );
+        expect(new Map(list), name).to.deep.equal(expected);
       }
     });
 
@@ -380,7 +389,9 @@ describe('tc speed limits (recorded transcripts)', () => {
         expect(keyNodes(filters).map((n) => n.match?.value)).to.not.include(ipv4Hex('10.77.0.2'));
         expect(keyNodes(filters).map((n) => n.fh)).to.not.include(fh(0x200, 2, 1));
       }
-      expect(result.lists.remove).to.deep.equal([['10.77.1.5', 5_000_000_000]]);
+      expect(result.lists.remove).to.deep.equal([
+        ['10.77.1.5', { download: 5_000_000_000, upload: 5_000_000_000 }],
+      ]);
     });
 
     it('treats removing an absent limit as done', () => {
@@ -397,9 +408,12 @@ describe('tc speed limits (recorded transcripts)', () => {
 
     it('after a restart lists the limits from the kernel alone and rebuilds nothing', () => {
       expect(result.lists.restart).to.deep.equal(result.lists.remove);
+      // Download from the interface's classes, upload from the IFB's.
       expect(result.steps.restartList).to.deep.equal([
         'RTM_GETLINK',
         'RTM_GETADDR dump',
+        'RTM_GETTCLASS dump',
+        'RTM_GETLINK',
         'RTM_GETTCLASS dump',
       ]);
       // The first change of the new process checks the whole skeleton (dumps) and finds it:

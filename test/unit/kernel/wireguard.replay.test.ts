@@ -55,7 +55,8 @@ describe('WireGuard client (recorded transcript)', () => {
     );
   });
 
-  it('fails on a missing device with ENODEV naming it', () => {
+  it('fails on a missing device with InterfaceMissing (from ENODEV) naming it', () => {
+    expect(result.missing.type).to.equal('InterfaceMissingError');
     expect(result.missing.code).to.equal('ENODEV');
     expect(result.missing.message).to.contain('wgnope0');
     expect(String(oracle.missing)).to.match(/No such device/);

@@ -5,7 +5,7 @@ import {
   KernelFailureError,
   ensureInterface,
 } from '../../../src/peers';
-import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 
 const OPTIONS = {
@@ -80,7 +80,7 @@ describe('peers/bootstrap: the interface at start', () => {
 
   it('deletes a half-made interface when configuring it fails', async () => {
     const kernel = new FakeKernel();
-    kernel.fail('addIpv4Address', netlinkError('EINVAL', 'RTM_NEWADDR', 'bad prefix'));
+    kernel.fail('addIpv4Address', kernelFailure('EINVAL', 'RTM_NEWADDR', 'bad prefix'));
     const log = captureLog();
     let caught: unknown;
     try {

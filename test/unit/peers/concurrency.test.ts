@@ -1,42 +1,7 @@
 import { expect } from 'chai';
-import { Mutex } from '../../../src/peers/mutex';
 import { FreshRead } from '../../../src/peers/fresh-read';
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-describe('peers/mutex', () => {
-  it('runs tasks one at a time in arrival order', async () => {
-    const mutex = new Mutex();
-    const events: string[] = [];
-    let running = 0;
-    await Promise.all(
-      [1, 2, 3].map((n) =>
-        mutex.runExclusive(async () => {
-          running += 1;
-          expect(running).to.equal(1);
-          events.push(`start ${n}`);
-          await tick();
-          events.push(`end ${n}`);
-          running -= 1;
-        }),
-      ),
-    );
-    expect(events).to.deep.equal(['start 1', 'end 1', 'start 2', 'end 2', 'start 3', 'end 3']);
-  });
-
-  it('releases the lock when a task fails', async () => {
-    const mutex = new Mutex();
-    const failed = mutex.runExclusive(async () => {
-      throw new Error('boom');
-    });
-    const next = mutex.runExclusive(async () => 'ran');
-    await failed.then(
-      () => expect.fail('should reject'),
-      (error: Error) => expect(error.message).to.equal('boom'),
-    );
-    expect(await next).to.equal('ran');
-  });
-});
 
 describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
   /** Reads that finish only when released, numbered 1, 2, …; a clock the test moves. */

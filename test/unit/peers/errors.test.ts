@@ -1,78 +1,63 @@
 import { expect } from 'chai';
-import { FacilityUnavailableError } from '../../../src/kernel/errors';
+import {
+  FacilityUnavailableError,
+  InterfaceMissingError as KernelInterfaceMissing,
+  NotWireGuardError,
+  SetupConflictError,
+} from '../../../src/kernel/errors';
 import {
   DomainError,
   FacilityMissingError,
+  HostSetupConflictError,
   InterfaceMissingError,
   InterfaceNotWireGuardError,
   KernelFailureError,
   PeerNotFoundError,
   translateKernelError,
 } from '../../../src/peers/errors';
-import { netlinkError } from '../support/fake-kernel';
+import { kernelFailure } from '../support/fake-kernel';
 
 // DESIGN §3: 503 when the interface or a kernel facility is missing (say which and how to fix
-// it); 500 otherwise, carrying the kernel's extended-ACK message.
-describe('peers/errors: kernel errors in domain terms', () => {
-  it('turns ENODEV from WireGuard or rtnetlink into InterfaceMissing naming the interface', () => {
-    for (const facility of ['wireguard', 'link'] as const) {
-      const error = translateKernelError(
-        netlinkError('ENODEV', 'WG_CMD_GET_DEVICE wg7'),
-        facility,
-        'wg7',
-      );
+// it); 500 otherwise, carrying the kernel's extended-ACK message. The kernel layer has already
+// decided what the errno means (test/unit/kernel/errors.test.ts); here only types are mapped.
+describe('peers/errors: typed kernel errors in domain terms', () => {
+  it('turns InterfaceMissing from any facility into InterfaceMissing naming the managed interface', () => {
+    for (const facility of ['wireguard', 'link', 'shaper', 'quota'] as const) {
+      const error = translateKernelError(new KernelInterfaceMissing('wg7'), facility, 'wg7');
       expect(error).to.be.instanceOf(InterfaceMissingError);
       expect((error as DomainError).category).to.equal('unavailable');
+      expect((error as DomainError).code).to.equal('INTERFACE_MISSING');
       expect((error as Error).message).to.contain('wg7');
     }
   });
 
-  it('turns EOPNOTSUPP from WG_CMD_GET_DEVICE (a link of another kind) into InterfaceNotWireGuard', () => {
-    const error = translateKernelError(
-      netlinkError('EOPNOTSUPP', 'WG_CMD_GET_DEVICE eth0'),
-      'wireguard',
-      'eth0',
-    );
+  it('turns NotWireGuard into InterfaceNotWireGuard', () => {
+    const error = translateKernelError(new NotWireGuardError('eth0', null), 'wireguard', 'eth0');
     expect(error).to.be.instanceOf(InterfaceNotWireGuardError);
   });
 
-  it('turns a missing generic-netlink family (ENOENT) into FacilityMissing with modprobe wireguard', () => {
-    const error = translateKernelError(
-      netlinkError('ENOENT', 'CTRL_CMD_GETFAMILY wireguard'),
-      'wireguard',
-      'wg0',
-    );
-    expect(error).to.be.instanceOf(FacilityMissingError);
-    expect((error as Error).message).to.contain('modprobe wireguard');
-  });
-
-  it("keeps the kernel layer's own FacilityUnavailableError text", () => {
+  it("keeps the kernel layer's own FacilityUnavailable text (what is missing, how to fix it)", () => {
     const error = translateKernelError(
       new FacilityUnavailableError('the IFB device (ifb)', 'modprobe ifb'),
       'shaper',
       'wg0',
     );
     expect(error).to.be.instanceOf(FacilityMissingError);
+    expect((error as DomainError).code).to.equal('FACILITY_MISSING');
     expect((error as Error).message)
       .to.contain('the IFB device (ifb)')
       .and.contain('modprobe ifb');
   });
 
-  it('names the tc modules for an unknown qdisc kind, with the kernel text', () => {
-    const error = translateKernelError(
-      netlinkError('ENOENT', 'RTM_NEWQDISC wg0', 'Error: Specified qdisc kind is unknown.'),
-      'shaper',
-      'wg0',
-    );
-    expect(error).to.be.instanceOf(FacilityMissingError);
-    expect((error as Error).message)
-      .to.contain('Specified qdisc kind is unknown')
-      .and.contain('sch_htb');
+  it('turns a setup conflict into HostSetupConflict (409) with its text', () => {
+    const error = translateKernelError(new SetupConflictError('subnet too wide'), 'shaper', 'wg0');
+    expect(error).to.be.instanceOf(HostSetupConflictError);
+    expect((error as Error).message).to.equal('subnet too wide');
   });
 
-  it('makes anything else a KernelFailure (500) with operation, errno and extended-ACK text', () => {
+  it('makes a generic kernel failure a KernelFailure (500) with operation, errno and extended-ACK text', () => {
     const error = translateKernelError(
-      netlinkError('EINVAL', 'WG_CMD_SET_DEVICE wg0', 'Attribute failed policy validation'),
+      kernelFailure('EINVAL', 'WG_CMD_SET_DEVICE wg0', 'Attribute failed policy validation'),
       'wireguard',
       'wg0',
     );
@@ -85,7 +70,7 @@ describe('peers/errors: kernel errors in domain terms', () => {
   });
 
   it('says how to fix EPERM', () => {
-    const error = translateKernelError(netlinkError('EPERM', 'RTM_NEWLINK wg0'), 'link', 'wg0');
+    const error = translateKernelError(kernelFailure('EPERM', 'RTM_NEWLINK wg0'), 'link', 'wg0');
     expect((error as Error).message).to.contain('CAP_NET_ADMIN');
   });
 

@@ -17,7 +17,7 @@ import {
   ValidationError,
   type PeerEntry,
 } from '../../../src/peers';
-import { FakeKernel, netlinkError } from '../support/fake-kernel';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 
 const NOW = Date.parse('2026-03-01T12:00:00.000Z');
@@ -74,6 +74,7 @@ describe('peers/service: list', () => {
       txBytes: 5678,
       persistentKeepalive: 25,
       speedLimitBytesPerSecond: null,
+      speedLimitHolds: null,
       dataCap: null,
     } satisfies PeerEntry);
   });
@@ -135,7 +136,7 @@ describe('peers/service: list', () => {
     kernel.setUsed('10.8.0.2', 4096);
     const [one, two] = await svc.listPeers(null);
     expect(one).to.include({ speedLimitBytesPerSecond: 200_000 });
-    expect(one!.dataCap).to.deep.equal({ quotaBytes: 1_000_000, usedBytes: 4096 });
+    expect(one!.dataCap).to.deep.equal({ quotaBytes: 1_000_000, usedBytes: 4096, enforced: true });
     expect(two).to.include({ speedLimitBytesPerSecond: null, dataCap: null });
   });
 
@@ -151,17 +152,39 @@ describe('peers/service: list', () => {
     const kernel = FakeKernel.withInterface();
     kernel.putPeer(key(1), ['10.8.0.2/32']);
     kernel.fail('shaper.listLimits', new FacilityUnavailableError('HTB', 'modprobe sch_htb'));
-    kernel.fail('quota.listCaps', netlinkError('EPROTONOSUPPORT', 'socket NETLINK_NETFILTER'));
+    kernel.fail(
+      'quota.listCaps',
+      new FacilityUnavailableError('nfnetlink (NETLINK_NETFILTER sockets)', 'modprobe nf_tables'),
+    );
     const [entry] = await service(kernel).svc.listPeers(null);
     expect(entry).to.include({ speedLimitBytesPerSecond: null, dataCap: null });
   });
 
   it('fails with a kernel failure carrying the kernel text when the limits dump fails otherwise', async () => {
     const kernel = FakeKernel.withInterface();
-    kernel.fail('shaper.listLimits', netlinkError('EINVAL', 'RTM_GETTCLASS wg0', 'bad handle'));
+    kernel.fail('shaper.listLimits', kernelFailure('EINVAL', 'RTM_GETTCLASS wg0', 'bad handle'));
     const error = await rejected(service(kernel).svc.listPeers(null));
     expect(error).to.be.instanceOf(KernelFailureError);
     expect((error as Error).message).to.contain('bad handle');
+  });
+
+  it('answers InterfaceMissing whatever read fails first: tc refuses before WireGuard answers', async () => {
+    // The interface is gone; the tc dump fails first with a refusal of its own, the WireGuard
+    // read fails later with the missing interface. The answer must not depend on that order.
+    const kernel = new FakeKernel();
+    kernel.fail(
+      'shaper.listLimits',
+      kernelFailure('EINVAL', 'RTM_GETTCLASS dev wg0', 'Cannot find specified qdisc'),
+    );
+    const getDevice = kernel.wireguard.getDevice.bind(kernel.wireguard);
+    kernel.wireguard.getDevice = async (name) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      return getDevice(name);
+    };
+    const error = await rejected(service(kernel).svc.listPeers(null));
+    expect(error).to.be.instanceOf(InterfaceMissingError);
+    expect(kernel.count('shaper.listLimits')).to.equal(1);
   });
 
   it('answers InterfaceMissing (503 family) when the interface is gone', async () => {
@@ -400,7 +423,10 @@ describe('peers/service: create', () => {
   it('still creates peers on a kernel without tc or nf_tables', async () => {
     const kernel = FakeKernel.withInterface();
     kernel.fail('shaper.listLimits', new FacilityUnavailableError('HTB', 'modprobe sch_htb'));
-    kernel.fail('quota.listCaps', netlinkError('EPROTONOSUPPORT', 'socket NETLINK_NETFILTER'));
+    kernel.fail(
+      'quota.listCaps',
+      new FacilityUnavailableError('nfnetlink (NETLINK_NETFILTER sockets)', 'modprobe nf_tables'),
+    );
     const created = await service(kernel, { endpointHost: 'h' }).svc.createPeer();
     expect(created.ip).to.equal('10.8.0.2');
   });
@@ -418,7 +444,7 @@ describe('peers/service: create', () => {
 
   it('turns a refused addPeers into a kernel failure carrying the extended-ACK text', async () => {
     const kernel = FakeKernel.withInterface();
-    kernel.fail('addPeers', netlinkError('EINVAL', 'WG_CMD_SET_DEVICE wg0', 'invalid allowed IP'));
+    kernel.fail('addPeers', kernelFailure('EINVAL', 'WG_CMD_SET_DEVICE wg0', 'invalid allowed IP'));
     const error = await rejected(service(kernel, { endpointHost: 'h' }).svc.createPeer());
     expect(error).to.be.instanceOf(KernelFailureError);
     expect((error as Error).message).to.contain('invalid allowed IP');
@@ -428,7 +454,7 @@ describe('peers/service: create', () => {
   it('lets the next create go ahead after one failed (the lock is released)', async () => {
     const kernel = FakeKernel.withInterface();
     const { svc } = service(kernel, { endpointHost: 'h' });
-    kernel.fail('addPeers', netlinkError('ENOMEM', 'WG_CMD_SET_DEVICE wg0'));
+    kernel.fail('addPeers', kernelFailure('ENOMEM', 'WG_CMD_SET_DEVICE wg0'));
     await rejected(svc.createPeer());
     expect((await svc.createPeer()).ip).to.equal('10.8.0.2');
   });
@@ -489,7 +515,7 @@ describe('peers/service: delete', () => {
     kernel.putPeer(key(1), ['10.8.0.2/32']);
     const { svc, log } = service(kernel);
     await svc.setDataCap(key(1), 5000);
-    kernel.fail('quota.removeCap', netlinkError('EBUSY', 'NFT_MSG_DELOBJ', 'object in use'));
+    kernel.fail('quota.removeCap', kernelFailure('EBUSY', 'NFT_MSG_DELOBJ', 'object in use'));
     const error = await rejected(svc.deletePeer(key(1)));
     expect(error).to.be.instanceOf(CleanupFailedError);
     expect((error as Error).message).to.contain('object in use');
@@ -554,7 +580,11 @@ describe('peers/service: speed limit and data cap', () => {
     kernel.setUsed('10.8.0.2', 999_999);
     await svc.setDataCap(key(1), 5_000_000);
     const [entry] = await svc.listPeers(null);
-    expect(entry!.dataCap).to.deep.equal({ quotaBytes: 5_000_000, usedBytes: 999_999 });
+    expect(entry!.dataCap).to.deep.equal({
+      quotaBytes: 5_000_000,
+      usedBytes: 999_999,
+      enforced: true,
+    });
     await svc.removeDataCap(key(1));
     expect((await svc.listPeers(null))[0]!.dataCap).to.equal(null);
   });
@@ -613,16 +643,19 @@ describe('peers/service: speed limit and data cap', () => {
     expect((error as Error).message).to.contain('/16 or narrower');
   });
 
-  it('answers FacilityMissing for a netlink EOPNOTSUPP from nf_tables, with the kernel text', async () => {
+  it("answers FacilityMissing for nf_tables without quota objects, in the kernel layer's words", async () => {
     const { kernel, svc } = withPeer();
     kernel.fail(
       'quota.setCap',
-      netlinkError('EOPNOTSUPP', 'NFT_MSG_NEWOBJ', 'quota object type unknown'),
+      new FacilityUnavailableError(
+        'nft_quota (nf_tables quota objects)',
+        'load the kernel module: modprobe nft_quota',
+      ),
     );
     const error = await rejected(svc.setDataCap(key(1), 1000));
     expect(error).to.be.instanceOf(FacilityMissingError);
-    expect((error as Error).message).to.contain('quota object type unknown');
-    expect((error as Error).message).to.contain('nft_quota');
+    expect((error as Error).message).to.contain('nft_quota (nf_tables quota objects)');
+    expect((error as Error).message).to.contain('modprobe nft_quota');
   });
 
   it('logs limit and cap changes with key, ip and value', async () => {

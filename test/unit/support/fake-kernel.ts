@@ -1,7 +1,8 @@
 /**
  * An in-memory Kernel for unit tests. It keeps WireGuard's own rules where they matter to the
  * domain: an allowed IP belongs to one peer only (adding it to another peer moves it), the
- * device's public key follows from its private key, an unknown link is ENODEV. Every call is
+ * device's public key follows from its private key, an unknown link is InterfaceMissingError, as the kernel layer
+ * reports it. Every call is
  * recorded; any method can be made to fail or to wait.
  */
 import { constants } from 'node:os';
@@ -12,24 +13,52 @@ import type {
   IpPrefix,
   Ipv4Address,
   Kernel,
+  KernelDataCap,
+  LimitState,
   LinkApi,
   LinkInfo,
   PeerConfig,
   PeerRef,
   QuotaApi,
+  Repair,
   ShaperApi,
   WireGuardApi,
   WireGuardDevice,
   WireGuardPeer,
 } from '../../../src/kernel/types';
+import { InterfaceMissingError, KernelCallError } from '../../../src/kernel/errors';
 import { NetlinkError } from '../../../src/netlink/errors';
+import { SerialQueue } from '../../../src/netlink/serial-queue';
 
+/** A raw refusal as the netlink socket reports it (for tests of the kernel boundary). */
 export function netlinkError(
   code: keyof typeof constants.errno,
   operation: string,
   kernelMessage?: string,
 ): NetlinkError {
   return new NetlinkError({ errno: constants.errno[code], operation, kernelMessage });
+}
+
+/** A refusal as the kernel layer lets it out: typed, with no meaning beyond "failed". */
+export function kernelFailure(
+  code: keyof typeof constants.errno,
+  operation: string,
+  kernelMessage?: string,
+): KernelCallError {
+  return new KernelCallError(netlinkError(code, operation, kernelMessage));
+}
+
+interface FakeLimit {
+  bytesPerSecond: number;
+  publicKey: string;
+  /** The direction lost behind the daemon's back (a device or qdisc deleted). */
+  lost?: 'download' | 'upload';
+}
+
+interface FakeCap extends DataCap {
+  publicKey: string;
+  /** false: the map element is gone. */
+  enforced?: boolean;
 }
 
 interface FakeLink {
@@ -77,9 +106,9 @@ export class FakeKernel implements Kernel {
   readonly links = new Map<string, FakeLink>();
   readonly devices = new Map<string, FakeDevice>();
   /** ifname → address → limit. */
-  readonly limits = new Map<string, Map<string, { bytesPerSecond: number; publicKey: string }>>();
+  readonly limits = new Map<string, Map<string, FakeLimit>>();
   /** ifname → address → cap. */
-  readonly caps = new Map<string, Map<string, DataCap & { publicKey: string }>>();
+  readonly caps = new Map<string, Map<string, FakeCap>>();
   primaryAddress: string | null = '203.0.113.10';
   closed = false;
   private nextIndex = 10;
@@ -87,6 +116,8 @@ export class FakeKernel implements Kernel {
 
   readonly wireguard: WireGuardApi;
   readonly link: LinkApi;
+  /** The kernel layer's change queue, as openKernel makes it. */
+  readonly changes = new SerialQueue();
   readonly shaper: ShaperApi;
   readonly quota: QuotaApi;
 
@@ -95,7 +126,7 @@ export class FakeKernel implements Kernel {
       getDevice: (name) =>
         this.op('getDevice', [name], () => {
           // A dump reads the state as it is when it starts.
-          const device = this.requireDevice(name, 'WG_CMD_GET_DEVICE');
+          const device = this.requireDevice(name);
           const link = this.links.get(name)!;
           const snapshot: WireGuardDevice = {
             name,
@@ -112,14 +143,14 @@ export class FakeKernel implements Kernel {
           'configureDevice',
           [name, { ...config, privateKey: config.privateKey ? '<bytes>' : undefined }],
           () => {
-            const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+            const device = this.requireDevice(name);
             if (config.privateKey) device.privateKey = Buffer.from(config.privateKey);
             if (config.listenPort !== undefined) device.listenPort = config.listenPort;
           },
         ),
       addPeers: (name, peers: PeerConfig[]) =>
         this.op('addPeers', [name, peers], () => {
-          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          const device = this.requireDevice(name);
           for (const config of peers) {
             let peer = device.peers.find((p) => p.publicKey === config.publicKey);
             if (peer === undefined) {
@@ -147,7 +178,7 @@ export class FakeKernel implements Kernel {
         }),
       removePeers: (name, keys: string[]) =>
         this.op('removePeers', [name, keys], () => {
-          const device = this.requireDevice(name, 'WG_CMD_SET_DEVICE');
+          const device = this.requireDevice(name);
           device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
         }),
     };
@@ -156,7 +187,7 @@ export class FakeKernel implements Kernel {
       getLink: (name) =>
         this.op('getLink', [name], () => {
           const link = this.links.get(name);
-          if (link === undefined) throw netlinkError('ENODEV', `RTM_GETLINK ${name}`);
+          if (link === undefined) throw new InterfaceMissingError(name);
           return { ...link.info };
         }),
       getIpv4Addresses: (index) =>
@@ -166,7 +197,7 @@ export class FakeKernel implements Kernel {
         }),
       createWireGuard: (name) =>
         this.op('createWireGuard', [name], () => {
-          if (this.links.has(name)) throw netlinkError('EEXIST', `RTM_NEWLINK ${name}`);
+          if (this.links.has(name)) throw kernelFailure('EEXIST', `RTM_NEWLINK ${name}`);
           const index = this.nextIndex++;
           this.links.set(name, {
             info: { index, name, kind: 'wireguard', up: false, mtu: 1420 },
@@ -193,7 +224,23 @@ export class FakeKernel implements Kernel {
     };
 
     this.shaper = {
-      ensure: (ifname) => this.op('shaper.ensure', [ifname], () => undefined),
+      // The contract of ShaperApi.ensure, in memory: drop what no live peer has, restore the
+      // direction a live peer's limit lost.
+      ensure: (ifname, live) =>
+        this.op('shaper.ensure', [ifname, live], () => {
+          const addresses = new Set(live.map((peer) => peer.address));
+          const repairs: Repair[] = [];
+          for (const [address, limit] of [...this.limitsOf(ifname)]) {
+            if (!addresses.has(address)) {
+              this.limitsOf(ifname).delete(address);
+              repairs.push({ address, found: 'limit without a peer', done: 'removed' });
+            } else if (limit.lost !== undefined) {
+              repairs.push({ address, found: `${limit.lost} lost`, done: 'restored' });
+              delete limit.lost;
+            }
+          }
+          return repairs;
+        }),
       setLimit: (ifname, peer: PeerRef, bytesPerSecond) =>
         this.op('shaper.setLimit', [ifname, peer, bytesPerSecond], () => {
           this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
@@ -204,15 +251,41 @@ export class FakeKernel implements Kernel {
         }),
       listLimits: (ifname) =>
         this.op('shaper.listLimits', [ifname], () => {
-          const out = new Map<string, number>();
-          for (const [address, limit] of this.limitsOf(ifname))
-            out.set(address, limit.bytesPerSecond);
+          const out = new Map<string, LimitState>();
+          for (const [address, limit] of this.limitsOf(ifname)) {
+            out.set(address, {
+              download: limit.lost === 'download' ? null : limit.bytesPerSecond,
+              upload: limit.lost === 'upload' ? null : limit.bytesPerSecond,
+            });
+          }
           return out;
         }),
     };
 
     this.quota = {
-      ensure: (ifname) => this.op('quota.ensure', [ifname], () => undefined),
+      // The contract of QuotaApi.ensure, in memory.
+      ensure: (ifname, live) =>
+        this.op('quota.ensure', [ifname, live], () => {
+          const peers = new Map(live.map((peer) => [peer.address, peer]));
+          const caps = this.capsOf(ifname);
+          const repairs: Repair[] = [];
+          for (const [address, cap] of [...caps]) {
+            const peer = peers.get(address);
+            if (peer === undefined || peer.publicKey !== cap.publicKey) {
+              caps.delete(address);
+              repairs.push({ address, found: 'cap without its peer', done: 'removed' });
+            } else if (cap.enforced === false) {
+              cap.enforced = true;
+              repairs.push({ address, found: 'element missing', done: 'added' });
+            }
+          }
+          for (const peer of live) {
+            if (peer.lastSeen === undefined || caps.has(peer.address)) continue;
+            caps.set(peer.address, { ...peer.lastSeen, publicKey: peer.publicKey });
+            repairs.push({ address: peer.address, found: 'cap lost', done: 'restored' });
+          }
+          return repairs;
+        }),
       setCap: (ifname, peer: PeerRef, quotaBytes) =>
         this.op('quota.setCap', [ifname, peer, quotaBytes], () => {
           const caps = this.capsOf(ifname);
@@ -225,9 +298,13 @@ export class FakeKernel implements Kernel {
         }),
       listCaps: (ifname) =>
         this.op('quota.listCaps', [ifname], () => {
-          const out = new Map<string, DataCap>();
+          const out = new Map<string, KernelDataCap>();
           for (const [address, cap] of this.capsOf(ifname)) {
-            out.set(address, { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes });
+            out.set(address, {
+              quotaBytes: cap.quotaBytes,
+              usedBytes: cap.usedBytes,
+              enforced: cap.enforced !== false,
+            });
           }
           return out;
         }),
@@ -280,7 +357,7 @@ export class FakeKernel implements Kernel {
     extra: Partial<Omit<WireGuardPeer, 'publicKey' | 'allowedIps'>> = {},
     ifname = 'wg0',
   ): void {
-    this.requireDevice(ifname, 'test').peers.push({
+    this.requireDevice(ifname).peers.push({
       publicKey,
       endpoint: null,
       lastHandshake: null,
@@ -300,12 +377,24 @@ export class FakeKernel implements Kernel {
   }
 
   peers(ifname = 'wg0'): WireGuardPeer[] {
-    return this.requireDevice(ifname, 'test').peers.map(copyPeer);
+    return this.requireDevice(ifname).peers.map(copyPeer);
   }
 
   serverPublicKey(ifname = 'wg0'): string | null {
-    const key = this.requireDevice(ifname, 'test').privateKey;
+    const key = this.requireDevice(ifname).privateKey;
     return key === null ? null : this.publicOf(key);
+  }
+
+  /** Behind the daemon's back: the limit of `address` no longer holds in `direction`. */
+  loseLimitDirection(address: string, direction: 'download' | 'upload', ifname = 'wg0'): void {
+    const limit = this.limitsOf(ifname).get(address);
+    if (limit === undefined) throw new Error(`no limit for ${address}`);
+    limit.lost = direction;
+  }
+
+  /** Behind the daemon's back: the nft table, and every cap with it, is deleted. */
+  loseAllCaps(ifname = 'wg0'): void {
+    this.capsOf(ifname).clear();
   }
 
   setUsed(address: string, usedBytes: number, ifname = 'wg0'): void {
@@ -356,25 +445,25 @@ export class FakeKernel implements Kernel {
     return result;
   }
 
-  private requireDevice(name: string, operation: string): FakeDevice {
+  private requireDevice(name: string): FakeDevice {
     const device = this.devices.get(name);
-    if (device === undefined) throw netlinkError('ENODEV', `${operation} ${name}`);
+    if (device === undefined) throw new InterfaceMissingError(name);
     return device;
   }
 
   private linkByIndex(index: number): FakeLink {
     const link = [...this.links.values()].find((l) => l.info.index === index);
-    if (link === undefined) throw netlinkError('ENODEV', `link ${index}`);
+    if (link === undefined) throw new InterfaceMissingError(`with ifindex ${index}`);
     return link;
   }
 
-  private limitsOf(ifname: string): Map<string, { bytesPerSecond: number; publicKey: string }> {
+  private limitsOf(ifname: string): Map<string, FakeLimit> {
     let map = this.limits.get(ifname);
     if (map === undefined) this.limits.set(ifname, (map = new Map()));
     return map;
   }
 
-  private capsOf(ifname: string): Map<string, DataCap & { publicKey: string }> {
+  private capsOf(ifname: string): Map<string, FakeCap> {
     let map = this.caps.get(ifname);
     if (map === undefined) this.caps.set(ifname, (map = new Map()));
     return map;

@@ -56,348 +56,91 @@
  *   passed is lost between the read and the replacement.
  */
 import {
+  SerialQueue,
   type TransportFactory,
   decodeAttributes,
   encodeAttributes,
   isNetlinkError,
   openNativeTransport,
-} from '../netlink';
-import { FacilityUnavailableError } from './errors';
+} from '../../netlink';
+import { atBoundary } from '../errors';
+import { type TableAttributes, NfTables, NftBatch } from '../nftables/client';
 import {
-  type ChainAttributes,
-  type ObjectAttributes,
-  type SetAttributes,
-  type TableAttributes,
-  NfTables,
-  NftBatch,
-} from './nftables/client';
-import {
-  IFNAMSIZ,
-  NFPROTO_IPV4,
-  NFTNL_UDATA_SET_KEYBYTEORDER,
-  NFT_BYTEORDER_BIG_ENDIAN,
-  NFT_DATATYPE_IPADDR,
-  NFT_META_IIFNAME,
-  NFT_META_OIFNAME,
   NFT_OBJECT_QUOTA,
-  NFT_PAYLOAD_NETWORK_HEADER,
-  NFT_QUOTA_F_DEPLETED,
   NFT_QUOTA_F_INV,
-  NFT_REG_1,
-  NFT_SET_OBJECT,
   NFT_TABLE_F_DORMANT,
   NF_ACCEPT,
-  NF_DROP,
-  NF_INET_POST_ROUTING,
-  NF_INET_PRE_ROUTING,
-} from './nftables/constants';
+} from '../nftables/constants';
+import { sameExpressions } from '../nftables/expressions';
+import { quotaAttributes, quotaListing } from '../nftables/schema';
+import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
+import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from '../types';
+
+export * from './naming';
+export { writeSetUp } from './skeleton';
+export { writeElement, writeNewQuota } from './objects';
 import {
-  type Expression,
-  cmpEq,
-  metaLoad,
-  objrefMap,
-  payloadLoad,
-  sameExpressions,
-  verdict,
-} from './nftables/expressions';
-import { quotaAttributes, quotaListing } from './nftables/schema';
-import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from './nftables/userdata';
-import { bytesToIpv4, ipv4ToBytes } from './rtnetlink';
-import type { DataCap, PeerRef, QuotaApi } from './types';
-
-/** The family of the daemon's tables. */
-export const QUOTA_FAMILY = NFPROTO_IPV4;
-/** Name of the object map from peer address to quota object. */
-export const CAPS_MAP = 'caps';
-/** NF_IP_PRI_FILTER (linux/netfilter_ipv4.h). */
-const PRIORITY_FILTER = 0;
-/** NFTA_SET_ID of the map when a batch creates it, so the rules can refer to it. */
-const CAPS_MAP_ID = 1;
-/** Offsets of the IPv4 source and destination addresses in the IPv4 header (RFC 791). */
-const IPV4_SADDR_OFFSET = 12;
-const IPV4_DADDR_OFFSET = 16;
-/** Elements per NEWSETELEM message: ~44 bytes each keeps a message far below 64 KiB. */
-const ELEMENTS_PER_MESSAGE = 512;
-/** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
-const PROBE_OBJECT = 'wg_peerd_probe';
-/** Prefix of the userdata comment of a quota object; the peer's public key follows. */
-const OWNER_PREFIX = 'wg-peerd peer ';
-
-const OBJECT_NAME = /^q_(\d{1,3})_(\d{1,3})_(\d{1,3})_(\d{1,3})$/;
-
-/** `wg_peerd_<ifname>`: the table that holds everything of one interface. */
-export function quotaTableName(ifname: string): string {
-  if (ifname.length === 0 || ifname.length >= IFNAMSIZ || /[\s/:]/.test(ifname)) {
-    throw new TypeError(`not an interface name: ${JSON.stringify(ifname)}`);
-  }
-  return `wg_peerd_${ifname}`;
-}
-
-/** `q_10_8_0_2`: the quota object of a peer address. */
-export function quotaObjectName(address: string): string {
-  return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
-}
-
-/** The address a quota object name stands for, or null for a name that is not ours. */
-export function addressOfObject(name: string): string | null {
-  const match = OBJECT_NAME.exec(name);
-  if (!match) return null;
-  for (let i = 1; i <= 4; i++) {
-    const octet = match[i];
-    // Only the canonical spelling quotaObjectName writes: no leading zeros, at most 255.
-    if ((octet.length > 1 && octet[0] === '0') || Number(octet) > 255) return null;
-  }
-  return `${match[1]}.${match[2]}.${match[3]}.${match[4]}`;
-}
-
-interface ChainSpec {
-  name: string;
-  hooknum: number;
-  /** Which interface name the rule matches: input (iifname) or output (oifname). */
-  metaKey: number;
-  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
-  addressOffset: number;
-  comment: string;
-}
-
-function chainSpecs(ifname: string): ChainSpec[] {
-  return [
-    {
-      name: 'from_peers',
-      hooknum: NF_INET_PRE_ROUTING,
-      metaKey: NFT_META_IIFNAME,
-      addressOffset: IPV4_SADDR_OFFSET,
-      comment: `wg-peerd: count traffic from capped peers of ${ifname}, drop it over the cap`,
-    },
-    {
-      name: 'to_peers',
-      hooknum: NF_INET_POST_ROUTING,
-      metaKey: NFT_META_OIFNAME,
-      addressOffset: IPV4_DADDR_OFFSET,
-      comment: `wg-peerd: count traffic to capped peers of ${ifname}, drop it over the cap`,
-    },
-  ];
-}
-
-/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
-function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
-  const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
-  name.write(ifname, 'utf8');
-  return [
-    metaLoad(spec.metaKey, NFT_REG_1),
-    cmpEq(NFT_REG_1, name),
-    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
-    objrefMap(NFT_REG_1, CAPS_MAP, setId),
-    verdict(NF_DROP),
-  ];
-}
-
-function capsMap(table: string, id?: number): SetAttributes {
-  return {
-    table,
-    name: CAPS_MAP,
-    flags: NFT_SET_OBJECT,
-    keyType: NFT_DATATYPE_IPADDR,
-    keyLen: 4,
-    objType: NFT_OBJECT_QUOTA,
-    id,
-    // What nft stores for an ipv4_addr key, so that `nft list` prints addresses.
-    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
-  };
-}
-
-function isCapsMap(set: SetAttributes): boolean {
-  return set.flags === NFT_SET_OBJECT && set.keyLen === 4 && set.objType === NFT_OBJECT_QUOTA;
-}
-
-function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {
-  return (
-    chain.type === 'filter' &&
-    chain.hook?.hooknum === spec.hooknum &&
-    chain.hook?.priority === PRIORITY_FILTER
-  );
-}
-
-/** A quota object as read back from the kernel. */
-interface QuotaState {
-  name: string;
-  quotaBytes: bigint;
-  /** Consumed as the kernel reports it: capped at quotaBytes. */
-  usedBytes: bigint;
-  depleted: boolean;
-  /** The public key from the userdata comment, or null. */
-  owner: string | null;
-}
-
-function parseQuota(object: ObjectAttributes): QuotaState | null {
-  if (object.type !== NFT_OBJECT_QUOTA || !object.name || !object.data) return null;
-  const data = decodeAttributes(quotaAttributes, object.data, `quota ${object.name}`);
-  const quotaBytes = data.bytes ?? 0n;
-  const usedBytes = data.consumed ?? 0n;
-  const comment = commentOf(object.userdata);
-  return {
-    name: object.name,
-    quotaBytes,
-    usedBytes,
-    depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
-    owner: comment?.startsWith(OWNER_PREFIX) ? comment.slice(OWNER_PREFIX.length) : null,
-  };
-}
-
-function checkQuotaBytes(quotaBytes: number): bigint {
-  if (!Number.isSafeInteger(quotaBytes) || quotaBytes < 0) {
-    throw new RangeError(`quotaBytes must be an integer from 0 to 2^53-1, got ${quotaBytes}`);
-  }
-  return BigInt(quotaBytes);
-}
-
-const missingNfTables = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nf_tables (nfnetlink subsystem 10)',
-    'load the kernel module: modprobe nf_tables',
-    { cause },
-  );
-const missingQuota = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nft_quota (nf_tables quota objects)',
-    'load the kernel module: modprobe nft_quota',
-    { cause },
-  );
-const missingObjref = (cause: unknown): FacilityUnavailableError =>
-  new FacilityUnavailableError(
-    'nft_objref (nf_tables object maps)',
-    'load the kernel module: modprobe nft_objref',
-    { cause },
-  );
-
-/** The set-up transaction for a kernel without our table: what `ensure` sends the first time. */
-export function writeSetUp(batch: NftBatch, ifname: string): void {
-  const table = quotaTableName(ifname);
-  batch.newTable({
-    name: table,
-    flags: 0,
-    userdata: commentUserdata(
-      `wg-peerd: data caps of the peers of ${ifname}; managed by wg-peerd, edits are undone`,
-    ),
-  });
-  batch.newSet(capsMap(table, CAPS_MAP_ID));
-  for (const spec of chainSpecs(ifname)) {
-    writeChain(batch, table, spec);
-    writeRule(batch, ifname, table, spec, CAPS_MAP_ID);
-  }
-  // Nothing else in the set-up needs nft_quota; create and delete an object in the same
-  // transaction so that a kernel without it fails here, named, rather than at the first cap.
-  batch.newObject(
-    {
-      table,
-      name: PROBE_OBJECT,
-      type: NFT_OBJECT_QUOTA,
-      data: encodeAttributes(quotaAttributes, { bytes: 0n, flags: NFT_QUOTA_F_INV }),
-    },
-    'quota',
-  );
-  batch.deleteObject(table, NFT_OBJECT_QUOTA, PROBE_OBJECT, 'quota');
-}
-
-function writeChain(batch: NftBatch, table: string, spec: ChainSpec): void {
-  batch.newChain({
-    table,
-    name: spec.name,
-    type: 'filter',
-    policy: NF_ACCEPT,
-    hook: { hooknum: spec.hooknum, priority: PRIORITY_FILTER },
-  });
-}
-
-function writeRule(
-  batch: NftBatch,
-  ifname: string,
-  table: string,
-  spec: ChainSpec,
-  setId?: number,
-): void {
-  batch.newRule({
-    table,
-    chain: spec.name,
-    expressions: ruleExpressions(ifname, spec, setId),
-    userdata: commentUserdata(spec.comment),
-  });
-}
-
-/**
- * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
- * quota, as the kernel requires), owned by the peer's key, and its map element.
- */
-export function writeNewQuota(
-  batch: NftBatch,
-  table: string,
-  peer: PeerRef,
-  quotaBytes: bigint,
-  consumed: bigint,
-): void {
-  const name = quotaObjectName(peer.address);
-  batch.newObject(
-    {
-      table,
-      name,
-      type: NFT_OBJECT_QUOTA,
-      userdata: commentUserdata(`${OWNER_PREFIX}${peer.publicKey}`),
-      data: encodeAttributes(quotaAttributes, {
-        bytes: quotaBytes,
-        consumed: consumed > quotaBytes ? quotaBytes : consumed,
-        flags: NFT_QUOTA_F_INV,
-      }),
-    },
-    'quota',
-  );
-  writeElement(batch, table, peer.address, name);
-}
-
-/** The map element address → quota object. */
-export function writeElement(batch: NftBatch, table: string, address: string, name: string): void {
-  batch.newSetElements(
-    { table, set: CAPS_MAP, elements: [{ key: { value: ipv4ToBytes(address) }, objref: name }] },
-    address,
-  );
-}
-
-/**
- * Turns the kernel's answer to a transaction into what is missing, when that is what it says:
- * the batch itself refused (no nf_tables subsystem: EOPNOTSUPP on BATCH_BEGIN), a quota object
- * of an unknown type (ENOENT after the kernel failed to load nft-obj-2), a rule with an unknown
- * expression (ENOENT after it failed to load nft-expr-objref). Only valid for batches where the
- * table, chains and map exist or are created before, so ENOENT cannot mean those.
- */
-function translateCommitError(error: unknown): unknown {
-  if (!isNetlinkError(error)) return error;
-  if (error.operation.startsWith('NFNL_MSG_BATCH_BEGIN') && error.code === 'EOPNOTSUPP') {
-    return missingNfTables(error);
-  }
-  if (error.code === 'ENOENT' && error.operation.startsWith('NFT_MSG_NEWOBJ')) {
-    return missingQuota(error);
-  }
-  if (
-    (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP') &&
-    error.operation.startsWith('NFT_MSG_NEWRULE')
-  ) {
-    return missingObjref(error);
-  }
-  return error;
-}
+  CAPS_MAP,
+  CAPS_MAP_ID,
+  ELEMENTS_PER_MESSAGE,
+  QUOTA_FAMILY,
+  addressOfObject,
+  quotaObjectName,
+  quotaTableName,
+} from './naming';
+import {
+  ChainSpec,
+  capsMap,
+  chainSpecs,
+  isCapsMap,
+  isChainAsSpecified,
+  ruleExpressions,
+  writeChain,
+  writeRule,
+  writeSetUp,
+} from './skeleton';
+import {
+  type QuotaState,
+  checkQuotaBytes,
+  parseQuota,
+  writeElement,
+  writeNewQuota,
+} from './objects';
+import { missingNfTables, quotaErrors, translateCommitError } from './facility';
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
 
-  constructor(open: TransportFactory = openNativeTransport) {
+  /** Writes run on the kernel layer's change queue (a queue of its own when used alone). */
+  private readonly changes: ChangeQueue;
+
+  constructor(open: TransportFactory = openNativeTransport, changes?: ChangeQueue) {
     this.nft = new NfTables(open);
+    this.changes = changes ?? new SerialQueue();
   }
 
   /**
-   * Makes the table, the map, both chains and their rules exactly as specified, and gives every
-   * quota object of ours its map element. Reads first and writes only what is missing or
-   * wrong, in one transaction, so a second call on an intact table sends nothing but reads.
+   * Makes the table, the map, both chains and their rules exactly as specified, and reconciles
+   * the quota objects with the live peers (see QuotaApi.ensure). Reads first and writes only
+   * what is missing or wrong, in one transaction, so a second call on an intact table sends
+   * nothing but reads.
    */
-  async ensure(ifname: string): Promise<void> {
+  ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]> {
+    return this.changes.run(() =>
+      atBoundary(async () => {
+        const repairs: Repair[] = [];
+        await this.doEnsure(ifname, live, repairs);
+        return repairs;
+      }, quotaErrors),
+    );
+  }
+
+  /** `live` null: the skeleton only, objects untouched (a retry inside setCap). */
+  private async doEnsure(
+    ifname: string,
+    live: readonly CapRef[] | null,
+    repairs: Repair[],
+  ): Promise<void> {
     const table = quotaTableName(ifname);
     const specs = chainSpecs(ifname);
     let current: TableAttributes | null;
@@ -417,8 +160,26 @@ export class Quota implements QuotaApi {
         await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
       }
       const batch = new NftBatch(QUOTA_FAMILY);
-      if (!current) writeSetUp(batch, ifname);
-      else await this.writeRepairs(batch, ifname, table, specs);
+      if (!current) {
+        writeSetUp(batch, ifname);
+        // The table and every cap in it are gone: restore the live peers' caps from what the
+        // daemon last saw (the kernel was the store of record; this is all that is left).
+        for (const peer of live ?? []) {
+          if (!peer.lastSeen) continue;
+          writeNewQuota(
+            batch,
+            table,
+            peer,
+            BigInt(peer.lastSeen.quotaBytes),
+            BigInt(peer.lastSeen.usedBytes),
+          );
+          repairs.push({
+            address: peer.address,
+            found: `table ip ${table} missing with the cap of ${peer.address}`,
+            done: `restored the cap of ${peer.lastSeen.quotaBytes} bytes from the last seen state, ${peer.lastSeen.usedBytes} used`,
+          });
+        }
+      } else await this.writeRepairs(batch, ifname, table, specs, live, repairs);
       await this.nft.commit(batch, `set up data caps of ${ifname}`);
     } catch (error) {
       throw translateCommitError(error);
@@ -430,6 +191,8 @@ export class Quota implements QuotaApi {
     ifname: string,
     table: string,
     specs: ChainSpec[],
+    live: readonly CapRef[] | null,
+    repairs: Repair[],
   ): Promise<void> {
     const [set, chains, rules, objects] = await Promise.all([
       this.nft.getSet(QUOTA_FAMILY, table, CAPS_MAP),
@@ -482,12 +245,40 @@ export class Quota implements QuotaApi {
       if (needsRule) writeRule(batch, ifname, table, spec, mapId);
     });
 
-    // Elements: every quota object of ours is reachable through the map under its address.
+    // Objects: kept for a live peer that owns them, removed for anybody else; a live peer's
+    // lost object is restored from what the daemon last saw. Elements: every kept object is
+    // reachable through the map under its address, and nothing else is.
+    const peers = live === null ? null : new Map(live.map((peer) => [peer.address, peer]));
     const wanted = new Map<string, string>(); // address → object name
+    const doomed: string[] = []; // object names, deleted after their elements
     for (const object of objects) {
-      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA) continue;
-      const address = object.name ? addressOfObject(object.name) : null;
-      if (address && object.name) wanted.set(address, object.name);
+      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA || !object.name) continue;
+      const address = addressOfObject(object.name);
+      if (!address) continue;
+      if (peers !== null) {
+        const peer = peers.get(address);
+        const quota = parseQuota(object);
+        const owner = quota?.owner ?? null;
+        const held = quota
+          ? `quota ${object.name} (${quota.quotaBytes} bytes, ${quota.usedBytes} used)`
+          : `object ${object.name}`;
+        if (!peer || (owner !== null && owner !== peer.publicKey)) {
+          doomed.push(object.name);
+          repairs.push({
+            address,
+            found: peer
+              ? `${held} owned by another public key than the peer's`
+              : `${held} for an address no peer has`,
+            done: 'removed it and its map element',
+          });
+          continue;
+        }
+      }
+      wanted.set(address, object.name);
+    }
+    const restored: CapRef[] = [];
+    for (const peer of live ?? []) {
+      if (peer.lastSeen && !wanted.has(peer.address)) restored.push(peer);
     }
     const present = new Map<string, string | undefined>();
     if (mapId === undefined) {
@@ -502,7 +293,16 @@ export class Quota implements QuotaApi {
       if (wanted.get(address) !== objref) stale.push(address);
     }
     for (const [address, name] of wanted) {
-      if (present.get(address) !== name) missing.push(address);
+      if (present.get(address) !== name) {
+        missing.push(address);
+        if (peers !== null) {
+          repairs.push({
+            address,
+            found: `quota ${name} without its map element (not enforced)`,
+            done: 'added the element',
+          });
+        }
+      }
     }
     for (let i = 0; i < stale.length; i += ELEMENTS_PER_MESSAGE) {
       const chunk = stale.slice(i, i + ELEMENTS_PER_MESSAGE);
@@ -526,9 +326,26 @@ export class Quota implements QuotaApi {
         `${chunk.length} element(s)`,
       );
     }
+    // After their elements: the kernel refuses to delete an object a map element refers to.
+    for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+    for (const peer of restored) {
+      const seen = peer.lastSeen!;
+      writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
+      repairs.push({
+        address: peer.address,
+        found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
+        done: `restored it from the last seen state, ${seen.usedBytes} used`,
+      });
+    }
   }
 
-  async setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+  setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+    return this.changes.run(() =>
+      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes), quotaErrors),
+    );
+  }
+
+  private async doSetCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
     const bytes = checkQuotaBytes(quotaBytes);
     try {
       await this.writeCap(ifname, peer, bytes);
@@ -536,7 +353,7 @@ export class Quota implements QuotaApi {
       // The table or the map is gone (deleted by hand, or never set up): set up, then retry
       // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
       if (!isNetlinkError(error, 'ENOENT')) throw error;
-      await this.ensure(ifname);
+      await this.doEnsure(ifname, null, []);
       try {
         await this.writeCap(ifname, peer, bytes);
       } catch (retryError) {
@@ -614,18 +431,33 @@ export class Quota implements QuotaApi {
     return object !== null || element !== null;
   }
 
-  async removeCap(ifname: string, address: string): Promise<void> {
+  removeCap(ifname: string, address: string): Promise<void> {
+    return this.changes.run(() => atBoundary(() => this.doRemoveCap(ifname, address), quotaErrors));
+  }
+
+  private async doRemoveCap(ifname: string, address: string): Promise<void> {
     const table = quotaTableName(ifname);
     const batch = new NftBatch(QUOTA_FAMILY);
     if (!(await this.writeRemoval(batch, table, address))) return;
     await this.nft.commit(batch, `remove data cap of ${address}`);
   }
 
-  async listCaps(ifname: string): Promise<Map<string, DataCap>> {
+  listCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
+    return atBoundary(() => this.doListCaps(ifname), quotaErrors);
+  }
+
+  private async doListCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
     const table = quotaTableName(ifname);
-    const caps = new Map<string, DataCap>();
+    const caps = new Map<string, KernelDataCap>();
     // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
     const objects = await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
+    if (objects.length === 0) return caps;
+    // A cap holds only where the map leads packets to its object.
+    const routes = new Map<string, string | undefined>();
+    for (const element of await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP)) {
+      const key = element.key?.value;
+      if (key?.length === 4) routes.set(bytesToIpv4(key), element.objref);
+    }
     for (const object of objects) {
       const address = object.name ? addressOfObject(object.name) : null;
       // The kernel filters the dump; a kernel that ignored the filter must not add others'.
@@ -635,6 +467,7 @@ export class Quota implements QuotaApi {
       caps.set(address, {
         quotaBytes: Number(data.bytes ?? 0n),
         usedBytes: Number(data.consumed ?? 0n),
+        enforced: routes.get(address) === object.name,
       });
     }
     return caps;

@@ -1,5 +1,10 @@
 /**
- * IPv4 arithmetic on unsigned 32-bit numbers. Only what address allocation and validation need.
+ * The one IPv4 module of the daemon: a strict dotted-quad parser and formatter (text, unsigned
+ * 32-bit numbers, 4 network-order bytes) and the prefix arithmetic that allocation, validation,
+ * tc keys and nft elements need. Strict: exactly four decimal octets 0-255 without leading
+ * zeros ("01.2.3.4" could be read as octal by other tools), nothing else; every caller gets the
+ * same answer. It lives in the kernel layer because the kernel modules need it and imports run
+ * downwards only; the domain (src/peers) and the configuration use it from here.
  */
 
 const DOTTED = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
@@ -15,7 +20,23 @@ export function ipv4ToNumber(text: string): number {
 }
 
 export function numberToIpv4(value: number): string {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw new RangeError(`not an unsigned 32-bit number: ${value}`);
+  }
   return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join('.');
+}
+
+/** "10.8.0.1" → 4 network-order bytes. Throws on anything that is not dotted-quad IPv4. */
+export function ipv4ToBytes(text: string): Buffer {
+  const buffer = Buffer.alloc(4);
+  buffer.writeUInt32BE(ipv4ToNumber(text));
+  return buffer;
+}
+
+/** 4 network-order bytes → "10.8.0.1". Throws on any other length. */
+export function bytesToIpv4(data: Buffer): string {
+  if (data.length !== 4) throw new RangeError(`an IPv4 address is 4 bytes, got ${data.length}`);
+  return numberToIpv4(data.readUInt32BE(0));
 }
 
 /** Netmask of a prefix length as an unsigned number (prefix 0 → 0). */

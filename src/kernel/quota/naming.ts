@@ -1,0 +1,52 @@
+/**
+ * Names and numbers of the daemon's nf_tables objects: the table of an interface, the quota object
+ * of an address (and back), the map, the family.
+ */
+import { IFNAMSIZ, NFPROTO_IPV4 } from '../nftables/constants';
+import { ipv4ToBytes } from '../ipv4';
+
+/** The family of the daemon's tables. */
+export const QUOTA_FAMILY = NFPROTO_IPV4;
+/** Name of the object map from peer address to quota object. */
+export const CAPS_MAP = 'caps';
+/** NF_IP_PRI_FILTER (linux/netfilter_ipv4.h). */
+export const PRIORITY_FILTER = 0;
+/** NFTA_SET_ID of the map when a batch creates it, so the rules can refer to it. */
+export const CAPS_MAP_ID = 1;
+/** Offsets of the IPv4 source and destination addresses in the IPv4 header (RFC 791). */
+export const IPV4_SADDR_OFFSET = 12;
+export const IPV4_DADDR_OFFSET = 16;
+/** Elements per NEWSETELEM message: ~44 bytes each keeps a message far below 64 KiB. */
+export const ELEMENTS_PER_MESSAGE = 512;
+/** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
+export const PROBE_OBJECT = 'wg_peerd_probe';
+/** Prefix of the userdata comment of a quota object; the peer's public key follows. */
+export const OWNER_PREFIX = 'wg-peerd peer ';
+
+/** The names quotaObjectName writes. */
+const OBJECT_NAME = /^q_(\d{1,3})_(\d{1,3})_(\d{1,3})_(\d{1,3})$/;
+
+/** `wg_peerd_<ifname>`: the table that holds everything of one interface. */
+export function quotaTableName(ifname: string): string {
+  if (ifname.length === 0 || ifname.length >= IFNAMSIZ || /[\s/:]/.test(ifname)) {
+    throw new TypeError(`not an interface name: ${JSON.stringify(ifname)}`);
+  }
+  return `wg_peerd_${ifname}`;
+}
+
+/** `q_10_8_0_2`: the quota object of a peer address. */
+export function quotaObjectName(address: string): string {
+  return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
+}
+
+/** The address a quota object name stands for, or null for a name that is not ours. */
+export function addressOfObject(name: string): string | null {
+  const match = OBJECT_NAME.exec(name);
+  if (!match) return null;
+  for (let i = 1; i <= 4; i++) {
+    const octet = match[i];
+    // Only the canonical spelling quotaObjectName writes: no leading zeros, at most 255.
+    if ((octet.length > 1 && octet[0] === '0') || Number(octet) > 255) return null;
+  }
+  return `${match[1]}.${match[2]}.${match[3]}.${match[4]}`;
+}

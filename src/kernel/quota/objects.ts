@@ -1,0 +1,82 @@
+/**
+ * Quota objects and their map elements: written and read back side by side (owner comment,
+ * bytes, consumed, depletion).
+ */
+import { decodeAttributes, encodeAttributes } from '../../netlink';
+import { type ObjectAttributes, NftBatch } from '../nftables/client';
+import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_DEPLETED, NFT_QUOTA_F_INV } from '../nftables/constants';
+import { quotaAttributes } from '../nftables/schema';
+import { commentOf, commentUserdata } from '../nftables/userdata';
+import { ipv4ToBytes } from '../ipv4';
+import type { PeerRef } from '../types';
+import { CAPS_MAP, OWNER_PREFIX, quotaObjectName } from './naming';
+
+/** A quota object as read back from the kernel. */
+export interface QuotaState {
+  name: string;
+  quotaBytes: bigint;
+  /** Consumed as the kernel reports it: capped at quotaBytes. */
+  usedBytes: bigint;
+  depleted: boolean;
+  /** The public key from the userdata comment, or null. */
+  owner: string | null;
+}
+
+export function parseQuota(object: ObjectAttributes): QuotaState | null {
+  if (object.type !== NFT_OBJECT_QUOTA || !object.name || !object.data) return null;
+  const data = decodeAttributes(quotaAttributes, object.data, `quota ${object.name}`);
+  const quotaBytes = data.bytes ?? 0n;
+  const usedBytes = data.consumed ?? 0n;
+  const comment = commentOf(object.userdata);
+  return {
+    name: object.name,
+    quotaBytes,
+    usedBytes,
+    depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
+    owner: comment?.startsWith(OWNER_PREFIX) ? comment.slice(OWNER_PREFIX.length) : null,
+  };
+}
+
+export function checkQuotaBytes(quotaBytes: number): bigint {
+  if (!Number.isSafeInteger(quotaBytes) || quotaBytes < 0) {
+    throw new RangeError(`quotaBytes must be an integer from 0 to 2^53-1, got ${quotaBytes}`);
+  }
+  return BigInt(quotaBytes);
+}
+
+/**
+ * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
+ * quota, as the kernel requires), owned by the peer's key, and its map element.
+ */
+export function writeNewQuota(
+  batch: NftBatch,
+  table: string,
+  peer: PeerRef,
+  quotaBytes: bigint,
+  consumed: bigint,
+): void {
+  const name = quotaObjectName(peer.address);
+  batch.newObject(
+    {
+      table,
+      name,
+      type: NFT_OBJECT_QUOTA,
+      userdata: commentUserdata(`${OWNER_PREFIX}${peer.publicKey}`),
+      data: encodeAttributes(quotaAttributes, {
+        bytes: quotaBytes,
+        consumed: consumed > quotaBytes ? quotaBytes : consumed,
+        flags: NFT_QUOTA_F_INV,
+      }),
+    },
+    'quota',
+  );
+  writeElement(batch, table, peer.address, name);
+}
+
+/** The map element address → quota object. */
+export function writeElement(batch: NftBatch, table: string, address: string, name: string): void {
+  batch.newSetElements(
+    { table, set: CAPS_MAP, elements: [{ key: { value: ipv4ToBytes(address) }, objref: name }] },
+    address,
+  );
+}

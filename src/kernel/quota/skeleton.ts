@@ -1,0 +1,161 @@
+/** The table, map, chains and rules of the data caps: how they are written and checked. */
+import { encodeAttributes } from '../../netlink';
+import { type ChainAttributes, type SetAttributes, NftBatch } from '../nftables/client';
+import {
+  IFNAMSIZ,
+  NFTNL_UDATA_SET_KEYBYTEORDER,
+  NFT_BYTEORDER_BIG_ENDIAN,
+  NFT_DATATYPE_IPADDR,
+  NFT_META_IIFNAME,
+  NFT_META_OIFNAME,
+  NFT_OBJECT_QUOTA,
+  NFT_PAYLOAD_NETWORK_HEADER,
+  NFT_QUOTA_F_INV,
+  NFT_REG_1,
+  NFT_SET_OBJECT,
+  NF_ACCEPT,
+  NF_DROP,
+  NF_INET_POST_ROUTING,
+  NF_INET_PRE_ROUTING,
+} from '../nftables/constants';
+import {
+  type Expression,
+  cmpEq,
+  metaLoad,
+  objrefMap,
+  payloadLoad,
+  verdict,
+} from '../nftables/expressions';
+import { quotaAttributes } from '../nftables/schema';
+import { commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
+import {
+  CAPS_MAP,
+  CAPS_MAP_ID,
+  IPV4_DADDR_OFFSET,
+  IPV4_SADDR_OFFSET,
+  PRIORITY_FILTER,
+  PROBE_OBJECT,
+  quotaTableName,
+} from './naming';
+
+export interface ChainSpec {
+  name: string;
+  hooknum: number;
+  /** Which interface name the rule matches: input (iifname) or output (oifname). */
+  metaKey: number;
+  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
+  addressOffset: number;
+  comment: string;
+}
+
+export function chainSpecs(ifname: string): ChainSpec[] {
+  return [
+    {
+      name: 'from_peers',
+      hooknum: NF_INET_PRE_ROUTING,
+      metaKey: NFT_META_IIFNAME,
+      addressOffset: IPV4_SADDR_OFFSET,
+      comment: `wg-peerd: count traffic from capped peers of ${ifname}, drop it over the cap`,
+    },
+    {
+      name: 'to_peers',
+      hooknum: NF_INET_POST_ROUTING,
+      metaKey: NFT_META_OIFNAME,
+      addressOffset: IPV4_DADDR_OFFSET,
+      comment: `wg-peerd: count traffic to capped peers of ${ifname}, drop it over the cap`,
+    },
+  ];
+}
+
+/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
+export function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
+  const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
+  name.write(ifname, 'utf8');
+  return [
+    metaLoad(spec.metaKey, NFT_REG_1),
+    cmpEq(NFT_REG_1, name),
+    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
+    objrefMap(NFT_REG_1, CAPS_MAP, setId),
+    verdict(NF_DROP),
+  ];
+}
+
+export function capsMap(table: string, id?: number): SetAttributes {
+  return {
+    table,
+    name: CAPS_MAP,
+    flags: NFT_SET_OBJECT,
+    keyType: NFT_DATATYPE_IPADDR,
+    keyLen: 4,
+    objType: NFT_OBJECT_QUOTA,
+    id,
+    // What nft stores for an ipv4_addr key, so that `nft list` prints addresses.
+    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
+  };
+}
+
+export function isCapsMap(set: SetAttributes): boolean {
+  return set.flags === NFT_SET_OBJECT && set.keyLen === 4 && set.objType === NFT_OBJECT_QUOTA;
+}
+
+export function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {
+  return (
+    chain.type === 'filter' &&
+    chain.hook?.hooknum === spec.hooknum &&
+    chain.hook?.priority === PRIORITY_FILTER
+  );
+}
+
+/** The set-up transaction for a kernel without our table: what `ensure` sends the first time. */
+export function writeSetUp(batch: NftBatch, ifname: string): void {
+  const table = quotaTableName(ifname);
+  batch.newTable({
+    name: table,
+    flags: 0,
+    userdata: commentUserdata(
+      `wg-peerd: data caps of the peers of ${ifname}; managed by wg-peerd, edits are undone`,
+    ),
+  });
+  batch.newSet(capsMap(table, CAPS_MAP_ID));
+  for (const spec of chainSpecs(ifname)) {
+    writeChain(batch, table, spec);
+    writeRule(batch, ifname, table, spec, CAPS_MAP_ID);
+  }
+  // Nothing else in the set-up needs nft_quota; create and delete an object in the same
+  // transaction so that a kernel without it fails here, named, rather than at the first cap.
+  batch.newObject(
+    {
+      table,
+      name: PROBE_OBJECT,
+      type: NFT_OBJECT_QUOTA,
+      data: encodeAttributes(quotaAttributes, { bytes: 0n, flags: NFT_QUOTA_F_INV }),
+    },
+    'quota',
+  );
+  batch.deleteObject(table, NFT_OBJECT_QUOTA, PROBE_OBJECT, 'quota');
+}
+
+export function writeChain(batch: NftBatch, table: string, spec: ChainSpec): void {
+  batch.newChain({
+    table,
+    name: spec.name,
+    type: 'filter',
+    policy: NF_ACCEPT,
+    hook: { hooknum: spec.hooknum, priority: PRIORITY_FILTER },
+  });
+}
+
+export function writeRule(
+  batch: NftBatch,
+  ifname: string,
+  table: string,
+  spec: ChainSpec,
+  setId?: number,
+): void {
+  batch.newRule({
+    table,
+    chain: spec.name,
+    expressions: ruleExpressions(ifname, spec, setId),
+    userdata: commentUserdata(spec.comment),
+  });
+}

@@ -1,0 +1,334 @@
+/**
+ * Per-peer speed limits over rtnetlink tc (no `tc` process).
+ *
+ * Layout, the same on two devices:
+ * - download (traffic to the peer): egress of the WireGuard interface, keyed on the IPv4
+ *   destination (offset 16 of the IP header);
+ * - upload (traffic from the peer): an ingress qdisc on the WireGuard interface whose one u32
+ *   filter matches everything and redirects it (act_mirred) to the egress of an IFB device
+ *   "ifb-<wg name>" (cut to 15 characters), keyed there on the IPv4 source (offset 12).
+ *
+ * On each device: HTB root qdisc 1: with default class 0, which is no class, so unclassified
+ * packets (peers without a limit, non-IPv4) take HTB's direct queue and are never slowed; one
+ * parent class 1:ffff; one class 1:<low 16 bits of the peer's address> per limited peer, rate =
+ * ceil = the limit. Classification is u32 at priority 10, protocol ip, in two hashing steps:
+ *
+ *   root table (kernel-chosen id, normally 800:)
+ *     one key node: "dst in <subnet>", hash on the third octet  ─► table 100: (256 buckets)
+ *   table 100:, bucket X (one per third octet X of the subnet)
+ *     one key node: "dst in a.b.X.0/24", hash on the last octet ─► table 2XX: (256 buckets)
+ *   table 2XX:, bucket Y
+ *     the peer a.b.X.Y's key node 2XX:Y:1, "dst = a.b.X.Y", classid 1:<XY>, terminal
+ *
+ * so a packet visits at most three key nodes whatever the number of peers (10,000 peers of a
+ * /16 spread over 256 tables × 256 buckets, one node per bucket).
+ *
+ * Everything about a peer is derived from its tunnel address: class 1:(addr & 0xffff), filter
+ * handle (0x200 + third octet):(last octet):1. After a restart the limits are found in the kernel
+ * and a removal needs no dump; nothing is stored anywhere else. 1:ffff can never be a peer's
+ * class: for subnets of /16 or narrower (required) an address whose low 16 bits are all ones is
+ * the broadcast address. The peer's public key is not kept: tc classes carry no user data (u32
+ * actions have a 16-byte cookie, too short for a 32-byte key); the domain maps address to peer
+ * through WireGuard's allowed IPs. listLimits maps class ids back to addresses with the upper 16
+ * bits of the interface's first IPv4 address, read over rtnetlink on each call.
+ *
+ * The shaper owns the WireGuard interface's root qdisc and ingress hook and the IFB: ensure()
+ * replaces another root qdisc, removes a clsact and redirects to other devices, and repairs
+ * whatever part of the skeleton is missing. The first ensure() of a process (and any after a
+ * failed change) checks everything against dumps and restores limits that one device lost from
+ * the classes of the other (the IFB's are gone when the IFB was deleted); later ones confirm the
+ * skeleton with a handful of reads: the links, the qdisc list, and a GET of each entry-point
+ * filter and of the redirect. Only IPv4 is classified (filters are protocol ip, peers have IPv4
+ * /32s); anything else takes the direct queues unshaped. See net/sched/cls_u32.c, sch_htb.c,
+ * act_mirred.c, sch_api.c.
+ */
+import { readFileSync } from 'node:fs';
+import {
+  type BatchMessage,
+  NETLINK_ROUTE,
+  NetlinkSocket,
+  SerialQueue,
+  type TransportFactory,
+  isNetlinkError,
+  openNativeTransport,
+} from '../../netlink';
+import { SetupConflictError, atBoundary } from '../errors';
+import { Links } from '../link';
+import { RTM_DELTCLASS, RTM_DELTFILTER, RTM_GETTCLASS } from '../rtnetlink';
+import { ipv4ToNumber, numberToIpv4, prefixMask } from '../ipv4';
+import { DEFAULT_TICKS_PER_MICROSECOND, htbClassOptionsFor, ticksPerMicrosecond } from '../tc/htb';
+import { encodeTc, formatHandle } from '../tc/tc';
+import { formatU32Handle, bucketOf, tableOf } from '../tc/u32';
+import type { ChangeQueue, LimitState, PeerRef, Repair, ShaperApi } from '../types';
+import {
+  HOST_TABLE_BASE,
+  Side,
+  WIDEST_PREFIX,
+  formatSubnet,
+  ifbNameFor,
+  peerClassId,
+  peerFilterHandle,
+  downloadSide,
+  uploadSide,
+} from './addressing';
+import { describeRate, ignoringMissing, isOurHtb, rootQdiscOf } from './dump';
+import {
+  parsePeerClasses,
+  peerClassMessage,
+  peerClassesQuery,
+  peerFilterCreate,
+  peerFilterMessage,
+} from './limits';
+import { type Checked, type Skeleton, SkeletonBuilder } from './skeleton';
+
+export * from './addressing';
+
+function readTicksPerMicrosecond(): number {
+  try {
+    return ticksPerMicrosecond(readFileSync('/proc/net/psched', 'utf8'));
+  } catch {
+    return DEFAULT_TICKS_PER_MICROSECOND;
+  }
+}
+
+export interface ShaperOptions {
+  /** The kernel layer's change queue; a queue of its own when used alone. */
+  changes?: ChangeQueue;
+  /** Psched ticks per microsecond; default: from /proc/net/psched (15.625 on every kernel). */
+  ticksPerUs?: number;
+}
+
+export class Shaper implements ShaperApi {
+  private readonly socket: NetlinkSocket;
+  private readonly links: Links;
+  private readonly ticksPerUs: number;
+  /** The shared qdiscs, IFB and u32 tables; limits hang in them. */
+  private readonly tree: SkeletonBuilder;
+  /** Changes run one at a time: two ensure()s must not both create the same table. */
+  private readonly changes: ChangeQueue;
+
+  constructor(open: TransportFactory = openNativeTransport, options: ShaperOptions = {}) {
+    this.links = new Links(open);
+    this.socket = new NetlinkSocket(open(NETLINK_ROUTE));
+    this.ticksPerUs = options.ticksPerUs ?? readTicksPerMicrosecond();
+    this.changes = options.changes ?? new SerialQueue();
+    this.tree = new SkeletonBuilder(this.socket, this.links, this.ticksPerUs);
+  }
+
+  ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]> {
+    return this.serialized(async () => {
+      const repairs: Repair[] = [];
+      const checked = await this.tree.ensureSkeleton(ifname, repairs);
+      await this.reconcile(checked, live, repairs);
+      return repairs;
+    });
+  }
+
+  setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void> {
+    return this.serialized(async () => {
+      // Validates before anything is sent.
+      htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
+      let skeleton =
+        this.tree.verified.get(ifname) ?? (await this.tree.ensureSkeleton(ifname, [])).skeleton;
+      const address = this.peerAddress(skeleton, peer.address);
+      try {
+        await this.applyLimit(skeleton, address, bytesPerSecond);
+      } catch (error) {
+        if (!isNetlinkError(error)) throw error;
+        // The skeleton changed under us (an operator removed the IFB, a qdisc, a table...):
+        // check and repair it, then try once more.
+        this.tree.verified.delete(ifname);
+        skeleton = (await this.tree.ensureSkeleton(ifname, [])).skeleton;
+        await this.applyLimit(skeleton, this.peerAddress(skeleton, peer.address), bytesPerSecond);
+      }
+    });
+  }
+
+  removeLimit(ifname: string, address: string): Promise<void> {
+    return this.serialized(async () => {
+      const value = ipv4ToNumber(address);
+      const wg = await this.links.getLink(ifname);
+      const ifb = await this.tree.findLink(ifbNameFor(ifname));
+      const qdiscs = await this.tree.dumpQdiscs();
+      const sides = [downloadSide(wg), ...(ifb ? [uploadSide(ifb)] : [])];
+      for (const side of sides) {
+        // No HTB of ours there, nothing of ours under it (and a filter request would fail
+        // with EINVAL "Parent Qdisc doesn't exists").
+        if (!isOurHtb(rootQdiscOf(qdiscs, side.ifindex))) continue;
+        await this.removeOn(side, value);
+      }
+    });
+  }
+
+  /**
+   * Reads what holds in each direction: the peer classes on the WireGuard interface's egress
+   * (download) and on the IFB's (upload). A direction whose device or qdisc is gone has none.
+   */
+  listLimits(ifname: string): Promise<Map<string, LimitState>> {
+    return atBoundary(() => this.readLimits(ifname));
+  }
+
+  private async readLimits(ifname: string): Promise<Map<string, LimitState>> {
+    const wg = await this.links.getLink(ifname);
+    const [first] = await this.links.getIpv4Addresses(wg.index);
+    const limits = new Map<string, LimitState>();
+    if (!first || first.prefixLength < WIDEST_PREFIX) return limits;
+    const upper = ipv4ToNumber(first.address) & 0xffff0000;
+    const download = await this.peerClasses(downloadSide(wg));
+    const ifb = await this.tree.findLink(ifbNameFor(ifname));
+    const upload = ifb ? await this.peerClasses(uploadSide(ifb)) : new Map<number, number>();
+    for (const minor of new Set([...download.keys(), ...upload.keys()])) {
+      limits.set(numberToIpv4((upper | minor) >>> 0), {
+        download: download.get(minor) ?? null,
+        upload: upload.get(minor) ?? null,
+      });
+    }
+    return limits;
+  }
+
+  /**
+   * Reconciles the peers' classes and key nodes on both devices with the live peers. The
+   * desired state is: for a live address, the rate that holds on either device (the download
+   * rate when the two differ) on both; for any other address, nothing. Nothing is ever copied
+   * to an address no peer has.
+   */
+  private async reconcile(checked: Checked, live: readonly PeerRef[], repairs: Repair[]) {
+    const { skeleton } = checked;
+    const sides = { download: downloadSide(skeleton.wg), upload: uploadSide(skeleton.ifb) };
+    const classes = {
+      download: await this.peerClasses(sides.download),
+      upload: await this.peerClasses(sides.upload),
+    };
+    const upper = skeleton.subnet.network & 0xffff0000;
+    const liveAddresses = new Set(live.map((peer) => ipv4ToNumber(peer.address)));
+    const minors = new Set([...classes.download.keys(), ...classes.upload.keys()]);
+    // Key nodes without a class (their class was deleted by hand) count as state too.
+    for (const direction of ['download', 'upload'] as const) {
+      for (const node of checked.peerNodes?.[direction] ?? []) {
+        minors.add(((tableOf(node) - HOST_TABLE_BASE) << 8) | bucketOf(node));
+      }
+    }
+    const messages: BatchMessage[] = [];
+    for (const minor of [...minors].sort((a, b) => a - b)) {
+      const address = (upper | minor) >>> 0;
+      const text = numberToIpv4(address);
+      const down = classes.download.get(minor);
+      const up = classes.upload.get(minor);
+      const held = `download ${describeRate(down)} on ${sides.download.ifname}, upload ${describeRate(up)} on ${sides.upload.ifname}`;
+      if (!liveAddresses.has(address) || !this.inSubnet(skeleton, address)) {
+        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
+        repairs.push({
+          address: text,
+          found: `${held} for an address no peer has`,
+          done: 'removed',
+        });
+        continue;
+      }
+      const rate = down ?? up;
+      if (rate === undefined) {
+        // Key nodes only: no limit holds; remove the leftovers.
+        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
+        repairs.push({
+          address: text,
+          found: `key nodes without classes (${held})`,
+          done: 'removed them',
+        });
+        continue;
+      }
+      const fix: string[] = [];
+      for (const side of [sides.download, sides.upload]) {
+        const nodes = checked.peerNodes?.[side.direction];
+        const hasClass = classes[side.direction].get(minor) === rate;
+        const hasNode = nodes === undefined || nodes.has(peerFilterHandle(address));
+        if (hasClass && hasNode) continue;
+        messages.push(
+          peerClassMessage(side, address, rate, this.ticksPerUs),
+          peerFilterCreate(side, address),
+        );
+        fix.push(`${side.direction} on ${side.ifname}`);
+      }
+      if (fix.length > 0) {
+        repairs.push({
+          address: text,
+          found: held,
+          done: `restored ${fix.join(' and ')} at ${rate} B/s`,
+        });
+      }
+    }
+    if (messages.length > 0) {
+      await this.tree.batch(messages, `restore speed limits on ${skeleton.wg.name}`);
+    }
+  }
+
+  private inSubnet(skeleton: Skeleton, address: number): boolean {
+    const { subnet } = skeleton;
+    const host = address & 0xffff;
+    return (
+      (address & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network &&
+      host !== 0 &&
+      host !== 0xffff
+    );
+  }
+
+  /** The peer's key node, then its class (HTB refuses to delete a class a filter points at). */
+  private async removeOn(side: Side, address: number): Promise<void> {
+    await ignoringMissing(() =>
+      this.socket.request(RTM_DELTFILTER, peerFilterMessage(side, address), {
+        operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
+      }),
+    );
+    await ignoringMissing(() =>
+      this.socket.request(
+        RTM_DELTCLASS,
+        encodeTc({ ifindex: side.ifindex, handle: peerClassId(address), parent: 0 }),
+        { operation: `RTM_DELTCLASS ${formatHandle(peerClassId(address))} dev ${side.ifname}` },
+      ),
+    );
+  }
+
+  close(): void {
+    this.socket.close();
+    this.links.close();
+  }
+
+  /** One change at a time (on the kernel layer's change queue), its errors typed here. */
+  private serialized<T>(work: () => Promise<T>): Promise<T> {
+    return this.changes.run(() => atBoundary(work));
+  }
+
+  private peerAddress(skeleton: Skeleton, address: string): number {
+    const value = ipv4ToNumber(address);
+    const { subnet } = skeleton;
+    const inside = (value & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network;
+    const host = value & 0xffff;
+    if (!inside || host === 0 || host === 0xffff) {
+      throw new SetupConflictError(
+        `${address} is not a host address of ${skeleton.wg.name}'s subnet ${formatSubnet(subnet)}; ` +
+          'speed limits are keyed on peers’ tunnel addresses inside it',
+      );
+    }
+    return value;
+  }
+
+  /** Class and filter on both devices, in one datagram; each is created or changed in place. */
+  private async applyLimit(skeleton: Skeleton, address: number, rate: number): Promise<void> {
+    const messages: BatchMessage[] = [];
+    for (const side of [downloadSide(skeleton.wg), uploadSide(skeleton.ifb)]) {
+      messages.push(
+        peerClassMessage(side, address, rate, this.ticksPerUs),
+        peerFilterCreate(side, address),
+      );
+    }
+    await this.socket.batch(messages, {
+      operation: `set speed limit of ${numberToIpv4(address)} on ${skeleton.wg.name}`,
+    });
+  }
+
+  /** Class minor → rate of the peer classes (children of 1:ffff) on one device. */
+  private async peerClasses(side: Side): Promise<Map<number, number>> {
+    const classes = await this.socket.dump(RTM_GETTCLASS, peerClassesQuery(side), {
+      operation: `RTM_GETTCLASS dev ${side.ifname}`,
+    });
+    return parsePeerClasses(side, classes);
+  }
+}

@@ -1,0 +1,496 @@
+/**
+ * The shared part of the tc layout on both devices (./index.ts describes it): the IFB, the HTB
+ * root qdiscs with 1:ffff, the u32 hash tables and their links, the ingress qdisc and the
+ * redirect. Built once, confirmed by a few reads afterwards, repaired piece by piece; a piece
+ * rebuilt while the rest stood is reported as a repair.
+ */
+import {
+  type BatchMessage,
+  NLM_F_ACK,
+  NLM_F_CREATE,
+  NLM_F_ECHO,
+  NLM_F_EXCL,
+  NLM_F_REQUEST,
+  NetlinkSocket,
+  encodeAttributes,
+  isNetlinkError,
+} from '../../netlink';
+import { InterfaceMissingError, SetupConflictError } from '../errors';
+import { Links } from '../link';
+import {
+  RTM_DELQDISC,
+  RTM_DELTFILTER,
+  RTM_GETQDISC,
+  RTM_GETTFILTER,
+  RTM_NEWQDISC,
+  RTM_NEWTCLASS,
+  RTM_NEWTFILTER,
+} from '../rtnetlink';
+import { TC_HTB_PROTOVER, htbClass, htbClassOptionsFor, htbQdisc } from '../tc/htb';
+import { egressRedirect } from '../tc/mirred';
+import {
+  TC_H_INGRESS,
+  TC_H_ROOT,
+  type TcObject,
+  decodeTc,
+  tcAttributes,
+  encodeTc,
+  formatHandle,
+} from '../tc/tc';
+import {
+  U32_MAX_DIVISOR,
+  type U32Entry,
+  formatU32Handle,
+  isKernelChosenTable,
+  sameSelector,
+  tableOf,
+  u32Filter,
+  u32Handle,
+} from '../tc/u32';
+import type { LinkInfo, Repair } from '../types';
+import {
+  BATCH_MESSAGES,
+  DIRECT_QLEN,
+  FILTER_INFO,
+  FILTER_PRIORITY,
+  HOST_TABLE_BASE,
+  INGRESS,
+  MATCH_ALL,
+  NODE,
+  OCTET_TABLE,
+  PARENT_CLASS,
+  PARENT_RATE,
+  QDISC,
+  R2Q,
+  Side,
+  Subnet,
+  ifbNameFor,
+  octetLinkSelector,
+  rootLinkSelector,
+  subnetOf,
+  thirdOctets,
+  downloadSide,
+  uploadSide,
+} from './addressing';
+import { needing } from './modules';
+import { encodeU32, ingressQdiscOf, isOurHtb, parseU32, redirectsTo, rootQdiscOf } from './dump';
+
+/** What ensure() verified, so the next ensure() can check the skeleton with a few GETs. */
+export interface Skeleton {
+  wg: { name: string; index: number };
+  ifb: { name: string; index: number };
+  subnet: Subnet;
+  /** Handle of the root-table key node linking to 100: on the WireGuard interface and the IFB. */
+  rootLinks: { download: number; upload: number };
+  /** Handle of the redirecting filter on the WireGuard interface's ingress. */
+  redirect: number;
+}
+
+/** What one ensureSkeleton() found: the skeleton, and peers' key nodes when it dumped them. */
+export interface Checked {
+  skeleton: Skeleton;
+  /** Handles of the peers' key nodes per side; null when the quick check found all intact. */
+  peerNodes: { download: Set<number>; upload: Set<number> } | null;
+}
+
+export class SkeletonBuilder {
+  /** Per WireGuard interface: the skeleton the last full ensure() built or found. */
+  readonly verified = new Map<string, Skeleton>();
+
+  constructor(
+    private readonly socket: NetlinkSocket,
+    private readonly links: Links,
+    private readonly ticksPerUs: number,
+  ) {}
+
+  /**
+   * Checks the skeleton and builds or repairs what is missing. When an earlier call verified it,
+   * a few cheap reads (links, qdiscs, three GETs of the filters that hold the layout together)
+   * confirm it is intact; otherwise the filters are dumped and compared piece by piece. A piece
+   * rebuilt while the rest of the skeleton stood is a repair and is reported; building it all
+   * the first time is not.
+   */
+  async ensureSkeleton(ifname: string, repairs: Repair[]): Promise<Checked> {
+    const wg = await this.links.getLink(ifname);
+    const subnet = subnetOf(ifname, await this.links.getIpv4Addresses(wg.index));
+    const ifb = await this.ensureIfb(ifname);
+    const qdiscs = await this.dumpQdiscs();
+    const download = downloadSide(wg);
+    const upload = uploadSide(ifb);
+    const known = this.verified.get(ifname);
+    const had = {
+      download: isOurHtb(rootQdiscOf(qdiscs, wg.index)),
+      upload: !ifb.created && isOurHtb(rootQdiscOf(qdiscs, ifb.index)),
+    };
+    if (
+      known &&
+      known.wg.index === wg.index &&
+      known.ifb.index === ifb.index &&
+      known.subnet.network === subnet.network &&
+      known.subnet.prefixLength === subnet.prefixLength &&
+      had.download &&
+      had.upload &&
+      ingressQdiscOf(qdiscs, wg.index)?.kind === 'ingress' &&
+      (await this.intact(known, download, upload))
+    ) {
+      return { skeleton: known, peerNodes: null };
+    }
+    this.verified.delete(ifname);
+    if (ifb.created && had.download) {
+      repairs.push({ address: null, found: `${ifb.name} missing`, done: `created it` });
+    }
+    const rootLinks = { download: 0, upload: 0 };
+    const peerNodes = { download: new Set<number>(), upload: new Set<number>() };
+    for (const side of [download, upload]) {
+      const fresh = await this.ensureHtb(side, rootQdiscOf(qdiscs, side.ifindex));
+      const other = side.direction === 'download' ? had.upload : had.download;
+      if (fresh && other && !(side.direction === 'upload' && ifb.created)) {
+        repairs.push({
+          address: null,
+          found: `no HTB root qdisc 1: on ${side.ifname} (deleted, or the device was recreated)`,
+          done: 'created it',
+        });
+      }
+      await this.ensureParentClass(side);
+      const tables = await this.ensureHashTables(side, subnet, fresh);
+      rootLinks[side.direction] = tables.root;
+      peerNodes[side.direction] = tables.peerNodes;
+    }
+    const redirect = await this.ensureRedirect(download, ifb, ingressQdiscOf(qdiscs, wg.index));
+    const skeleton: Skeleton = {
+      wg: { name: wg.name, index: wg.index },
+      ifb: { name: ifb.name, index: ifb.index },
+      subnet,
+      rootLinks,
+      redirect,
+    };
+    this.verified.set(ifname, skeleton);
+    return { skeleton, peerNodes };
+  }
+
+  private async intact(known: Skeleton, download: Side, upload: Side): Promise<boolean> {
+    try {
+      for (const side of [download, upload]) {
+        const root = await this.getFilter(side, QDISC, known.rootLinks[side.direction]);
+        if (
+          root?.link !== u32Handle(OCTET_TABLE, 0, 0) ||
+          !sameSelector(root.selector, rootLinkSelector(side.keyOffset, known.subnet))
+        ) {
+          return false;
+        }
+      }
+      const redirect = await this.getFilter(download, INGRESS, known.redirect);
+      return redirect !== undefined && redirectsTo(redirect, known.ifb.index);
+    } catch (error) {
+      if (isNetlinkError(error)) return false;
+      throw error;
+    }
+  }
+
+  private async ensureIfb(
+    ifname: string,
+  ): Promise<{ name: string; index: number; created: boolean }> {
+    const name = ifbNameFor(ifname);
+    const existing = await this.findLink(name);
+    if (existing && existing.kind !== 'ifb') {
+      throw new SetupConflictError(
+        `${name} exists but is ${existing.kind ? `a ${existing.kind}` : 'not an IFB'} link; ` +
+          `speed limits need it as ${ifname}'s IFB device for uploads: delete or rename it`,
+      );
+    }
+    const index =
+      existing?.index ?? (await needing('ifb', () => this.links.createLink(name, 'ifb')));
+    // A redirect to a device that is down drops the packet (act_mirred.c).
+    if (!existing?.up) await this.links.setUp(index);
+    return { name, index, created: existing === undefined };
+  }
+
+  /** Returns true when the qdisc was created now (so it holds nothing yet). */
+  private async ensureHtb(side: Side, root: TcObject | undefined): Promise<boolean> {
+    if (isOurHtb(root)) return false;
+    if (root && root.handle !== 0) {
+      // Somebody else's root qdisc (handle 0 is a default one, which a create replaces).
+      await this.socket.request(
+        RTM_DELQDISC,
+        encodeTc({ ifindex: side.ifindex, handle: root.handle, parent: TC_H_ROOT }),
+        {
+          operation: `RTM_DELQDISC ${root.kind} ${formatHandle(root.handle)} root dev ${side.ifname}`,
+        },
+      );
+    }
+    await needing('htb', () =>
+      this.socket.request(
+        RTM_NEWQDISC,
+        encodeTc(
+          { ifindex: side.ifindex, handle: QDISC, parent: TC_H_ROOT },
+          encodeAttributes(htbQdisc, {
+            kind: 'htb',
+            options: {
+              // defcls 0 names no class: unclassified packets go to the direct queue, unshaped.
+              init: { version: TC_HTB_PROTOVER, rate2quantum: R2Q, defcls: 0 },
+              directQlen: DIRECT_QLEN,
+            },
+          }),
+        ),
+        {
+          operation: `RTM_NEWQDISC htb ${formatHandle(QDISC)} root dev ${side.ifname}`,
+          flags: NLM_F_CREATE | NLM_F_EXCL,
+        },
+      ),
+    );
+    return true;
+  }
+
+  /** Create or change 1:ffff (NLM_F_CREATE without EXCL does either). */
+  private async ensureParentClass(side: Side): Promise<void> {
+    await this.socket.request(
+      RTM_NEWTCLASS,
+      encodeTc(
+        { ifindex: side.ifindex, handle: PARENT_CLASS, parent: QDISC },
+        encodeAttributes(htbClass, {
+          kind: 'htb',
+          options: htbClassOptionsFor({ rate: PARENT_RATE, ticksPerUs: this.ticksPerUs }),
+        }),
+      ),
+      {
+        operation: `RTM_NEWTCLASS htb ${formatHandle(PARENT_CLASS)} dev ${side.ifname}`,
+        flags: NLM_F_CREATE,
+      },
+    );
+  }
+
+  /**
+   * The u32 tables and links of one side. Wrong key nodes are deleted and made again (u32 keeps
+   * a node's selector when it is changed in place). Returns the root link's handle and the
+   * peers' key nodes found.
+   */
+  private async ensureHashTables(
+    side: Side,
+    subnet: Subnet,
+    fresh: boolean,
+  ): Promise<{ root: number; peerNodes: Set<number> }> {
+    const entries = fresh ? [] : await this.dumpU32(side, QDISC);
+    const tables = new Map<number, U32Entry>();
+    const nodes = new Map<number, U32Entry>();
+    for (const entry of entries) {
+      if (entry.divisor !== undefined) tables.set(tableOf(entry.handle), entry);
+      else nodes.set(entry.handle, entry);
+    }
+    const creates: BatchMessage[] = [];
+    const table = (id: number): void => {
+      const existing = tables.get(id);
+      if (existing?.divisor === U32_MAX_DIVISOR) return;
+      if (existing) {
+        throw new SetupConflictError(
+          `u32 table ${id.toString(16)}: at priority ${FILTER_PRIORITY} on ${side.ifname} has ` +
+            `${existing.divisor} buckets instead of ${U32_MAX_DIVISOR}; remove the filters at ` +
+            `that priority (tc filter del dev ${side.ifname} parent 1: prio ${FILTER_PRIORITY})`,
+        );
+      }
+      creates.push(
+        this.filterCreate(side, QDISC, u32Handle(id, 0, 0), { divisor: U32_MAX_DIVISOR }),
+      );
+    };
+    table(OCTET_TABLE);
+    const octets = thirdOctets(subnet);
+    for (const octet of octets) table(HOST_TABLE_BASE + octet);
+    for (const octet of octets) {
+      const id = u32Handle(OCTET_TABLE, octet, NODE);
+      const wanted = {
+        hash: u32Handle(OCTET_TABLE, octet, 0),
+        link: u32Handle(HOST_TABLE_BASE + octet, 0, 0),
+        selector: octetLinkSelector(side.keyOffset, subnet, octet),
+      };
+      const existing = nodes.get(id);
+      if (
+        existing &&
+        existing.link === wanted.link &&
+        sameSelector(existing.selector, wanted.selector)
+      ) {
+        continue;
+      }
+      if (existing) await this.deleteFilter(side, QDISC, id);
+      creates.push(this.filterCreate(side, QDISC, id, wanted));
+    }
+    if (creates.length > 0) {
+      await needing('u32', () => this.batch(creates, `create u32 hash tables on ${side.ifname}`));
+    }
+    const peerNodes = new Set(
+      [...nodes.keys()].filter((h) => tableOf(h) >= HOST_TABLE_BASE && tableOf(h) <= 0x2ff),
+    );
+    // The entry point last, so no packet is steered into a half-built tree.
+    const wanted = rootLinkSelector(side.keyOffset, subnet);
+    let root: number | undefined;
+    for (const node of nodes.values()) {
+      if (!isKernelChosenTable(tableOf(node.handle))) continue;
+      if (node.link !== u32Handle(OCTET_TABLE, 0, 0)) continue;
+      if (root === undefined && sameSelector(node.selector, wanted)) root = node.handle;
+      else await this.deleteFilter(side, QDISC, node.handle);
+    }
+    if (root === undefined) {
+      root = await this.createEchoed(
+        side,
+        QDISC,
+        // No TCA_U32_HASH: the root table of our priority, whatever id the kernel gave it; a
+        // handle with only a node id (0:0:1) means "node 1 in that table" (cls_u32.c u32_change).
+        u32Handle(0, 0, NODE),
+        { link: u32Handle(OCTET_TABLE, 0, 0), selector: wanted },
+        'u32',
+      );
+    }
+    return { root, peerNodes };
+  }
+
+  /** Sends messages in datagrams of at most BATCH_MESSAGES, each acknowledged. */
+  async batch(messages: BatchMessage[], operation: string): Promise<void> {
+    for (let start = 0; start < messages.length; start += BATCH_MESSAGES) {
+      await this.socket.batch(messages.slice(start, start + BATCH_MESSAGES), { operation });
+    }
+  }
+
+  /** The ingress qdisc and the one filter redirecting everything to the IFB's egress. */
+  private async ensureRedirect(
+    wg: Side,
+    ifb: { name: string; index: number },
+    ingress: TcObject | undefined,
+  ): Promise<number> {
+    let fresh = false;
+    if (ingress?.kind !== 'ingress') {
+      if (ingress) {
+        // A clsact in the ingress slot: ours is a plain ingress qdisc.
+        await this.socket.request(
+          RTM_DELQDISC,
+          encodeTc({ ifindex: wg.ifindex, handle: ingress.handle, parent: TC_H_INGRESS }),
+          { operation: `RTM_DELQDISC ${ingress.kind} ingress dev ${wg.ifname}` },
+        );
+      }
+      await needing('ingress', () =>
+        this.socket.request(
+          RTM_NEWQDISC,
+          encodeTc(
+            { ifindex: wg.ifindex, handle: INGRESS, parent: TC_H_INGRESS },
+            encodeAttributes(tcAttributes, { kind: 'ingress' }),
+          ),
+          {
+            operation: `RTM_NEWQDISC ingress dev ${wg.ifname}`,
+            flags: NLM_F_CREATE | NLM_F_EXCL,
+          },
+        ),
+      );
+      fresh = true;
+    }
+    const nodes = fresh
+      ? []
+      : (await this.dumpU32(wg, INGRESS)).filter((e) => e.divisor === undefined);
+    let kept: number | undefined;
+    for (const node of nodes) {
+      if (node.mirred.length === 0) continue;
+      if (kept === undefined && redirectsTo(node, ifb.index)) kept = node.handle;
+      // A redirect to a deleted IFB (ifindex 0) or a duplicate.
+      else await this.deleteFilter(wg, INGRESS, node.handle);
+    }
+    if (kept !== undefined) return kept;
+    return needing('mirred', () =>
+      this.createEchoed(
+        wg,
+        INGRESS,
+        u32Handle(0, 0, NODE),
+        { selector: MATCH_ALL, actions: [egressRedirect(ifb.index)] },
+        'mirred',
+      ),
+    );
+  }
+
+  private filterCreate(
+    side: Side,
+    parent: number,
+    filterHandle: number,
+    options: Parameters<typeof encodeU32>[0],
+  ): BatchMessage {
+    return {
+      type: RTM_NEWTFILTER,
+      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+      payload: encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeU32(options),
+      ),
+      ack: true,
+      operation: `RTM_NEWTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+    };
+  }
+
+  /** Creates a key node and returns the handle the kernel gave it (NLM_F_ECHO sends it back). */
+  private async createEchoed(
+    side: Side,
+    parent: number,
+    filterHandle: number,
+    options: Parameters<typeof encodeU32>[0],
+    what: string,
+  ): Promise<number> {
+    const message = this.filterCreate(side, parent, filterHandle, options);
+    const replies = await this.socket.request(message.type, message.payload, {
+      operation: `${message.operation} (${what})`,
+      flags: NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,
+    });
+    const echoed = replies.find((reply) => reply.type === RTM_NEWTFILTER);
+    if (!echoed) throw new Error(`${message.operation}: the kernel echoed no filter`);
+    return decodeTc(echoed).handle;
+  }
+
+  private async deleteFilter(side: Side, parent: number, filterHandle: number): Promise<void> {
+    await this.socket.request(
+      RTM_DELTFILTER,
+      encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeAttributes(u32Filter, { kind: 'u32' }),
+      ),
+      {
+        operation: `RTM_DELTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+      },
+    );
+  }
+
+  /** RTM_GETTFILTER of one u32 node; undefined if the kernel sent nothing. */
+  private async getFilter(side: Side, parent: number, filterHandle: number) {
+    const replies = await this.socket.request(
+      RTM_GETTFILTER,
+      encodeTc(
+        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        encodeAttributes(u32Filter, { kind: 'u32' }),
+      ),
+      {
+        operation: `RTM_GETTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
+      },
+    );
+    return replies.map(parseU32).find((entry) => entry?.handle === filterHandle);
+  }
+
+  /** Every u32 table and node of our priority under `parent`. */
+  private async dumpU32(side: Side, parent: number): Promise<U32Entry[]> {
+    const replies = await this.socket.dump(
+      RTM_GETTFILTER,
+      encodeTc({ ifindex: side.ifindex, handle: 0, parent, info: FILTER_INFO }),
+      { operation: `RTM_GETTFILTER dump parent ${formatHandle(parent)} dev ${side.ifname}` },
+    );
+    return replies.map(parseU32).filter((entry): entry is U32Entry => entry !== undefined);
+  }
+
+  async dumpQdiscs(): Promise<TcObject[]> {
+    // The kernel dumps the qdiscs of every device (tc_dump_qdisc has no ifindex filter).
+    const replies = await this.socket.dump(
+      RTM_GETQDISC,
+      encodeTc({ ifindex: 0, handle: 0, parent: 0 }),
+      { operation: 'RTM_GETQDISC dump' },
+    );
+    return replies.map(decodeTc);
+  }
+
+  async findLink(name: string): Promise<LinkInfo | undefined> {
+    try {
+      return await this.links.getLink(name);
+    } catch (error) {
+      if (error instanceof InterfaceMissingError) return undefined;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * The one serialization primitive of the daemon: a FIFO queue that runs its tasks one at a
+ * time, in the order they were queued, whether earlier ones succeeded or failed.
+ *
+ * It is used twice, for two different things:
+ * - each NetlinkSocket owns one as its lock (mdlayher/netlink's Conn has one mutex per socket):
+ *   the kernel allows one dump per socket and a dump advances only as it is read;
+ * - the kernel layer owns one change queue (`Kernel.changes`, src/kernel/index.ts) through which
+ *   every change to the kernel runs, the service's included: two ensure()s must not both build a
+ *   u32 table, and two creates must not pick one address.
+ *
+ * Re-entrant: a task that queues more work on the same queue (a service change calling the
+ * shaper, whose methods also run on the change queue so that it is safe on its own) runs it
+ * at once instead of waiting for itself. The running task is tracked with AsyncLocalStorage,
+ * so only work started from inside a task counts as re-entrant.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+export class SerialQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+  private readonly inside = new AsyncLocalStorage<SerialQueue>();
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.inside.getStore() === this) return task();
+    const result = this.tail.then(() => this.inside.run(this, task));
+    this.tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+}
