@@ -330,7 +330,15 @@ export const ROUTES: readonly RouteDef[] = [
       status: 200,
       description: 'The OpenAPI 3.1 document of this API',
       contentType: 'application/json',
-      schema: { type: 'object', required: ['openapi', 'info', 'paths'] },
+      schema: {
+        type: 'object',
+        properties: {
+          openapi: { const: '3.1.0' },
+          info: { type: 'object' },
+          paths: { type: 'object' },
+        },
+        required: ['openapi', 'info', 'paths'],
+      },
     },
     errors: {},
   },
