@@ -6,3 +6,5 @@ export {
 } from './app';
 export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
 export { requestLog, REQUEST_ID_HEADER } from './request-log';
+export { ROUTES, type RouteDef, type RouteId } from './routes';
+export { openApiDocument } from './openapi';

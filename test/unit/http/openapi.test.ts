@@ -2,10 +2,15 @@ import { gunzipSync, brotliDecompressSync, inflateSync } from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import { expect } from 'chai';
+import request from 'supertest';
+import { TokenStore, createApp } from '../../../src/http';
 import { toPeerJson } from '../../../src/http/app';
 import { openApiDocument } from '../../../src/http/openapi';
 import { ROUTES, errorsOf, type RouteDef } from '../../../src/http/routes';
+import { PeerService } from '../../../src/peers';
 import { recordedResponses, type RecordedResponse } from '../../support/response-recorder';
+import { FakeKernel } from '../support/fake-kernel';
+import { captureLog } from '../support/log-capture';
 import { expectError, setup } from './helpers';
 
 const ADMIN = 'admin-token-0123456789abcdef';
@@ -106,6 +111,38 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       expect(Object.keys(res.body.paths)).to.deep.equal(Object.keys(document['paths'] as Json));
     }
     expectError(await http.get('/api/openapi.json'), 401, 'AUTH_REQUIRED');
+  });
+
+  it("serves a documented-only route with the handler given to createApp, under the table's scope", async () => {
+    const kernel = FakeKernel.withInterface();
+    const log = captureLog();
+    const app = createApp({
+      service: new PeerService({
+        kernel,
+        interfaceName: 'wg0',
+        endpointHost: 'vpn.example.net',
+        logger: log.logger,
+      }),
+      tokens: new TokenStore({ admin: [ADMIN], read: [READER] }),
+      logger: log.logger,
+      handlers: {
+        metrics: (_req, res) => {
+          res.type('text/plain').send('# metrics\n');
+        },
+        healthz: (_req, res) => {
+          res.json({ status: 'ok' });
+        },
+      },
+    });
+    // Not recorded: the unserved readyz answers 404, which no served readyz does.
+    const http = request(app);
+    expectError(await http.get('/metrics'), 401, 'AUTH_REQUIRED');
+    const metrics = await http.get('/metrics').set('Authorization', `Bearer ${READER}`);
+    expect(metrics.status).to.equal(200);
+    expect(metrics.text).to.equal('# metrics\n');
+    expect((await http.get('/healthz')).status).to.equal(200);
+    // Not given: readyz stays unserved (documented for the branch that builds it).
+    expectError(await http.get('/readyz'), 404, 'ROUTE_NOT_FOUND');
   });
 
   it('has every route of the table with its scope: x-scope, bearer security, description', () => {
