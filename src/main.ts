@@ -130,7 +130,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const server = http.createServer(createApp({ service, tokens, logger, metrics }));
+  const server = http.createServer(
+    createApp({ service, tokens, logger, metrics, version: packageVersion() }),
+  );
   try {
     await listen(server, config);
   } catch (error) {

@@ -2,28 +2,18 @@
  * The Express application of the API (SPEC §4, DESIGN §3). `createApp` builds it without
  * listening, so tests drive it with supertest.
  */
-import express, {
-  type ErrorRequestHandler,
-  type NextFunction,
-  type Request,
-  type RequestHandler,
-  type Response,
-} from 'express';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import type { Logger } from '../log';
-import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
+import type { PeerEntry, PeerServiceApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
 import { HttpError, toErrorResponse } from './errors';
-import { ListBodies, negotiateEncoding } from './list-body';
+import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { requestIdOf, requestLog } from './request-log';
-import {
-  check,
-  checkPublicKey,
-  dataCapBody,
-  emptyBody,
-  listQuery,
-  speedLimitBody,
-} from './schemas';
+import { openApiDocument } from './openapi';
+import { ROUTES, type RouteContext, type RouteId } from './routes';
+
+export { CONFIG_NOT_STORED_MESSAGE, toCreatedJson } from './routes';
 
 export interface AppOptions {
   service: PeerServiceApi;
@@ -36,23 +26,13 @@ export interface AppOptions {
   listBodies?: ListBodies;
   /** GET /metrics and per-request timings (src/http/metrics.ts); absent: no /metrics. */
   metrics?: Pick<Metrics, 'handler' | 'requestMetrics'>;
+  /** Handlers of routes the table documents without serving (routes.ts): probes, metrics. */
+  handlers?: Partial<Record<RouteId, RequestHandler>>;
+  /** The daemon's version, for the OpenAPI document's info. */
+  version?: string;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
-
-/** GET /api/peer/<key>/config: SPEC §4.4, always 404. */
-export const CONFIG_NOT_STORED_MESSAGE =
-  "Peer configurations are not stored: a peer's private key is returned once, in the " +
-  'response of POST /api/peer, and never kept';
-
-type Handler = (req: Request, res: Response) => Promise<void>;
-
-/** Hands a rejected promise to the error handler (express 4 does not). */
-function route(handler: Handler): RequestHandler {
-  return (req: Request, res: Response, next: NextFunction) => {
-    handler(req, res).catch(next);
-  };
-}
 
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
@@ -73,11 +53,6 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
   }
   next();
 };
-
-function keyOf(req: Request): string {
-  const params = req.params as Record<string, string | undefined>;
-  return checkPublicKey(params[0] ?? '');
-}
 
 /**
  * The reference twin of the list body (src/http/list-body.ts builds the same bytes without
@@ -108,17 +83,13 @@ export function toPeerJson(entry: PeerEntry) {
   };
 }
 
-export function toCreatedJson(created: CreatedPeer) {
-  return {
-    success: true as const,
-    peer: { ip: created.ip, privateKey: created.privateKey, publicKey: created.publicKey },
-    server: { publicKey: created.serverPublicKey, endpoint: created.endpoint },
-    config: created.clientConfig,
+/** The document is built once per app: the table does not change while it runs. */
+function serveOpenApi(version: string): RequestHandler {
+  let body: string | null = null;
+  return (_req, res) => {
+    body ??= JSON.stringify(openApiDocument({ version }));
+    res.type('application/json').send(body);
   };
-}
-
-function named(peer: ChangedPeer): string {
-  return peer.ip === null ? `peer ${peer.publicKey}` : `peer ${peer.publicKey} (${peer.ip})`;
 }
 
 export function createApp(options: AppOptions): express.Express {
@@ -132,114 +103,34 @@ export function createApp(options: AppOptions): express.Express {
   app.use(requestLog(logger));
 
   if (options.metrics) app.use(options.metrics.requestMetrics);
-  // Reads (GET, HEAD) need the read scope, everything else admin. The route table of the
-  // http-api branch replaces this with each route's own scope.
+  // Each route's own scope from the table, checked before its body is parsed.
   const tokens = options.tokens ?? null;
+  const parseJson = express.json({
+    limit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    strict: true,
+    type: 'application/json',
+  });
+  const context: RouteContext = { service, listBodies };
+  const given: Partial<Record<RouteId, RequestHandler>> = {
+    openapi: serveOpenApi(options.version ?? 'unknown'),
+    ...(options.metrics ? { metrics: options.metrics.handler } : {}),
+    ...options.handlers,
+  };
+  for (const def of ROUTES) {
+    const handler = given[def.id] ?? def.handler?.(context);
+    if (handler === undefined) continue; // documented only (served by another branch's piece)
+    const chain: RequestHandler[] = [];
+    if (def.scope !== 'public') chain.push(requireScope(tokens, def.scope));
+    if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson);
+    app[def.method](def.expressPath, ...chain, handler);
+  }
+
+  // An unknown /api path still needs a token (reads: read scope, others: admin), so that the
+  // 404 says nothing about the API to a client without one.
   const readScope = requireScope(tokens, 'read');
   const adminScope = requireScope(tokens, 'admin');
   app.use('/api', (req, res, next) =>
     (req.method === 'GET' || req.method === 'HEAD' ? readScope : adminScope)(req, res, next),
-  );
-  if (options.metrics) app.get('/metrics', readScope, options.metrics.handler);
-  app.use(requireJsonBody);
-  app.use(
-    express.json({
-      limit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
-      strict: true,
-      type: 'application/json',
-    }),
-  );
-
-  app.get(
-    '/api/peers',
-    route(async (req, res) => {
-      const query = check(listQuery, req.query, 'query');
-      const filter = query.status ?? null;
-      const snapshot = await service.snapshot();
-      const encoding = negotiateEncoding(req.headers['accept-encoding']);
-      const body = await listBodies.body(snapshot, filter, encoding);
-      // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
-      // pollers that want to know precisely how old the data is (the freshness window).
-      const ageMs = Math.max(0, Date.now() - snapshot.takenAt);
-      res.writeHead(200, {
-        'Content-Type': 'application/json; charset=utf-8',
-        'Content-Length': body.length,
-        Vary: 'Accept-Encoding',
-        ...(encoding === 'identity' ? {} : { 'Content-Encoding': encoding }),
-        Age: Math.floor(ageMs / 1000),
-        'X-Data-Age-Ms': Math.round(ageMs),
-      });
-      res.end(body);
-    }),
-  );
-
-  app.post(
-    '/api/peer',
-    route(async (req, res) => {
-      check(emptyBody, req.body, 'body');
-      const created = await service.createPeer();
-      res.status(201).set('Cache-Control', 'no-store').json(toCreatedJson(created));
-    }),
-  );
-
-  app.get(/^\/api\/peer\/(.+)\/config\/?$/, (_req, _res, next) => {
-    next(new HttpError(404, 'CONFIG_NOT_STORED', CONFIG_NOT_STORED_MESSAGE));
-  });
-
-  app.patch(
-    /^\/api\/peer\/(.+)\/speed-limit\/?$/,
-    route(async (req, res) => {
-      const key = keyOf(req);
-      const { bytesPerSecond } = check(speedLimitBody, req.body, 'body');
-      const peer = await service.setSpeedLimit(key, bytesPerSecond);
-      res.json({
-        success: true,
-        message: `Speed limit of ${bytesPerSecond} bytes/s in each direction set for ${named(peer)}`,
-      });
-    }),
-  );
-
-  app.delete(
-    /^\/api\/peer\/(.+)\/speed-limit\/?$/,
-    route(async (req, res) => {
-      const key = keyOf(req);
-      check(emptyBody, req.body, 'body');
-      const peer = await service.removeSpeedLimit(key);
-      res.json({ success: true, message: `Speed limit removed from ${named(peer)}` });
-    }),
-  );
-
-  app.patch(
-    /^\/api\/peer\/(.+)\/data-cap\/?$/,
-    route(async (req, res) => {
-      const key = keyOf(req);
-      const { quotaBytes } = check(dataCapBody, req.body, 'body');
-      const peer = await service.setDataCap(key, quotaBytes);
-      res.json({
-        success: true,
-        message: `Data cap of ${quotaBytes} bytes set for ${named(peer)}`,
-      });
-    }),
-  );
-
-  app.delete(
-    /^\/api\/peer\/(.+)\/data-cap\/?$/,
-    route(async (req, res) => {
-      const key = keyOf(req);
-      check(emptyBody, req.body, 'body');
-      const peer = await service.removeDataCap(key);
-      res.json({ success: true, message: `Data cap removed from ${named(peer)}` });
-    }),
-  );
-
-  app.delete(
-    /^\/api\/peer\/(.+?)\/?$/,
-    route(async (req, res) => {
-      const key = keyOf(req);
-      check(emptyBody, req.body, 'body');
-      const peer = await service.deletePeer(key);
-      res.json({ success: true, message: `Deleted ${named(peer)}` });
-    }),
   );
 
   app.use((req, _res, next) => {

@@ -7,3 +7,5 @@ export {
 export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
 export { requestLog, REQUEST_ID_HEADER } from './request-log';
 export { createMetrics, METRICS_CONTENT_TYPE, type Metrics, type MetricsOptions } from './metrics';
+export { ROUTES, type RouteDef, type RouteId } from './routes';
+export { openApiDocument } from './openapi';

@@ -4,7 +4,10 @@
  */
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import {
+  ALIVE,
   DATA_CAP_MAX,
+  DEAD,
+  NO_HANDSHAKE,
   DATA_CAP_MIN,
   PUBLIC_KEY_PATTERN,
   SPEED_LIMIT_MAX,
@@ -109,4 +112,132 @@ export function checkPublicKey(raw: string): string {
     parsePublicKey(raw);
   }
   return parsePublicKey(raw);
+}
+
+/*
+ * Response schemas (JSON Schema 2020-12 compatible, the dialect of OpenAPI 3.1). They are not
+ * used to validate responses at run time; the OpenAPI document (openapi.ts) publishes them and
+ * the tests check real responses against them.
+ */
+type JsonSchema = Readonly<Record<string, unknown>>;
+
+const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
+const BYTES: JsonSchema = { type: 'integer', minimum: 0 };
+
+/** One peer of the list: every field of toPeerJson (app.ts) and of list-body.ts's bytes. */
+export const peerResponse: JsonSchema = {
+  type: 'object',
+  properties: {
+    public_key: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+    ip_address: nullable({ type: 'string', description: 'First IPv4 /32 allowed IP' }),
+    last_handshake: nullable({ type: 'string', format: 'date-time' }),
+    minutes_since_handshake: nullable({ type: 'integer', minimum: 0 }),
+    status: { type: 'string', enum: [ALIVE, DEAD, NO_HANDSHAKE] },
+    allowed_ips: { type: 'array', items: { type: 'string' } },
+    endpoint: nullable({ type: 'string' }),
+    rx_bytes: BYTES,
+    tx_bytes: BYTES,
+    persistent_keepalive_seconds: { type: 'integer', minimum: 0, description: '0 when off' },
+    speed_limit_bytes_per_second: nullable({
+      type: 'integer',
+      minimum: SPEED_LIMIT_MIN,
+      maximum: SPEED_LIMIT_MAX,
+    }),
+    data_cap: nullable({
+      type: 'object',
+      properties: { quota_bytes: BYTES, used_bytes: BYTES },
+      required: ['quota_bytes', 'used_bytes'],
+      additionalProperties: false,
+    }),
+  },
+  required: [
+    'public_key',
+    'ip_address',
+    'last_handshake',
+    'minutes_since_handshake',
+    'status',
+    'allowed_ips',
+    'endpoint',
+    'rx_bytes',
+    'tx_bytes',
+    'persistent_keepalive_seconds',
+    'speed_limit_bytes_per_second',
+    'data_cap',
+  ],
+  additionalProperties: false,
+};
+
+export const listResponse: JsonSchema = {
+  type: 'object',
+  properties: {
+    success: { const: true },
+    peers: { type: 'array', items: peerResponse },
+    total_count: { type: 'integer', minimum: 0 },
+    filter: nullable({ type: 'string', enum: [ALIVE, DEAD] }),
+  },
+  required: ['success', 'peers', 'total_count', 'filter'],
+  additionalProperties: false,
+};
+
+export const createdResponse: JsonSchema = {
+  type: 'object',
+  properties: {
+    success: { const: true },
+    peer: {
+      type: 'object',
+      properties: {
+        ip: { type: 'string' },
+        privateKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+        publicKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+      },
+      required: ['ip', 'privateKey', 'publicKey'],
+      additionalProperties: false,
+    },
+    server: {
+      type: 'object',
+      properties: {
+        publicKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+        endpoint: { type: 'string' },
+      },
+      required: ['publicKey', 'endpoint'],
+      additionalProperties: false,
+    },
+    config: { type: 'string', description: 'wg-quick configuration for the client' },
+  },
+  required: ['success', 'peer', 'server', 'config'],
+  additionalProperties: false,
+};
+
+export const messageResponse: JsonSchema = {
+  type: 'object',
+  properties: { success: { const: true }, message: { type: 'string' } },
+  required: ['success', 'message'],
+  additionalProperties: false,
+};
+
+/** The error envelope of DESIGN §3 (errors.ts); `codes` narrows `code` to those listed. */
+export function errorResponse(codes: readonly string[] | null): JsonSchema {
+  const code: JsonSchema =
+    codes === null
+      ? { type: 'string', pattern: '^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$' }
+      : { type: 'string', enum: [...codes] };
+  return {
+    type: 'object',
+    properties: {
+      success: { const: false },
+      error: { type: 'string', minLength: 1 },
+      code,
+      details: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { field: { type: 'string' }, message: { type: 'string' } },
+          required: ['field', 'message'],
+          additionalProperties: false,
+        },
+      },
+    },
+    required: ['success', 'error', 'code'],
+    additionalProperties: false,
+  };
 }

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { createApp } from '../../src/http';
+import { recording as recordingResponses } from '../support/response-recorder';
 import { toPeerJson } from '../../src/http/app';
 import { openKernel } from '../../src/kernel';
 import { ticksPerMicrosecond } from '../../src/kernel/tc/htb';
@@ -80,7 +81,7 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
       // the kernel is read exactly as often as without it, since every write ends the window.
       listMaxAgeMs: 60_000,
     });
-    const app = createApp({ service, logger });
+    const app = recordingResponses(createApp({ service, logger }));
     const step = async (test: request.Test): Promise<ApiStep> => {
       const response = await test;
       return {

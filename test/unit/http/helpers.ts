@@ -6,6 +6,7 @@ import { TokenStore, createApp, type ScopedTokens } from '../../../src/http';
 import { PeerService } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
+import { recording } from '../../support/response-recorder';
 
 export const NOW = Date.parse('2026-03-01T12:00:00.000Z');
 
@@ -31,7 +32,7 @@ export function setup(
     options.tokens ?? (options.token === undefined ? null : { admin: [options.token], read: [] });
   const tokens = scoped === null ? null : new TokenStore(scoped);
   const app = createApp({ service, tokens, logger: log.logger });
-  return { kernel, log, app, http: request(app), tokens };
+  return { kernel, log, app, http: request(recording(app)), tokens };
 }
 
 /** A key whose standard base64 holds '+', '/' and '=' ("++++////...="). */

@@ -1,0 +1,408 @@
+/**
+ * The route table (issue 9): every route of the API once, with its scope, its ajv schemas, its
+ * success response and the error codes it can answer. createApp (app.ts) registers Express
+ * routes from it and openapi.ts generates the OpenAPI document from it, so the two cannot drift.
+ *
+ * A route without `handler` is documented here but served by a handler given to createApp
+ * (AppOptions.handlers): the OpenAPI document itself, and the probes and metrics built on other
+ * branches. A route with neither is documented only and not registered.
+ */
+import type { Request, RequestHandler, Response } from 'express';
+import type { ValidateFunction } from 'ajv';
+import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
+import type { Scope } from './auth';
+import { HttpError } from './errors';
+import { type ListBodies, negotiateEncoding } from './list-body';
+import {
+  check,
+  checkPublicKey,
+  createdResponse,
+  dataCapBody,
+  emptyBody,
+  listQuery,
+  listResponse,
+  messageResponse,
+  speedLimitBody,
+} from './schemas';
+
+export type RouteId =
+  | 'listPeers'
+  | 'createPeer'
+  | 'peerConfig'
+  | 'setSpeedLimit'
+  | 'removeSpeedLimit'
+  | 'setDataCap'
+  | 'removeDataCap'
+  | 'deletePeer'
+  | 'openapi'
+  | 'healthz'
+  | 'readyz'
+  | 'metrics';
+
+export type RouteScope = 'public' | Scope;
+export type Method = 'get' | 'post' | 'patch' | 'delete';
+
+/** What route handlers work with. */
+export interface RouteContext {
+  service: PeerServiceApi;
+  listBodies: ListBodies;
+}
+
+export interface RouteResponse {
+  status: number;
+  description: string;
+  contentType: 'application/json' | 'text/plain';
+  /** JSON Schema of the body; null for text. */
+  schema: Readonly<Record<string, unknown>> | null;
+}
+
+export interface RouteDef {
+  id: RouteId;
+  method: Method;
+  /** What Express matches; the key is the first capture group of a RegExp path. */
+  expressPath: string | RegExp;
+  /** The same path for OpenAPI; `{publicKey}` is the only path parameter. */
+  openapiPath: string;
+  scope: RouteScope;
+  summary: string;
+  query?: ValidateFunction<unknown>;
+  body?: ValidateFunction<unknown>;
+  success: RouteResponse;
+  /** Error statuses and the `code`s each can carry, besides the common ones of errorsOf(). */
+  errors: Readonly<Record<number, readonly string[]>>;
+  handler?: (context: RouteContext) => RequestHandler;
+}
+
+/** GET /api/peer/<key>/config: SPEC §4.4, always 404. */
+export const CONFIG_NOT_STORED_MESSAGE =
+  "Peer configurations are not stored: a peer's private key is returned once, in the " +
+  'response of POST /api/peer, and never kept';
+
+type Handler = (req: Request, res: Response) => Promise<void>;
+
+/** Hands a rejected promise to the error handler (express 4 does not). */
+function route(handler: Handler): RequestHandler {
+  return (req, res, next) => {
+    handler(req, res).catch(next);
+  };
+}
+
+function keyOf(req: Request): string {
+  const params = req.params as Record<string, string | undefined>;
+  return checkPublicKey(params[0] ?? '');
+}
+
+function named(peer: ChangedPeer): string {
+  return peer.ip === null ? `peer ${peer.publicKey}` : `peer ${peer.publicKey} (${peer.ip})`;
+}
+
+export function toCreatedJson(created: CreatedPeer) {
+  return {
+    success: true as const,
+    peer: { ip: created.ip, privateKey: created.privateKey, publicKey: created.publicKey },
+    server: { publicKey: created.serverPublicKey, endpoint: created.endpoint },
+    config: created.clientConfig,
+  };
+}
+
+// Codes of the failures every route that reads or changes the kernel can meet (errors.ts of
+// src/peers maps them to these statuses).
+const UNAVAILABLE = [
+  'INTERFACE_MISSING',
+  'INTERFACE_NOT_WIREGUARD',
+  'INTERFACE_HAS_NO_ADDRESS',
+  'INTERFACE_HAS_NO_KEY',
+  'FACILITY_MISSING',
+] as const;
+const KERNEL = ['KERNEL_ERROR'] as const;
+
+const MESSAGE: RouteResponse = {
+  status: 200,
+  description: 'Done; `message` says what changed',
+  contentType: 'application/json',
+  schema: messageResponse,
+};
+
+const KEY_ERRORS = { 400: ['INVALID_PUBLIC_KEY'], 404: ['PEER_NOT_FOUND'] } as const;
+
+function keyPath(suffix: string): { expressPath: RegExp; openapiPath: string } {
+  return {
+    // The key may hold '/', so it is matched greedily up to the known suffix.
+    expressPath: new RegExp(
+      `^\\/api\\/peer\\/(.+${suffix === '' ? '?' : ''})${suffix.replace(/\//g, '\\/')}\\/?$`,
+    ),
+    openapiPath: `/api/peer/{publicKey}${suffix}`,
+  };
+}
+
+function limitRoute(
+  id: RouteId,
+  method: 'patch' | 'delete',
+  suffix: string,
+  summary: string,
+  body: ValidateFunction<unknown>,
+  run: (context: RouteContext, req: Request) => Promise<string>,
+): RouteDef {
+  return {
+    id,
+    method,
+    ...keyPath(suffix),
+    scope: 'admin',
+    summary,
+    body,
+    success: MESSAGE,
+    errors: {
+      400: ['VALIDATION_FAILED', ...KEY_ERRORS[400]],
+      404: KEY_ERRORS[404],
+      409: ['PEER_HAS_NO_TUNNEL_ADDRESS', 'HOST_SETUP_CONFLICT'],
+      500: KERNEL,
+      503: UNAVAILABLE,
+    },
+    handler: (context) =>
+      route(async (req, res) => {
+        res.json({ success: true, message: await run(context, req) });
+      }),
+  };
+}
+
+export const ROUTES: readonly RouteDef[] = [
+  {
+    id: 'listPeers',
+    method: 'get',
+    expressPath: '/api/peers',
+    openapiPath: '/api/peers',
+    scope: 'read',
+    summary: 'List the peers with their traffic, liveness, speed limit and data cap',
+    query: listQuery as ValidateFunction<unknown>,
+    success: {
+      status: 200,
+      description:
+        'The peers. `Age` (seconds) and `X-Data-Age-Ms` say how old the kernel read is; the ' +
+        'body may be gzip or br encoded as Accept-Encoding allows',
+      contentType: 'application/json',
+      schema: listResponse,
+    },
+    errors: { 400: ['VALIDATION_FAILED'], 500: KERNEL, 503: UNAVAILABLE },
+    handler: ({ service, listBodies }) =>
+      route(async (req, res) => {
+        const query = check(listQuery, req.query, 'query');
+        const filter = query.status ?? null;
+        const snapshot = await service.snapshot();
+        const encoding = negotiateEncoding(req.headers['accept-encoding']);
+        const body = await listBodies.body(snapshot, filter, encoding);
+        // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
+        // pollers that want to know precisely how old the data is (the freshness window).
+        const ageMs = Math.max(0, Date.now() - snapshot.takenAt);
+        res.writeHead(200, {
+          'Content-Type': 'application/json; charset=utf-8',
+          'Content-Length': body.length,
+          Vary: 'Accept-Encoding',
+          ...(encoding === 'identity' ? {} : { 'Content-Encoding': encoding }),
+          Age: Math.floor(ageMs / 1000),
+          'X-Data-Age-Ms': Math.round(ageMs),
+        });
+        res.end(body);
+      }),
+  },
+  {
+    id: 'createPeer',
+    method: 'post',
+    expressPath: '/api/peer',
+    openapiPath: '/api/peer',
+    scope: 'admin',
+    summary: 'Create a peer; the response holds its private key, which is never kept',
+    body: emptyBody as ValidateFunction<unknown>,
+    success: {
+      status: 201,
+      description: 'The new peer, the server and a wg-quick configuration for the client',
+      contentType: 'application/json',
+      schema: createdResponse,
+    },
+    errors: {
+      400: ['VALIDATION_FAILED'],
+      409: ['ADDRESS_POOL_EXHAUSTED', 'HOST_SETUP_CONFLICT'],
+      500: [...KERNEL, 'PEER_CLEANUP_FAILED'],
+      503: [...UNAVAILABLE, 'ENDPOINT_UNKNOWN'],
+    },
+    handler: ({ service }) =>
+      route(async (req, res) => {
+        check(emptyBody, req.body, 'body');
+        const created = await service.createPeer();
+        res.status(201).set('Cache-Control', 'no-store').json(toCreatedJson(created));
+      }),
+  },
+  {
+    id: 'peerConfig',
+    method: 'get',
+    ...keyPath('/config'),
+    scope: 'read',
+    summary: 'Always 404: client configurations are not stored (SPEC §4.4)',
+    success: {
+      status: 404,
+      description: 'Never succeeds: the error CONFIG_NOT_STORED explains why',
+      contentType: 'application/json',
+      schema: null,
+    },
+    errors: { 404: ['CONFIG_NOT_STORED'] },
+    handler: () => (_req, _res, next) => {
+      next(new HttpError(404, 'CONFIG_NOT_STORED', CONFIG_NOT_STORED_MESSAGE));
+    },
+  },
+  limitRoute(
+    'setSpeedLimit',
+    'patch',
+    '/speed-limit',
+    "Set the peer's speed limit in each direction",
+    speedLimitBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { bytesPerSecond } = check(speedLimitBody, req.body, 'body');
+      const peer = await service.setSpeedLimit(key, bytesPerSecond);
+      return `Speed limit of ${bytesPerSecond} bytes/s in each direction set for ${named(peer)}`;
+    },
+  ),
+  limitRoute(
+    'removeSpeedLimit',
+    'delete',
+    '/speed-limit',
+    "Remove the peer's speed limit",
+    emptyBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      check(emptyBody, req.body, 'body');
+      return `Speed limit removed from ${named(await service.removeSpeedLimit(key))}`;
+    },
+  ),
+  limitRoute(
+    'setDataCap',
+    'patch',
+    '/data-cap',
+    "Set the peer's data cap (bytes in both directions together)",
+    dataCapBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { quotaBytes } = check(dataCapBody, req.body, 'body');
+      const peer = await service.setDataCap(key, quotaBytes);
+      return `Data cap of ${quotaBytes} bytes set for ${named(peer)}`;
+    },
+  ),
+  limitRoute(
+    'removeDataCap',
+    'delete',
+    '/data-cap',
+    "Remove the peer's data cap",
+    emptyBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      check(emptyBody, req.body, 'body');
+      return `Data cap removed from ${named(await service.removeDataCap(key))}`;
+    },
+  ),
+  {
+    ...limitRoute(
+      'deletePeer',
+      'delete',
+      '',
+      'Delete the peer with its speed limit and data cap',
+      emptyBody as ValidateFunction<unknown>,
+      async ({ service }, req) => {
+        const key = keyOf(req);
+        check(emptyBody, req.body, 'body');
+        return `Deleted ${named(await service.deletePeer(key))}`;
+      },
+    ),
+    errors: {
+      400: ['VALIDATION_FAILED', ...KEY_ERRORS[400]],
+      404: KEY_ERRORS[404],
+      409: ['HOST_SETUP_CONFLICT'],
+      500: [...KERNEL, 'PEER_CLEANUP_FAILED'],
+      503: UNAVAILABLE,
+    },
+  },
+  {
+    id: 'openapi',
+    method: 'get',
+    expressPath: '/api/openapi.json',
+    openapiPath: '/api/openapi.json',
+    scope: 'read',
+    summary: 'This OpenAPI 3.1 document',
+    success: {
+      status: 200,
+      description: 'The OpenAPI 3.1 document of this API',
+      contentType: 'application/json',
+      schema: {
+        type: 'object',
+        properties: {
+          openapi: { const: '3.1.0' },
+          info: { type: 'object' },
+          paths: { type: 'object' },
+        },
+        required: ['openapi', 'info', 'paths'],
+      },
+    },
+    errors: {},
+  },
+  {
+    id: 'healthz',
+    method: 'get',
+    expressPath: '/healthz',
+    openapiPath: '/healthz',
+    scope: 'public',
+    summary: 'Liveness: the process answers (no kernel call)',
+    success: { status: 200, description: 'Alive', contentType: 'application/json', schema: null },
+    errors: {},
+  },
+  {
+    id: 'readyz',
+    method: 'get',
+    expressPath: '/readyz',
+    openapiPath: '/readyz',
+    scope: 'public',
+    summary: 'Readiness: the interface is present and WireGuard, tc and nf_tables are usable',
+    success: { status: 200, description: 'Ready', contentType: 'application/json', schema: null },
+    errors: { 503: [...UNAVAILABLE] },
+  },
+  {
+    id: 'metrics',
+    method: 'get',
+    expressPath: '/metrics',
+    openapiPath: '/metrics',
+    scope: 'read',
+    summary: 'Prometheus metrics (text exposition format)',
+    success: {
+      status: 200,
+      description: 'Prometheus text format 0.0.4',
+      contentType: 'text/plain',
+      schema: null,
+    },
+    errors: { 500: KERNEL, 503: UNAVAILABLE },
+  },
+];
+
+/** The body-parsing failures every /api route can answer (app.ts parses before routing). */
+const BODY_ERRORS: Readonly<Record<number, readonly string[]>> = {
+  400: ['INVALID_JSON', 'BAD_REQUEST'],
+  413: ['BODY_TOO_LARGE'],
+  415: ['UNSUPPORTED_MEDIA_TYPE'],
+};
+
+/**
+ * Every error status of a route with its codes: the route's own, body parsing (/api routes),
+ * authentication (with tokens configured), and INTERNAL_ERROR for what nothing expected.
+ */
+export function errorsOf(def: RouteDef): ReadonlyMap<number, readonly string[]> {
+  const all = new Map<number, Set<string>>();
+  const add = (status: number, codes: readonly string[]) => {
+    const set = all.get(status) ?? new Set<string>();
+    for (const code of codes) set.add(code);
+    all.set(status, set);
+  };
+  for (const [status, codes] of Object.entries(def.errors)) add(Number(status), codes);
+  if (def.openapiPath.startsWith('/api/')) {
+    for (const [status, codes] of Object.entries(BODY_ERRORS)) add(Number(status), codes);
+  }
+  if (def.scope !== 'public') add(401, ['AUTH_REQUIRED', 'AUTH_INVALID']);
+  if (def.scope === 'admin') add(403, ['FORBIDDEN_READ_ONLY']);
+  add(500, ['INTERNAL_ERROR']);
+  return new Map([...all].sort(([a], [b]) => a - b).map(([s, codes]) => [s, [...codes]]));
+}
