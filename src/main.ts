@@ -10,7 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { TokenStore, createApp } from './http';
+import { TokenStore, createApp, createServer } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
@@ -123,7 +123,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const server = http.createServer(createApp({ service, tokens, logger }));
+  const server = createServer(createApp({ service, tokens, logger }), {
+    maxConnections: config.maxConnections,
+  });
   try {
     await listen(server, config);
   } catch (error) {

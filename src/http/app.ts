@@ -12,6 +12,7 @@ import express, {
 import type { Logger } from '../log';
 import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
+import { cutLongBodies } from './body-limit';
 import { HttpError, toErrorResponse } from './errors';
 import { ListBodies, negotiateEncoding } from './list-body';
 import { requestIdOf, requestLog } from './request-log';
@@ -132,12 +133,12 @@ export function createApp(options: AppOptions): express.Express {
     (req.method === 'GET' || req.method === 'HEAD' ? readScope : adminScope)(req, res, next),
   );
   app.use(requireJsonBody);
+  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   app.use(
-    express.json({
-      limit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
-      strict: true,
-      type: 'application/json',
-    }),
+    cutLongBodies(
+      bodyLimit,
+      express.json({ limit: bodyLimit, strict: true, type: 'application/json' }),
+    ),
   );
 
   app.get(

@@ -63,6 +63,7 @@ describe('config: defaults of DESIGN §4', () => {
       listenPort: 51820,
       allowUnauthenticated: false,
       listMaxAgeMs: 1000,
+      maxConnections: 512,
     });
   });
 });
@@ -84,6 +85,8 @@ describe('config: flags and environment', () => {
         '51000',
         '--allow-unauthenticated',
         '--list-max-age=0',
+        '--max-connections',
+        '100',
         '--log-level',
         'debug',
       ],
@@ -104,6 +107,7 @@ describe('config: flags and environment', () => {
       listenPort: 51000,
       allowUnauthenticated: true,
       listMaxAgeMs: 0,
+      maxConnections: 100,
     });
   });
 
@@ -119,6 +123,7 @@ describe('config: flags and environment', () => {
       WG_PEERD_ALLOW_UNAUTHENTICATED: '1',
       WG_PEERD_LIST_MAX_AGE_MS: '60000',
       WG_PEERD_LOG_LEVEL: 'warn',
+      WG_PEERD_MAX_CONNECTIONS: '64',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -134,6 +139,7 @@ describe('config: flags and environment', () => {
       listenPort: 4500,
       allowUnauthenticated: true,
       listMaxAgeMs: 60000,
+      maxConnections: 64,
     });
   });
 
@@ -204,6 +210,7 @@ describe('config: flags and environment', () => {
       ['--list-max-age MS', 'WG_PEERD_LIST_MAX_AGE_MS', '1000'],
       ['--read-token-file PATH', 'WG_PEERD_READ_TOKEN (the token itself)', 'none'],
       ['--log-level LEVEL', 'WG_PEERD_LOG_LEVEL', 'info'],
+      ['--max-connections N', 'WG_PEERD_MAX_CONNECTIONS', '512'],
     ];
     for (const [flag, env, def] of table) {
       const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
@@ -227,6 +234,23 @@ describe('config: --list-max-age (DESIGN §5)', () => {
         .and.contain('0 to 60000');
     }
     expect(failure([], { WG_PEERD_LIST_MAX_AGE_MS: 'x' })).to.contain('WG_PEERD_LIST_MAX_AGE_MS');
+  });
+});
+
+describe('config: --max-connections (issue 10)', () => {
+  it('takes a whole number from 1 to 65535, from the flag or the variable', () => {
+    expect(parse(['--max-connections', '1']).maxConnections).to.equal(1);
+    expect(parse(['--max-connections=65535']).maxConnections).to.equal(65535);
+    expect(parse([], { WG_PEERD_MAX_CONNECTIONS: '20' }).maxConnections).to.equal(20);
+  });
+
+  it('refuses anything else, naming the flag or the variable', () => {
+    for (const bad of ['0', '65536', '-1', '1.5', 'many', '']) {
+      expect(failure(['--max-connections', bad]))
+        .to.contain('--max-connections')
+        .and.contain('1 to 65535');
+    }
+    expect(failure([], { WG_PEERD_MAX_CONNECTIONS: 'x' })).to.contain('WG_PEERD_MAX_CONNECTIONS');
   });
 });
 

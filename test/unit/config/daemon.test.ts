@@ -23,6 +23,7 @@ function config(overrides: Partial<Config> = {}): Config {
     listenPort: 51820,
     allowUnauthenticated: false,
     listMaxAgeMs: 1000,
+    maxConnections: 512,
     ...overrides,
   };
 }

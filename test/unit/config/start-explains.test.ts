@@ -31,6 +31,7 @@ function config(): Config {
     listenPort: 51820,
     allowUnauthenticated: false,
     listMaxAgeMs: 1000,
+    maxConnections: 512,
   };
 }
 
