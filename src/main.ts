@@ -14,7 +14,7 @@ import { TokenStore, createApp, createServer } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
-import { InterfaceNotWireGuardError, PeerService, ensureInterface } from './peers';
+import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
@@ -123,7 +123,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const server = createServer(createApp({ service, tokens, logger }), {
+  const readiness = new ReadinessCheck(kernel, config.interfaceName);
+  const server = createServer(createApp({ service, tokens, logger, readiness }), {
     maxConnections: config.maxConnections,
   });
   try {

@@ -10,11 +10,12 @@ import express, {
   type Response,
 } from 'express';
 import type { Logger } from '../log';
-import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi } from '../peers';
+import type { ChangedPeer, CreatedPeer, PeerEntry, PeerServiceApi, ReadinessApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
 import { cutLongBodies } from './body-limit';
 import { HttpError, toErrorResponse } from './errors';
 import { ListBodies, negotiateEncoding } from './list-body';
+import { probes } from './probes';
 import { requestIdOf, requestLog } from './request-log';
 import {
   check,
@@ -34,6 +35,8 @@ export interface AppOptions {
   bodyLimitBytes?: number;
   /** The per-snapshot list bodies (DESIGN §5); injectable so tests can count builds. */
   listBodies?: ListBodies;
+  /** Behind GET /readyz; without it only /healthz is served. */
+  readiness?: ReadinessApi | null;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
@@ -123,6 +126,8 @@ export function createApp(options: AppOptions): express.Express {
   app.set('query parser', 'simple');
 
   app.use(requestLog(logger));
+  // Before authentication: probes need no token.
+  app.use(probes(options.readiness ?? null));
 
   // Reads (GET, HEAD) need the read scope, everything else admin. The route table of the
   // http-api branch replaces this with each route's own scope.

@@ -1,6 +1,7 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
 import { type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
+import { Probe } from './probe';
 import { Quota } from './quota';
 import { Shaper, type ShaperOptions } from './shaper';
 import type { Kernel } from './types';
@@ -21,16 +22,19 @@ export async function openKernel(
   const link = new Links(open);
   const shaper = new Shaper(open, options.shaper);
   const quota = new Quota(open);
+  const probe = new Probe(open);
   return {
     wireguard,
     link,
     shaper,
     quota,
+    probe,
     close() {
       wireguard.close();
       link.close();
       shaper.close();
       quota.close();
+      probe.close();
     },
   };
 }

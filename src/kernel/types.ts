@@ -124,12 +124,23 @@ export interface QuotaApi {
   listCaps(ifname: string): Promise<Map<string, DataCap>>;
 }
 
+/** Cheap reads for the readiness probe (src/kernel/probe.ts); none of them reads peers. */
+export interface ProbeApi {
+  /** Looks the generic netlink family up; NetlinkError ENOENT when it is not registered. */
+  genlFamily(name: string): Promise<void>;
+  /** The qdiscs on the device (RTM_GETQDISC): tc answers. */
+  qdiscCount(ifindex: number): Promise<number>;
+  /** The nf_tables ruleset generation (NFT_MSG_GETGEN): nf_tables answers. */
+  nftGeneration(): Promise<number>;
+}
+
 /** Every kernel facility the daemon uses, over netlink sockets it owns. */
 export interface Kernel {
   wireguard: WireGuardApi;
   link: LinkApi;
   shaper: ShaperApi;
   quota: QuotaApi;
+  probe: ProbeApi;
   /** Closes every netlink socket. */
   close(): void;
 }
