@@ -27,7 +27,7 @@ export interface HttpLimits {
 /**
  * 10 s for headers: a real client sends them in one packet, even over a slow link.
  * 30 s per request: bodies here are at most 4 KiB and answers never wait on a client.
- * 5 s keep-alive: Node's own default, longer than a poller's back-to-back requests need,
+ * 5 s keep-alive (Node 20 adds 1 s of grace): Node's own default, longer than a poller's back-to-back requests need,
  * short enough that idle sockets do not pile up. 512 connections: far more than the
  * pollers and admin tools of one host, far less than the default 1,024 open files.
  */
