@@ -127,6 +127,25 @@ describe('HTTP limits (issue 10)', () => {
     expect(res.body).to.include({ success: false, code: 'BODY_TOO_LARGE' });
   });
 
+  it('still parses a chunked body under the limit (counting takes no chunk from the parser)', async () => {
+    server = await listening({});
+    const chunked = (body: string[]) =>
+      converse(server, (socket) => {
+        socket.write(
+          'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+            'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n' +
+            body.map((part) => `${part.length.toString(16)}\r\n${part}\r\n`).join('') +
+            '0\r\n\r\n',
+        );
+      });
+    // SPEC: POST /api/peer takes an empty object and refuses unknown fields.
+    const created = await chunked(['{', '}']);
+    expect(created.status).to.equal(201);
+    const refused = await chunked(['{"na', 'me":"x"}']);
+    expect(refused.status).to.equal(400);
+    expect(JSON.stringify(refused.body)).to.contain('name');
+  });
+
   it('closes a connection whose headers do not arrive in time, with 408 JSON', async () => {
     server = await listening({ headersTimeoutMs: 200, requestTimeoutMs: LONG });
     const res = await converse(server, (socket) => {
