@@ -79,7 +79,11 @@ function clientErrorOf(error: NodeJS.ErrnoException): HttpError {
   }
 }
 
-/** Whether the answer to the request on `socket` has begun (then only closing is left). */
+/**
+ * Whether the answer to the request on `socket` has begun (then only closing is left). Node
+ * keeps the socket's current response as `_httpMessage` and its own default clientError
+ * handler makes this same check; there is no public accessor.
+ */
 function answerStarted(socket: Duplex): boolean {
   const message: unknown = Reflect.get(socket, '_httpMessage');
   return message instanceof http.ServerResponse && message.headersSent;
