@@ -44,6 +44,8 @@ export interface Config {
   listMaxAgeMs: number;
   /** Per-peer series on GET /metrics; false keeps only the aggregates (very large hosts). */
   metricsPerPeer: boolean;
+  /** Open HTTP connections at most; new ones over it are closed at once. */
+  maxConnections: number;
 }
 
 export type ParseOutcome = { kind: 'help' } | { kind: 'version' } | { kind: 'run'; config: Config };
@@ -144,6 +146,13 @@ export const OPTIONS: readonly Option[] = [
     default: '1000',
     meaning:
       'lists share a kernel read this long (0-60000; 0: only reads in flight); higher costs less, data ages more; a change ends it',
+  },
+  {
+    flag: '--max-connections',
+    env: 'WG_PEERD_MAX_CONNECTIONS',
+    value: 'N',
+    default: '512',
+    meaning: 'open HTTP connections at most (1-65535); new ones over it are closed at once',
   },
   {
     flag: '--log-level',
@@ -283,6 +292,14 @@ function parseListMaxAge(text: string, what: string): number {
   return Number(text);
 }
 
+/** Each connection is a file descriptor: 65,535 is far past any sane open-file limit. */
+function parseMaxConnections(text: string, what: string): number {
+  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
+    throw new ConfigError(`${what} must be a whole number from 1 to 65535, not "${text}"`);
+  }
+  return Number(text);
+}
+
 /** A token variable's value: one token, surrounding whitespace ignored. */
 function parseTokenVariable(text: string, where: string): string[] {
   const token = text.trim();
@@ -376,6 +393,7 @@ export function parseConfig(
   const allow = source('--allow-unauthenticated');
   const listMaxAge = source('--list-max-age');
   const perPeer = source('--metrics-per-peer');
+  const maxConnections = source('--max-connections');
 
   let allowUnauthenticated = false;
   if (allow !== null) {
@@ -429,6 +447,9 @@ export function parseConfig(
     allowUnauthenticated,
     listMaxAgeMs: listMaxAge ? parseListMaxAge(listMaxAge.value, listMaxAge.what) : 1000,
     metricsPerPeer,
+    maxConnections: maxConnections
+      ? parseMaxConnections(maxConnections.value, maxConnections.what)
+      : 512,
   };
 
   // Read tokens alone count as authentication: the API then lists for read tokens and refuses

@@ -10,11 +10,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { TokenStore, createApp, createMetrics } from './http';
+import { TokenStore, createApp, createMetrics, createServer } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
-import { InterfaceNotWireGuardError, PeerService, ensureInterface } from './peers';
+import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
@@ -130,8 +130,12 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const server = http.createServer(
-    createApp({ service, tokens, logger, metrics, version: packageVersion() }),
+  const readiness = new ReadinessCheck(kernel, config.interfaceName);
+  const server = createServer(
+    createApp({ service, tokens, logger, metrics, readiness, version: packageVersion() }),
+    {
+      maxConnections: config.maxConnections,
+    },
   );
   try {
     await listen(server, config);

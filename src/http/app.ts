@@ -4,11 +4,13 @@
  */
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import type { Logger } from '../log';
-import type { PeerEntry, PeerServiceApi } from '../peers';
+import type { PeerEntry, PeerServiceApi, ReadinessApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
+import { cutLongBodies } from './body-limit';
 import { HttpError, toErrorResponse } from './errors';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
+import { probes } from './probes';
 import { requestIdOf, requestLog } from './request-log';
 import { openApiDocument } from './openapi';
 import { ROUTES, type RouteContext, type RouteId } from './routes';
@@ -30,6 +32,8 @@ export interface AppOptions {
   handlers?: Partial<Record<RouteId, RequestHandler>>;
   /** The daemon's version, for the OpenAPI document's info. */
   version?: string;
+  /** Behind GET /readyz; without it only /healthz is served. */
+  readiness?: ReadinessApi | null;
 }
 
 export const DEFAULT_BODY_LIMIT_BYTES = 4096;
@@ -101,15 +105,18 @@ export function createApp(options: AppOptions): express.Express {
   app.set('query parser', 'simple');
 
   app.use(requestLog(logger));
+  // Before authentication: probes need no token.
+  app.use(probes(options.readiness ?? null));
 
   if (options.metrics) app.use(options.metrics.requestMetrics);
   // Each route's own scope from the table, checked before its body is parsed.
   const tokens = options.tokens ?? null;
-  const parseJson = express.json({
-    limit: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
-    strict: true,
-    type: 'application/json',
-  });
+  // express.json alone reads a whole over-long body before its 413: cut it at the limit instead.
+  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const parseJson = cutLongBodies(
+    bodyLimit,
+    express.json({ limit: bodyLimit, strict: true, type: 'application/json' }),
+  );
   const context: RouteContext = { service, listBodies };
   const given: Partial<Record<RouteId, RequestHandler>> = {
     openapi: serveOpenApi(options.version ?? 'unknown'),

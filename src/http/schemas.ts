@@ -143,10 +143,13 @@ export const peerResponse: JsonSchema = {
       minimum: SPEED_LIMIT_MIN,
       maximum: SPEED_LIMIT_MAX,
     }),
+    // Where the limit holds in the kernel: both devices, one of them only (the other lost
+    // behind the daemon's back), or nowhere.
+    speed_limit_holds: { enum: ['both', 'download', 'upload', null] },
     data_cap: nullable({
       type: 'object',
-      properties: { quota_bytes: BYTES, used_bytes: BYTES },
-      required: ['quota_bytes', 'used_bytes'],
+      properties: { quota_bytes: BYTES, used_bytes: BYTES, enforced: { type: 'boolean' } },
+      required: ['quota_bytes', 'used_bytes', 'enforced'],
       additionalProperties: false,
     }),
   },
@@ -162,6 +165,7 @@ export const peerResponse: JsonSchema = {
     'tx_bytes',
     'persistent_keepalive_seconds',
     'speed_limit_bytes_per_second',
+    'speed_limit_holds',
     'data_cap',
   ],
   additionalProperties: false,

@@ -1,6 +1,7 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
 import { SerialQueue, type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
+import { Probe } from './probe';
 import { Quota } from './quota';
 import { Shaper, type ShaperOptions } from './shaper';
 import type { Kernel } from './types';
@@ -24,17 +25,20 @@ export async function openKernel(
   const link = new Links(open);
   const shaper = new Shaper(open, { ...options.shaper, changes });
   const quota = new Quota(open, changes);
+  const probe = new Probe(open);
   return {
     changes,
     wireguard,
     link,
     shaper,
     quota,
+    probe,
     close() {
       wireguard.close();
       link.close();
       shaper.close();
       quota.close();
+      probe.close();
     },
   };
 }

@@ -177,6 +177,16 @@ export interface ChangeQueue {
   run<T>(task: () => Promise<T>): Promise<T>;
 }
 
+/** Cheap reads for the readiness probe (src/kernel/probe.ts); none of them reads peers. */
+export interface ProbeApi {
+  /** Looks the generic netlink family up; NetlinkError ENOENT when it is not registered. */
+  genlFamily(name: string): Promise<void>;
+  /** The qdiscs on the device (RTM_GETQDISC): tc answers. */
+  qdiscCount(ifindex: number): Promise<number>;
+  /** The nf_tables ruleset generation (NFT_MSG_GETGEN): nf_tables answers. */
+  nftGeneration(): Promise<number>;
+}
+
 /** Every kernel facility the daemon uses, over netlink sockets it owns. */
 export interface Kernel {
   /** Where every change to the kernel is serialized (the service's changes included). */
@@ -185,6 +195,7 @@ export interface Kernel {
   link: LinkApi;
   shaper: ShaperApi;
   quota: QuotaApi;
+  probe: ProbeApi;
   /** Closes every netlink socket. */
   close(): void;
 }

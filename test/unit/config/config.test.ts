@@ -64,6 +64,7 @@ describe('config: defaults of DESIGN §4', () => {
       allowUnauthenticated: false,
       listMaxAgeMs: 1000,
       metricsPerPeer: true,
+      maxConnections: 512,
     });
   });
 });
@@ -85,6 +86,8 @@ describe('config: flags and environment', () => {
         '51000',
         '--allow-unauthenticated',
         '--list-max-age=0',
+        '--max-connections',
+        '100',
         '--log-level',
         'debug',
         '--metrics-per-peer=false',
@@ -107,6 +110,7 @@ describe('config: flags and environment', () => {
       allowUnauthenticated: true,
       listMaxAgeMs: 0,
       metricsPerPeer: false,
+      maxConnections: 100,
     });
   });
 
@@ -123,6 +127,7 @@ describe('config: flags and environment', () => {
       WG_PEERD_LIST_MAX_AGE_MS: '60000',
       WG_PEERD_LOG_LEVEL: 'warn',
       WG_PEERD_METRICS_PER_PEER: 'false',
+      WG_PEERD_MAX_CONNECTIONS: '64',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -139,6 +144,7 @@ describe('config: flags and environment', () => {
       allowUnauthenticated: true,
       listMaxAgeMs: 60000,
       metricsPerPeer: false,
+      maxConnections: 64,
     });
   });
 
@@ -209,6 +215,7 @@ describe('config: flags and environment', () => {
       ['--list-max-age MS', 'WG_PEERD_LIST_MAX_AGE_MS', '1000'],
       ['--read-token-file PATH', 'WG_PEERD_READ_TOKEN (the token itself)', 'none'],
       ['--log-level LEVEL', 'WG_PEERD_LOG_LEVEL', 'info'],
+      ['--max-connections N', 'WG_PEERD_MAX_CONNECTIONS', '512'],
     ];
     for (const [flag, env, def] of table) {
       const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
@@ -232,6 +239,23 @@ describe('config: --list-max-age (DESIGN §5)', () => {
         .and.contain('0 to 60000');
     }
     expect(failure([], { WG_PEERD_LIST_MAX_AGE_MS: 'x' })).to.contain('WG_PEERD_LIST_MAX_AGE_MS');
+  });
+});
+
+describe('config: --max-connections (issue 10)', () => {
+  it('takes a whole number from 1 to 65535, from the flag or the variable', () => {
+    expect(parse(['--max-connections', '1']).maxConnections).to.equal(1);
+    expect(parse(['--max-connections=65535']).maxConnections).to.equal(65535);
+    expect(parse([], { WG_PEERD_MAX_CONNECTIONS: '20' }).maxConnections).to.equal(20);
+  });
+
+  it('refuses anything else, naming the flag or the variable', () => {
+    for (const bad of ['0', '65536', '-1', '1.5', 'many', '']) {
+      expect(failure(['--max-connections', bad]))
+        .to.contain('--max-connections')
+        .and.contain('1 to 65535');
+    }
+    expect(failure([], { WG_PEERD_MAX_CONNECTIONS: 'x' })).to.contain('WG_PEERD_MAX_CONNECTIONS');
   });
 });
 

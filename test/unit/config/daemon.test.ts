@@ -24,6 +24,7 @@ function config(overrides: Partial<Config> = {}): Config {
     allowUnauthenticated: false,
     listMaxAgeMs: 1000,
     metricsPerPeer: true,
+    maxConnections: 512,
     ...overrides,
   };
 }

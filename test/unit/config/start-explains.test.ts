@@ -32,6 +32,7 @@ function config(): Config {
     allowUnauthenticated: false,
     listMaxAgeMs: 1000,
     metricsPerPeer: true,
+    maxConnections: 512,
   };
 }
 

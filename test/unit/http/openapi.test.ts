@@ -205,7 +205,8 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       txBytes: 2,
       persistentKeepalive: 25,
       speedLimitBytesPerSecond: 125000,
-      dataCap: { quotaBytes: 1000, usedBytes: 10 },
+      speedLimitHolds: 'both',
+      dataCap: { quotaBytes: 1000, usedBytes: 10, enforced: true },
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);
     const ok = ((list['responses'] as Json)['200'] as Json)['content'] as Json;

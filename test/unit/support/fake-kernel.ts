@@ -19,6 +19,7 @@ import type {
   LinkInfo,
   PeerConfig,
   PeerRef,
+  ProbeApi,
   QuotaApi,
   Repair,
   ShaperApi,
@@ -120,6 +121,11 @@ export class FakeKernel implements Kernel {
   readonly changes = new SerialQueue();
   readonly shaper: ShaperApi;
   readonly quota: QuotaApi;
+  readonly probe: ProbeApi;
+  /** Registered generic netlink families; delete 'wireguard' for a kernel without the module. */
+  readonly genlFamilies = new Set(['wireguard']);
+  /** The nf_tables ruleset generation; each probe reads it, nothing else changes it. */
+  nftGeneration = 1;
 
   constructor() {
     this.wireguard = {
@@ -221,6 +227,19 @@ export class FakeKernel implements Kernel {
           this.devices.delete(link.info.name);
         }),
       primaryIpv4: () => this.op('primaryIpv4', [], () => this.primaryAddress),
+    };
+
+    this.probe = {
+      genlFamily: (name) =>
+        this.op('probe.genlFamily', [name], () => {
+          // nlctrl answers ENOENT for a family nobody registered.
+          if (!this.genlFamilies.has(name)) {
+            throw netlinkError('ENOENT', `CTRL_CMD_GETFAMILY ${name}`);
+          }
+        }),
+      // The fake holds no qdiscs: the daemon's are the shaper's, kept as limits here.
+      qdiscCount: (ifindex) => this.op('probe.qdiscCount', [ifindex], () => 0),
+      nftGeneration: () => this.op('probe.nftGeneration', [], () => this.nftGeneration),
     };
 
     this.shaper = {

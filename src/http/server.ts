@@ -1,0 +1,137 @@
+/**
+ * The HTTP server around the Express app, with the limits of issue 10 that Express cannot set:
+ * an announced body over the limit is refused before a byte of it is read, header, request and
+ * keep-alive timeouts, a cap on open connections, and JSON for requests Node's parser rejects.
+ */
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { DEFAULT_BODY_LIMIT_BYTES } from './app';
+import { HttpError, toErrorResponse } from './errors';
+import { announcedTooLarge, refuseBody } from './body-limit';
+
+export interface HttpLimits {
+  /** Largest accepted request body. */
+  bodyLimitBytes: number;
+  /** Time for the request line and headers; slowloris clients are cut after it. */
+  headersTimeoutMs: number;
+  /** Time for the whole request, headers and body. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open between requests. */
+  keepAliveTimeoutMs: number;
+  /** Open connections at most; new ones over it are closed at once. */
+  maxConnections: number;
+  /** How often Node checks the two request timeouts (its default, 30 s, would triple them). */
+  timeoutCheckIntervalMs: number;
+}
+
+/**
+ * 10 s for headers: a real client sends them in one packet, even over a slow link.
+ * 30 s per request: bodies here are at most 4 KiB and answers never wait on a client.
+ * 5 s keep-alive (Node 20 adds 1 s of grace): Node's own default, longer than a poller's back-to-back requests need,
+ * short enough that idle sockets do not pile up. 512 connections: far more than the
+ * pollers and admin tools of one host, far less than the default 1,024 open files.
+ */
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = {
+  bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 512,
+  timeoutCheckIntervalMs: 1_000,
+};
+
+/** One whole HTTP/1.1 answer with a JSON body, for sockets no ServerResponse speaks on. */
+export function rawJsonResponse(error: HttpError): string {
+  const { status, body } = toErrorResponse(error);
+  const text = JSON.stringify(body);
+  return (
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\n` +
+    'Content-Type: application/json; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(text)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    text
+  );
+}
+
+/** The error Node's parser raised, by its code (HPE_* from llhttp, ERR_HTTP_* from Node). */
+function clientErrorOf(error: NodeJS.ErrnoException): HttpError {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new HttpError(
+        408,
+        'REQUEST_TIMEOUT',
+        'The request did not arrive in time; send the headers and body without pausing',
+      );
+    case 'HPE_HEADER_OVERFLOW':
+      return new HttpError(431, 'HEADERS_TOO_LARGE', 'The request headers are too large');
+    case 'HPE_INVALID_METHOD':
+      return new HttpError(
+        400,
+        'METHOD_NOT_SUPPORTED',
+        'The request method is not one this API knows; it uses GET, POST, PATCH and DELETE',
+      );
+    default:
+      return new HttpError(
+        400,
+        'BAD_REQUEST',
+        `The request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`,
+      );
+  }
+}
+
+/**
+ * Whether the answer to the request on `socket` has begun (then only closing is left). Node
+ * keeps the socket's current response as `_httpMessage` and its own default clientError
+ * handler makes this same check; there is no public accessor.
+ */
+function answerStarted(socket: Duplex): boolean {
+  const message: unknown = Reflect.get(socket, '_httpMessage');
+  return message instanceof http.ServerResponse && message.headersSent;
+}
+
+export function createServer(
+  app: http.RequestListener,
+  limits: Partial<HttpLimits> = {},
+): http.Server {
+  const l: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...limits };
+  const server = http.createServer({
+    headersTimeout: l.headersTimeoutMs,
+    requestTimeout: l.requestTimeoutMs,
+    keepAliveTimeout: l.keepAliveTimeoutMs,
+    connectionsCheckingInterval: l.timeoutCheckIntervalMs,
+  });
+  server.maxConnections = l.maxConnections;
+
+  // Refused before Express (and its body parser, which would read the body to its end first).
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    if (announcedTooLarge(req, l.bodyLimitBytes)) {
+      refuseBody(res, l.bodyLimitBytes);
+      return;
+    }
+    app(req, res);
+  };
+  server.on('request', handle);
+  // With a listener Node does not answer 100 Continue by itself: a client that waits for it
+  // before sending an oversized body gets the 413 instead.
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (!announcedTooLarge(req, l.bodyLimitBytes)) res.writeContinue();
+    handle(req, res);
+  });
+
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || !socket.writable || answerStarted(socket)) {
+      socket.destroy();
+      return;
+    }
+    socket.end(rawJsonResponse(clientErrorOf(error)));
+  });
+  // CONNECT: no tunnels here. Without a listener Node would close the socket without a word.
+  server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => {
+    socket.end(
+      rawJsonResponse(
+        new HttpError(405, 'METHOD_NOT_ALLOWED', 'CONNECT is not supported; this is not a proxy'),
+      ),
+    );
+  });
+  return server;
+}

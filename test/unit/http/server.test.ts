@@ -1,0 +1,245 @@
+/**
+ * The HTTP limits of issue 10 over real sockets: the server is driven byte by byte with
+ * net.Socket so that what the client has (not) sent is known. Timeouts are made short
+ * (hundreds of ms) and nothing asserts how long anything took: a test only waits, within
+ * mocha's generous timeout, for the server to answer or close.
+ */
+import { expect } from 'chai';
+import type http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { createServer, type HttpLimits } from '../../../src/http';
+import { setup } from './helpers';
+
+interface Exchange {
+  /** Everything the server sent before it closed the connection. */
+  text: string;
+  status: number | null;
+  body: Record<string, unknown> | null;
+}
+
+function parse(text: string): Exchange {
+  const status = /^HTTP\/1\.1 (\d{3}) /.exec(text);
+  const split = text.indexOf('\r\n\r\n');
+  const rest = split === -1 ? '' : text.slice(split + 4);
+  return {
+    text,
+    status: status === null ? null : Number(status[1]),
+    body: rest.startsWith('{') ? (JSON.parse(rest) as Record<string, unknown>) : null,
+  };
+}
+
+/** Connects, lets `talk` write, and resolves once the server has closed the connection. */
+function converse(
+  server: http.Server,
+  talk: (socket: net.Socket) => void = () => undefined,
+): Promise<Exchange> {
+  const { port } = server.address() as AddressInfo;
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // A reset after the answer still counts as the server closing.
+      if (error.code === 'ECONNRESET' || error.code === 'EPIPE') return;
+      reject(error);
+    });
+    socket.on('close', () => resolve(parse(text)));
+    socket.on('connect', () => talk(socket));
+  });
+}
+
+async function listening(limits: Partial<HttpLimits>): Promise<http.Server> {
+  const server = createServer(setup().app, { timeoutCheckIntervalMs: 50, ...limits });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
+function close(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+const LONG = 60_000;
+
+describe('HTTP limits (issue 10)', () => {
+  let server: http.Server;
+  afterEach(async () => {
+    await close(server);
+  });
+
+  it('answers 413 to an announced 100 MB body before the client sends a byte of it, and closes', async () => {
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG });
+    // Only the headers are ever written: an answer can only come without the body.
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 100000000\r\n\r\n',
+      );
+    });
+    expect(res.status).to.equal(413);
+    expect(res.text).to.match(/\r\nConnection: close\r\n/i);
+    expect(res.body).to.include({ success: false, code: 'BODY_TOO_LARGE' });
+  });
+
+  it('answers 413 instead of 100 Continue to a client that waits before sending a large body', async () => {
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG });
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n',
+      );
+    });
+    expect(res.text).not.to.contain('100 Continue');
+    expect(res.status).to.equal(413);
+    expect(res.body).to.include({ code: 'BODY_TOO_LARGE' });
+  });
+
+  it('still serves a small body, with 100 Continue when asked for', async () => {
+    server = await listening({});
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Expect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n',
+      );
+      socket.once('data', () => socket.write('{}'));
+    });
+    expect(res.text.startsWith('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 ')).to.equal(true);
+  });
+
+  it('cuts a chunked body at the limit with 413, without waiting for its end', async () => {
+    // The request timeout is far away: the answer can only come from the cut.
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG });
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Transfer-Encoding: chunked\r\n\r\n',
+      );
+      const kilobyte = `400\r\n${' '.repeat(1024)}\r\n`;
+      // 1 KiB at a time, never the final chunk: the body never ends on its own.
+      const timer = setInterval(() => {
+        if (socket.writable) socket.write(kilobyte);
+      }, 20);
+      socket.on('close', () => clearInterval(timer));
+    });
+    expect(res.status).to.equal(413);
+    expect(res.body).to.include({ success: false, code: 'BODY_TOO_LARGE' });
+  });
+
+  it('still parses a chunked body under the limit (counting takes no chunk from the parser)', async () => {
+    server = await listening({});
+    const chunked = (body: string[]) =>
+      converse(server, (socket) => {
+        socket.write(
+          'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+            'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n' +
+            body.map((part) => `${part.length.toString(16)}\r\n${part}\r\n`).join('') +
+            '0\r\n\r\n',
+        );
+      });
+    // SPEC: POST /api/peer takes an empty object and refuses unknown fields.
+    const created = await chunked(['{', '}']);
+    expect(created.status).to.equal(201);
+    const refused = await chunked(['{"na', 'me":"x"}']);
+    expect(refused.status).to.equal(400);
+    expect(JSON.stringify(refused.body)).to.contain('name');
+  });
+
+  it('closes a connection whose headers do not arrive in time, with 408 JSON', async () => {
+    server = await listening({ headersTimeoutMs: 200, requestTimeoutMs: LONG });
+    const res = await converse(server, (socket) => {
+      socket.write('GET /api/peers HTTP/1.1\r\nHost: t\r\n');
+    });
+    expect(res.status).to.equal(408);
+    expect(res.body).to.include({ success: false, code: 'REQUEST_TIMEOUT' });
+  });
+
+  it('closes a connection whose body does not arrive in time, with 408 JSON', async () => {
+    server = await listening({ headersTimeoutMs: 200, requestTimeoutMs: 400 });
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 100\r\n\r\n{"a":',
+      );
+    });
+    expect(res.status).to.equal(408);
+    expect(res.body).to.include({ success: false, code: 'REQUEST_TIMEOUT' });
+  });
+
+  it('closes an idle keep-alive connection after its answer', async () => {
+    server = await listening({ keepAliveTimeoutMs: 200 });
+    const res = await converse(server, (socket) => {
+      socket.write('GET /api/peers HTTP/1.1\r\nHost: t\r\n\r\n');
+    });
+    // The one answer, kept alive, then closed by the server with nothing more said.
+    expect(res.status).to.equal(200);
+    expect(res.text).to.match(/\r\nConnection: keep-alive\r\n/i);
+    expect(res.text.match(/HTTP\/1\.1 /g)).to.have.length(1);
+  });
+
+  it('closes new connections over the cap at once, and serves again once idle ones are gone', async () => {
+    server = await listening({ maxConnections: 2, headersTimeoutMs: LONG, requestTimeoutMs: LONG });
+    const { port } = server.address() as AddressInfo;
+    const idle = await Promise.all(
+      [1, 2].map(
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const s = net.connect(port, '127.0.0.1', () => resolve(s));
+            s.on('error', () => undefined);
+          }),
+      ),
+    );
+    await until(async () => (await connections(server)) === 2);
+    const refused = await converse(server, (socket) => {
+      socket.write('GET /api/peers HTTP/1.1\r\nHost: t\r\n\r\n');
+    });
+    expect(refused.text).to.equal('');
+
+    for (const s of idle) s.destroy();
+    await until(async () => (await connections(server)) === 0);
+    const served = await converse(server, (socket) => {
+      socket.write('GET /api/peers HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n');
+    });
+    expect(served.status).to.equal(200);
+    expect(served.body).to.include({ success: true });
+  });
+
+  it('answers an unknown method with JSON 400 and closes', async () => {
+    server = await listening({});
+    const res = await converse(server, (socket) => {
+      socket.write('FROBNICATE /api/peers HTTP/1.1\r\nHost: t\r\n\r\n');
+    });
+    expect(res.status).to.equal(400);
+    expect(res.body).to.include({ success: false, code: 'METHOD_NOT_SUPPORTED' });
+  });
+
+  it('answers CONNECT with JSON 405 and closes', async () => {
+    server = await listening({});
+    const res = await converse(server, (socket) => {
+      socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    });
+    expect(res.status).to.equal(405);
+    expect(res.body).to.include({ success: false, code: 'METHOD_NOT_ALLOWED' });
+  });
+
+  it('answers a method Node knows but no route has with the JSON 404 of the app', async () => {
+    server = await listening({});
+    const res = await converse(server, (socket) => {
+      socket.write('PROPFIND /api/peers HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n');
+    });
+    expect(res.status).to.equal(404);
+    expect(res.body).to.include({ success: false, code: 'ROUTE_NOT_FOUND' });
+  });
+});
+
+function connections(server: http.Server): Promise<number> {
+  return new Promise((resolve, reject) =>
+    server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+  );
+}
+
+/** Waits for a condition the server reaches on its own; mocha's timeout bounds the wait. */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 10));
+}
