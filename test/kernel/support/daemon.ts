@@ -17,6 +17,11 @@ export interface DaemonProcess {
    * status of `npm start`, which is the daemon's own (null when it was killed by a signal).
    */
   stop(): Promise<number | null>;
+  /**
+   * SIGKILL to the daemon itself (a crash: no graceful shutdown), then the exit status of
+   * `npm start` once it is gone.
+   */
+  kill(): Promise<number | null>;
 }
 
 /** The `node dist/src/main.js` process under `npm start` (npm → sh → node), found in /proc. */
@@ -100,6 +105,14 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
         const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
         if (pid === undefined) child.kill('SIGTERM');
         else process.kill(pid, 'SIGTERM');
+      }
+      return exited;
+    },
+    kill: async () => {
+      if (!done) {
+        const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
+        if (pid === undefined) child.kill('SIGKILL');
+        else process.kill(pid, 'SIGKILL');
       }
       return exited;
     },
