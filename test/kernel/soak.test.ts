@@ -170,12 +170,12 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
     // An operator's own table, there before the daemon and the soak.
     sh(`nft add table inet ${OPERATOR}`);
     sh(
-      `nft add chain inet ${OPERATOR} fwd '{ type filter hook forward priority 0; policy accept; }'`,
+      `nft add chain inet ${OPERATOR} operator_forward '{ type filter hook forward priority 0; policy accept; }'`,
     );
     sh(
       `nft add set inet ${OPERATOR} blocked '{ type ipv4_addr; elements = { 10.77.1.9, 198.51.100.7 }; }'`,
     );
-    sh(`nft add rule inet ${OPERATOR} fwd ip saddr @blocked drop`);
+    sh(`nft add rule inet ${OPERATOR} operator_forward ip saddr @blocked drop`);
     sh(`nft add quota inet ${OPERATOR} monthly '{ over 300 mbytes; }'`);
     operatorBefore = sh(`nft -j list table inet ${OPERATOR}`);
   });
