@@ -2,7 +2,7 @@
  * A bounded soak (issue 10): the real daemon on a fresh interface with a /22, several async
  * workers creating and deleting peers, setting and removing speed limits and data caps and
  * listing, for about a minute, with one SIGKILL of the daemon in the middle and a restart. Then
- * `wg show dump`, `tc -j` and `nft -j` are the oracles: no duplicate address, no tc class or u32
+ * `wg show dump`, `tc` and `nft -j` are the oracles: no duplicate address, no tc class or u32
  * node and no quota object or map element without a peer, the API's list equal to the kernel's
  * peers, addresses, limits and caps, and an operator's nft table untouched.
  *
@@ -88,37 +88,35 @@ function addressOfNode(fh: string): string | null {
   return `10.77.${parseInt(match[1], 16)}.${parseInt(match[2], 16)}`;
 }
 
-interface TcClass {
-  handle: string;
-  rate?: number;
-}
-/** HTB classes of a device, `tc -j class show`; rate in bytes per second. */
-function tcClasses(dev: string): Map<string, TcClass> {
-  const rows = json(`tc -j class show dev ${dev}`) as Array<{
-    class: string;
-    handle: string;
-    rate?: number;
-  }>;
-  return new Map(rows.filter((row) => row.class === 'htb').map((row) => [row.handle, row]));
+/** Bits per second of a tc rate as iproute2 prints it ("80Kbit", "1500Kbit", "8Mbit"). */
+function parseRate(text: string): number {
+  const match = /^(\d+)([KMGT]?)(i?)bit$/.exec(text);
+  if (!match) throw new Error(`unreadable tc rate ${text}`);
+  const kilo = match[3] ? 1024 : 1000;
+  return Number(match[1]) * kilo ** ' KMGT'.indexOf(match[2] || ' ');
 }
 
-/** Every u32 node handle ("fh") and every target class ("flowid"/"classid") tc -j shows on a device. */
+/**
+ * HTB classes of a device: class id → rate in bytes per second. The host's iproute2 (6.1) prints
+ * classes as text even with -j, so this reads `tc class show`. Its rate text is exact for the
+ * limits the soak sets (multiples of 125 bytes/s: whole Kbit).
+ */
+function tcClasses(dev: string): Map<string, number> {
+  const classes = new Map<string, number>();
+  for (const line of sh(`tc class show dev ${dev}`).split('\n')) {
+    const match = /^class htb (\S+) .*\brate (\S+)/.exec(line);
+    if (match) classes.set(match[1], parseRate(match[2]) / 8);
+  }
+  return classes;
+}
+
+/** Every u32 node handle ("fh") and every target class ("flowid") tc shows on a device. */
 function tcFilterRefs(dev: string): { nodes: string[]; flowids: string[] } {
-  const nodes: string[] = [];
-  const flowids: string[] = [];
-  const walk = (value: unknown): void => {
-    if (Array.isArray(value)) value.forEach(walk);
-    else if (value !== null && typeof value === 'object') {
-      for (const [key, inner] of Object.entries(value)) {
-        if (key === 'fh' && typeof inner === 'string') nodes.push(inner);
-        else if ((key === 'flowid' || key === 'classid') && typeof inner === 'string')
-          flowids.push(inner);
-        else walk(inner);
-      }
-    }
+  const text = sh(`tc filter show dev ${dev}`);
+  return {
+    nodes: [...text.matchAll(/\bfh (\S+)/g)].map((m) => m[1]),
+    flowids: [...text.matchAll(/\b(?:flowid|classid) (\S+)/g)].map((m) => m[1]),
   };
-  walk(json(`tc -j filter show dev ${dev}`));
-  return { nodes, flowids };
 }
 
 interface NftTableView {
@@ -227,7 +225,8 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
               break;
             case 'limit':
               response = await call('PATCH', `${path}/speed-limit`, {
-                bytesPerSecond: 1000 + Math.floor(Math.random() * 10_000_000),
+                // whole Kbit (125 bytes/s), so tc's printed rate is exact: 8 Kbit to ~80 Mbit
+                bytesPerSecond: 125 * (8 + Math.floor(Math.random() * 80_000)),
               });
               break;
             case 'unlimit':
@@ -369,10 +368,8 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
       expect(
         peer.speed_limit_bytes_per_second,
         `limit of ${peer.ip_address} (tc on ${IFNAME})`,
-      ).to.equal(cls?.rate ?? null);
-      expect(ifbCls?.rate ?? null, `limit of ${peer.ip_address} (tc on ${IFB})`).to.equal(
-        cls?.rate ?? null,
-      );
+      ).to.equal(cls ?? null);
+      expect(ifbCls ?? null, `limit of ${peer.ip_address} (tc on ${IFB})`).to.equal(cls ?? null);
       const element = nft.elements.get(peer.ip_address);
       const quota = element === undefined ? undefined : nft.quotas.get(element);
       expect(peer.data_cap?.quota_bytes ?? null, `cap of ${peer.ip_address} (nft)`).to.equal(
