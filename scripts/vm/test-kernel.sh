@@ -62,6 +62,7 @@ for k in "${kernels[@]}"; do
     say "=== kernel $kver ($k) ==="
     rc=0
     WG_PEERD_VM_DIR="$dir" "$HERE/run.sh" --out "$out/$k" -e "WG_PEERD_TEST_KERNEL=$kver" -- "$cmd" || rc=$?
+    say "kernel $kver: prepare and VM run took $((SECONDS - start)) s (exit status $rc)"
     if [ ! -s "$out/$k/mocha-summary.json" ]; then
       say "kernel $kver: mocha wrote no summary (exit status $rc: it did not run to its end); counted as 1 failure"
       echo '{"passed":0,"failed":1,"skipped":0,"failures":["the run did not reach its end"]}' >"$out/$k/mocha-summary.json"
