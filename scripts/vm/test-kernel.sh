@@ -55,7 +55,7 @@ for k in "${kernels[@]}"; do
   fi
   mkdir -p "$out/$k"
   start=$SECONDS
-  kver="$k (not prepared)"
+  kver="(not prepared)"
   if WG_PEERD_VM_DIR="$dir" WG_PEERD_VM_KERNEL_RELEASE="$release" "$HERE/prepare.sh"; then
     kver="$(. "$dir/current.env" && echo "$VM_KVER")"
     echo >&2
@@ -65,13 +65,13 @@ for k in "${kernels[@]}"; do
     say "kernel $kver: prepare and VM run took $((SECONDS - start)) s (exit status $rc)"
     if [ ! -s "$out/$k/mocha-summary.json" ]; then
       say "kernel $kver: mocha wrote no summary (exit status $rc: it did not run to its end); counted as 1 failure"
-      echo '{"passed":0,"failed":1,"skipped":0,"failures":["the run did not reach its end"]}' >"$out/$k/mocha-summary.json"
+      echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$kver] the run did not reach its end\"]}" >"$out/$k/mocha-summary.json"
     elif [ "$rc" -ne 0 ]; then
       overall=1
     fi
   else
     say "kernel $k: prepare.sh failed; counted as 1 failure"
-    echo '{"passed":0,"failed":1,"skipped":0,"failures":["the kernel could not be prepared"]}' >"$out/$k/mocha-summary.json"
+    echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$k] the kernel could not be prepared\"]}" >"$out/$k/mocha-summary.json"
   fi
   report+=("$k|$kver|$((SECONDS - start))")
 done
