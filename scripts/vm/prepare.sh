@@ -15,7 +15,10 @@
 #
 # Idempotent: everything is cached in .vm/ (gitignored); a second run only re-checks.
 # Environment: WG_PEERD_VM_DIR (default <repo>/.vm), WG_PEERD_VM_KERNEL_PKG (kernel package to use
-# instead of the one linux-image-amd64 depends on).
+# instead of the one linux-image-amd64 depends on), WG_PEERD_VM_KERNEL_RELEASE (an apt target
+# release such as bookworm-backports: take linux-image-amd64 as that release has it; without it,
+# apt's candidate, i.e. the stable kernel). Give each kernel its own WG_PEERD_VM_DIR: current.env
+# names one kernel.
 set -euo pipefail
 
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
@@ -113,9 +116,21 @@ flock 9
 # 2. The kernel: the package linux-image-amd64 depends on, unpacked, depmod'ed.
 # ---------------------------------------------------------------------------------------------
 kernel_pkg="${WG_PEERD_VM_KERNEL_PKG:-}"
+release="${WG_PEERD_VM_KERNEL_RELEASE:-}"
 if [ -z "$kernel_pkg" ]; then
-  kernel_pkg="$(LC_ALL=C apt-cache depends linux-image-amd64 2>/dev/null |
+  # -t RELEASE makes that release's linux-image-amd64 the candidate whose Depends apt-cache shows
+  # (backports are pinned at 100, below stable, so without -t the stable one wins).
+  kernel_pkg="$(LC_ALL=C apt-cache depends ${release:+-t "$release"} linux-image-amd64 2>/dev/null |
     awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }' || true)"
+  if [ -n "$release" ] && [ -n "$kernel_pkg" ] &&
+    ! LC_ALL=C apt-cache madison "$kernel_pkg" 2>/dev/null | grep -q " $release/"; then
+    # apt-cache ignores an unknown -t and answers with the stable kernel: never test that twice
+    # under the other kernel's name.
+    die "$kernel_pkg does not come from $release: apt knows no linux-image-amd64 in $release (is its source in /etc/apt/sources.list.d/? run: apt-get update)"
+  fi
+fi
+if [ -z "$kernel_pkg" ] && [ -n "$release" ] && [ ! -f "$VM_DIR/current.env" ]; then
+  die "apt-cache finds no linux-image-amd64 in $release (add the source, e.g. deb http://deb.debian.org/debian $release main, then apt-get update)"
 fi
 if [ -z "$kernel_pkg" ]; then
   # No apt lists (or offline): fall back to the kernel cached by an earlier run.

@@ -18,6 +18,11 @@ export interface DaemonProcess {
    * status of `npm start`, which is the daemon's own (null when it was killed by a signal).
    */
   stop(): Promise<number | null>;
+  /**
+   * SIGKILL to the daemon itself (a crash: no graceful shutdown), then the exit status of
+   * `npm start` once it is gone.
+   */
+  kill(): Promise<number | null>;
 }
 
 /**
@@ -115,6 +120,14 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
         const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
         if (pid === undefined) child.kill('SIGTERM');
         else process.kill(pid, 'SIGTERM');
+      }
+      return exited;
+    },
+    kill: async () => {
+      if (!done) {
+        const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
+        if (pid === undefined) child.kill('SIGKILL');
+        else process.kill(pid, 'SIGKILL');
       }
       return exited;
     },
