@@ -16,13 +16,22 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+/**
+ * The queues whose task the current async context runs inside. One storage for every queue:
+ * Node never frees an AsyncLocalStorage that was used, and each live one adds work to every
+ * async operation, so one per queue (per socket) made a process that opens many sockets slower
+ * with each (the decoder fuzzer, opening sockets per case, ran quadratically).
+ */
+const held = new AsyncLocalStorage<ReadonlySet<SerialQueue>>();
+
 export class SerialQueue {
   private tail: Promise<unknown> = Promise.resolve();
-  private readonly inside = new AsyncLocalStorage<SerialQueue>();
 
   run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.inside.getStore() === this) return task();
-    const result = this.tail.then(() => this.inside.run(this, task));
+    const outer = held.getStore();
+    if (outer?.has(this)) return task();
+    const inside = new Set(outer ?? []).add(this);
+    const result = this.tail.then(() => held.run(inside, task));
     this.tail = result.then(
       () => undefined,
       () => undefined,

@@ -104,7 +104,14 @@ describe('probes: GET /readyz', () => {
 
   it('names tc when the qdisc dump is refused', async () => {
     const kernel = FakeKernel.withInterface();
-    kernel.fail('probe.qdiscCount', netlinkError('EOPNOTSUPP', 'RTM_GETQDISC dump'));
+    // What the probe's boundary makes of an EOPNOTSUPP answer to the qdisc dump.
+    kernel.fail(
+      'probe.qdiscCount',
+      new FacilityUnavailableError(
+        'traffic control (rtnetlink tc: EOPNOTSUPP)',
+        'load the kernel modules: modprobe sch_htb cls_u32 act_mirred ifb',
+      ),
+    );
     const res = await probeApp(kernel).get('/readyz');
     expect(res.status).to.equal(503);
     expect(res.body).to.include({ code: 'FACILITY_MISSING' });
@@ -131,7 +138,14 @@ describe('probes: GET /readyz', () => {
   it('names every missing piece at once, the envelope giving the first', async () => {
     const kernel = new FakeKernel();
     kernel.genlFamilies.delete('wireguard');
-    kernel.fail('probe.qdiscCount', netlinkError('EOPNOTSUPP', 'RTM_GETQDISC dump'));
+    // What the probe's boundary makes of an EOPNOTSUPP answer to the qdisc dump.
+    kernel.fail(
+      'probe.qdiscCount',
+      new FacilityUnavailableError(
+        'traffic control (rtnetlink tc: EOPNOTSUPP)',
+        'load the kernel modules: modprobe sch_htb cls_u32 act_mirred ifb',
+      ),
+    );
     kernel.fail('probe.nftGeneration', netlinkError('EPROTONOSUPPORT', 'NFT_MSG_GETGEN'));
     const res = await probeApp(kernel).get('/readyz');
     expect(res.status).to.equal(503);

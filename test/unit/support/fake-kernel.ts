@@ -27,7 +27,11 @@ import type {
   WireGuardDevice,
   WireGuardPeer,
 } from '../../../src/kernel/types';
-import { InterfaceMissingError, KernelCallError } from '../../../src/kernel/errors';
+import {
+  FacilityUnavailableError,
+  InterfaceMissingError,
+  KernelCallError,
+} from '../../../src/kernel/errors';
 import { NetlinkError } from '../../../src/netlink/errors';
 import { SerialQueue } from '../../../src/netlink/serial-queue';
 
@@ -232,9 +236,12 @@ export class FakeKernel implements Kernel {
     this.probe = {
       genlFamily: (name) =>
         this.op('probe.genlFamily', [name], () => {
-          // nlctrl answers ENOENT for a family nobody registered.
+          // nlctrl answers ENOENT for a family nobody registered; the probe's boundary names it.
           if (!this.genlFamilies.has(name)) {
-            throw netlinkError('ENOENT', `CTRL_CMD_GETFAMILY ${name}`);
+            throw new FacilityUnavailableError(
+              `WireGuard (generic netlink family "${name}": ENOENT)`,
+              'load the module with `modprobe wireguard`',
+            );
           }
         }),
       // The fake holds no qdiscs: the daemon's are the shaper's, kept as limits here.
