@@ -1,0 +1,606 @@
+/**
+ * `npm run bench:api` (issue 8): GET /api/peers under polling load, side by side, in one VM run
+ * (as root, by scripts/vm/bench-api.sh). Not a test and not part of CI: it prints figures.
+ *
+ * For each size (default 1,000, 10,000 and 50,000 peers: distinct /32s in 10.77.0.0/16 on a
+ * WireGuard interface made for the bench, server 10.77.0.1/16, generated keys, added in bulk
+ * with the project's own kernel client), two rounds of, alternating:
+ *   A   the daemon, `node dist/src/main.js --interface wgapi0 --listen 127.0.0.1:PORT`
+ *   A0  the same with `--list-max-age 0` (skipped, saying so, when --help does not know it)
+ *   B   bench/baseline-wg-dump.ts: a BASELINE running `wg show <if> dump` per request
+ *   C   bench/replay-ceiling.ts: a transfer ceiling replaying A's own body from memory
+ * Each is a fresh process; autocannon (8 connections) warms up, then measures; per run it prints
+ * req/s, p50, p99 and the server's peak RSS (VmHWM of /proc/<pid>/status after the run), then
+ * per size the ratios A/B and A/C (A and A0) from the medians of the rounds.
+ *
+ * Per size it also prints the raw costs, measured in this process (medians): netlink receive of
+ * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice),
+ * the fast decoder of src/kernel/wireguard-dump when it exists, body build (src/http/list-body
+ * when it exists, else today's listPeers + toPeerJson + JSON.stringify), and `wg show dump` as a
+ * process. At 10,000 peers: one request alone (A0, one connection) next to receive + decode +
+ * build.
+ *
+ * Knobs (environment): BENCH_SIZES (default "1000,10000,50000"), BENCH_ROUNDS (2),
+ * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (3), BENCH_DURATION_S (10), BENCH_RAW_RUNS (5),
+ * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request).
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { randomPublicKey } from '../test/support/keys';
+import { openKernel } from '../src/kernel';
+import type { DataCap, Kernel, WireGuardDevice } from '../src/kernel/types';
+import { Links } from '../src/kernel/link';
+import { WireGuard, parseDevice } from '../src/kernel/wireguard';
+import { WG_CMD_GET_DEVICE, deviceReadAttributes } from '../src/kernel/wireguard-schema';
+import {
+  GENL_HDRLEN,
+  GenericNetlink,
+  type GenlReply,
+  NETLINK_GENERIC,
+  type NetlinkMessage,
+  NetlinkSocket,
+  encodeAttributes,
+  genlmsghdr,
+  openNativeTransport,
+} from '../src/netlink';
+import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/peers';
+import { toPeerJson } from '../src/http/app';
+
+const IFNAME = 'wgapi0';
+const SERVER_ADDRESS = { address: '10.77.0.1', prefixLength: 16 };
+const LISTEN_HOST = '127.0.0.1';
+
+const numbers = (text: string): number[] => text.split(',').map((s) => Number(s.trim()));
+const SIZES = numbers(process.env.BENCH_SIZES ?? '1000,10000,50000');
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const RAW_RUNS = Number(process.env.BENCH_RAW_RUNS ?? 5);
+const ALONE_REQUESTS = Number(process.env.BENCH_ALONE_REQUESTS ?? 9);
+/** The size at which the lone request of Done-when 3 is measured. */
+const ALONE_SIZE = Number(process.env.BENCH_ALONE_SIZE ?? 10_000);
+
+type Kind = 'A' | 'A0' | 'B' | 'C';
+
+interface RunResult {
+  kind: Kind;
+  round: number;
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  rssMiB: number;
+  requests: number;
+  errors: number;
+  non2xx: number;
+}
+
+interface RawCosts {
+  receive: number;
+  tableDecode: number;
+  fastDecode: number | null;
+  bodyBuild: number;
+  bodyBuildWhat: string;
+  wgProcess: number;
+  bodyBytes: number;
+}
+
+// ---------------------------------------------------------------- small helpers
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+const ms = (value: number): string => `${value.toFixed(1)} ms`;
+const ratio = (a: number, b: number): string => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
+const sleep = (milliseconds: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+async function timed(runs: number, work: () => unknown): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    await work();
+    times.push(performance.now() - start);
+  }
+  return median(times);
+}
+
+function peerAddress(i: number): string {
+  // Host numbers 2.. in 10.77.0.0/16 (10.77.0.1 is the server): at most 65,532 peers.
+  const host = i + 2;
+  return `10.77.${host >> 8}.${host & 255}`;
+}
+
+interface Fetched {
+  status: number;
+  contentType: string;
+  body: Buffer;
+}
+
+function get(port: number, path: string): Promise<Fetched> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: LISTEN_HOST, port, path, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          contentType: String(res.headers['content-type'] ?? ''),
+          body: Buffer.concat(chunks),
+        }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+// ---------------------------------------------------------------- optional modules (perf branch)
+
+/**
+ * Decodes the messages of one WG_CMD_GET_DEVICE dump (each the attributes after its
+ * genlmsghdr) into a device: decodeDeviceDump of the perf branch.
+ */
+type FastDecode = (name: string, messages: readonly Buffer[]) => WireGuardDevice;
+/** Builds the finished list body of a snapshot (no filter). */
+type BodyBuild = (snapshot: PeerSnapshot) => Promise<Buffer>;
+
+/** A module that only exists once the perf branch is merged: loaded by a computed path. */
+async function optionalModule(path: string): Promise<Record<string, unknown> | null> {
+  try {
+    return (await import(path)) as Record<string, unknown>;
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'MODULE_NOT_FOUND') return null;
+    throw error;
+  }
+}
+
+async function loadFastDecode(): Promise<FastDecode | null> {
+  const module = await optionalModule('../src/kernel/wireguard-dump');
+  if (module === null) return null;
+  const decode = module.decodeDeviceDump;
+  if (typeof decode !== 'function') {
+    throw new Error(
+      `src/kernel/wireguard-dump exports ${Object.keys(module).join(', ')}: adapt bench/api.ts`,
+    );
+  }
+  return decode as FastDecode;
+}
+
+async function loadBodyBuild(): Promise<BodyBuild | null> {
+  const module = await optionalModule('../src/http/list-body');
+  if (module === null) return null;
+  const build = module.buildListBody;
+  if (typeof build !== 'function') {
+    throw new Error(
+      `src/http/list-body exports ${Object.keys(module).join(', ')}: adapt bench/api.ts`,
+    );
+  }
+  return async (snapshot) => (await build(snapshot, null)) as Buffer;
+}
+
+// ---------------------------------------------------------------- the device
+
+async function setUpDevice(links: Links, wireguard: WireGuard): Promise<void> {
+  await removeDevice(links);
+  const index = await links.createWireGuard(IFNAME);
+  await wireguard.configureDevice(IFNAME, { privateKey: randomBytes(32), listenPort: 51977 });
+  await links.addIpv4Address(index, SERVER_ADDRESS);
+  await links.setUp(index);
+}
+
+async function removeDevice(links: Links): Promise<void> {
+  await links.getLink(IFNAME).then(
+    (link) => links.deleteLink(link.index),
+    () => undefined,
+  );
+}
+
+/** Grows the device from `from` to `to` peers, in one bulk call. */
+async function growTo(wireguard: WireGuard, from: number, to: number): Promise<void> {
+  const peers = [];
+  for (let i = from; i < to; i++) {
+    peers.push({
+      publicKey: randomPublicKey(),
+      allowedIps: [{ family: 4 as const, address: peerAddress(i), cidr: 32 }],
+    });
+  }
+  await wireguard.addPeers(IFNAME, peers);
+  const device = await wireguard.getDevice(IFNAME);
+  if (device.peers.length !== to) {
+    throw new Error(`expected ${to} peers on ${IFNAME}, the kernel has ${device.peers.length}`);
+  }
+}
+
+// ---------------------------------------------------------------- raw costs
+
+const silentLogger: PeerServiceOptions['logger'] = {
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
+
+/** Today's body: PeerService.listPeers over a snapshot already read, toPeerJson, stringify. */
+function todaysBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
+  // A kernel that hands back the snapshot's pieces, so only the mapping and the serializer run.
+  const kernel = {
+    wireguard: { getDevice: async () => snapshot.device },
+    shaper: { listLimits: async () => new Map(snapshot.limits) },
+    quota: { listCaps: async () => new Map<string, DataCap>(snapshot.caps) },
+  } as unknown as PeerServiceOptions['kernel'];
+  const service = new PeerService({ kernel, interfaceName: IFNAME, logger: silentLogger });
+  return async () => {
+    const peers = await service.listPeers(null);
+    return Buffer.from(
+      JSON.stringify({
+        success: true,
+        peers: peers.map(toPeerJson),
+        total_count: peers.length,
+        filter: null,
+      }),
+    );
+  };
+}
+
+async function rawCosts(
+  genl: GenericNetlink,
+  kernel: Kernel,
+  fastDecode: FastDecode | null,
+  bodyBuild: BodyBuild | null,
+): Promise<RawCosts> {
+  const family = await genl.family('wireguard');
+  const request = Buffer.concat([
+    genlmsghdr.encode({ cmd: WG_CMD_GET_DEVICE, version: family.version }),
+    encodeAttributes(deviceReadAttributes, { ifname: IFNAME }),
+  ]);
+  const receive = (): Promise<NetlinkMessage[]> =>
+    genl.socket.dump(family.id, request, { operation: `WG_CMD_GET_DEVICE ${IFNAME} (bench)` });
+  const asReplies = (messages: NetlinkMessage[]): GenlReply[] =>
+    messages.map((message) => ({
+      cmd: message.payload[0],
+      version: message.payload[1],
+      attributes: message.payload.subarray(GENL_HDRLEN),
+    }));
+
+  const replies = asReplies(await receive());
+  const receiveMs = await timed(RAW_RUNS, receive);
+  const tableDecode = await timed(RAW_RUNS, () => parseDevice(IFNAME, replies));
+  let fastDecodeMs: number | null = null;
+  if (fastDecode !== null) {
+    const reference = JSON.stringify(parseDevice(IFNAME, replies));
+    const messages = replies.map((reply) => reply.attributes);
+    if (JSON.stringify(fastDecode(IFNAME, messages)) !== reference) {
+      throw new Error('the fast decoder disagrees with parseDevice on this dump');
+    }
+    fastDecodeMs = await timed(RAW_RUNS, () => fastDecode(IFNAME, messages));
+  }
+
+  const service = new PeerService({ kernel, interfaceName: IFNAME, logger: silentLogger });
+  const snapshot = await service.snapshot();
+  const today = todaysBody(snapshot);
+  const reference = await today();
+  let build: () => Promise<Buffer> = today;
+  let bodyBuildWhat = 'listPeers + toPeerJson + JSON.stringify (today)';
+  if (bodyBuild !== null) {
+    // The body is memoized per snapshot object: each build gets a fresh copy of the snapshot.
+    build = () => bodyBuild({ ...snapshot });
+    bodyBuildWhat = 'src/http/list-body';
+    if (!(await build()).equals(reference)) {
+      throw new Error('list-body bytes differ from toPeerJson + JSON.stringify on this snapshot');
+    }
+  }
+  const bodyBuildMs = await timed(RAW_RUNS, build);
+  const wgProcess = await timed(RAW_RUNS, () =>
+    execFileSync('wg', ['show', IFNAME, 'dump'], { maxBuffer: 512 * 1024 * 1024 }),
+  );
+  return {
+    receive: receiveMs,
+    tableDecode,
+    fastDecode: fastDecodeMs,
+    bodyBuild: bodyBuildMs,
+    bodyBuildWhat,
+    wgProcess,
+    bodyBytes: reference.length,
+  };
+}
+
+// ---------------------------------------------------------------- servers under load
+
+let nextPort = 18_100;
+
+interface Server {
+  child: ChildProcess;
+  port: number;
+  log: string;
+}
+
+function startServer(kind: Kind, bodyFile: string, contentType: string): Server {
+  const port = nextPort++;
+  const listen = `${LISTEN_HOST}:${port}`;
+  const args =
+    kind === 'A' || kind === 'A0'
+      ? [
+          'dist/src/main.js',
+          '--interface',
+          IFNAME,
+          '--listen',
+          listen,
+          ...(kind === 'A0' ? ['--list-max-age', '0'] : []),
+        ]
+      : kind === 'B'
+        ? ['dist/bench/baseline-wg-dump.js', '--interface', IFNAME, '--listen', listen]
+        : [
+            'dist/bench/replay-ceiling.js',
+            '--body',
+            bodyFile,
+            '--content-type',
+            contentType,
+            '--listen',
+            listen,
+          ];
+  // The server's output (the daemon logs a line per request) goes to a file, read on failure.
+  const log = `/tmp/bench-api-${kind}-${port}.log`;
+  const fd = openSync(log, 'w');
+  const child = spawn(process.execPath, args, { stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  return { child, port, log };
+}
+
+function tail(file: string): string {
+  return readFileSync(file, 'utf8').split('\n').slice(-15).join('\n');
+}
+
+/** Waits until GET /api/peers answers 200 (the first answer may take a full kernel read). */
+async function firstList(server: Server, kind: Kind): Promise<Fetched> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (server.child.exitCode !== null) {
+      throw new Error(`${kind} exited with ${server.child.exitCode}:\n${tail(server.log)}`);
+    }
+    try {
+      const answer = await get(server.port, '/api/peers');
+      if (answer.status === 200) return answer;
+      throw new Error(`${kind} answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'ECONNREFUSED') throw error;
+      if (Date.now() > deadline) throw new Error(`${kind} did not listen within 180 s`);
+      await sleep(250);
+    }
+  }
+}
+
+async function stopServer(server: Server): Promise<void> {
+  if (server.child.exitCode !== null) return;
+  const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
+  server.child.kill('SIGTERM');
+  const killer = setTimeout(() => server.child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(killer);
+}
+
+function peakRssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /^VmHWM:\s+(\d+) kB/m.exec(status);
+  if (!match) throw new Error(`no VmHWM in /proc/${pid}/status`);
+  return Number(match[1]) / 1024;
+}
+
+function load(
+  port: number,
+  options: { connections: number; duration?: number; amount?: number },
+): Promise<autocannon.Result> {
+  return autocannon({
+    url: `http://${LISTEN_HOST}:${port}/api/peers`,
+    connections: options.connections,
+    // autocannon rejects an explicit undefined: pass only the one that is set.
+    ...(options.amount === undefined ? { duration: options.duration } : { amount: options.amount }),
+    // A 50,000-peer answer from the baseline can take many seconds in the emulated VM.
+    timeout: 120,
+  });
+}
+
+async function measure(
+  kind: Kind,
+  round: number,
+  size: number,
+  body: { file: string; contentType: string },
+): Promise<{ result: RunResult; first: Fetched }> {
+  const server = startServer(kind, body.file, body.contentType);
+  try {
+    const first = await firstList(server, kind);
+    if (kind !== 'C') {
+      const total = (JSON.parse(first.body.toString()) as { total_count: number }).total_count;
+      if (total !== size) throw new Error(`${kind} listed ${total} peers, expected ${size}`);
+    }
+    await load(server.port, { connections: CONNECTIONS, duration: WARMUP_S });
+    const measured = await load(server.port, { connections: CONNECTIONS, duration: DURATION_S });
+    const rssMiB = peakRssMiB(server.child.pid ?? 0);
+    if (server.child.exitCode !== null) throw new Error(`${kind} died:\n${tail(server.log)}`);
+    const result: RunResult = {
+      kind,
+      round,
+      reqPerSec: measured.requests.total / measured.duration,
+      p50: measured.latency.p50,
+      p99: measured.latency.p99,
+      rssMiB,
+      requests: measured.requests.total,
+      errors: measured.errors,
+      non2xx: measured.non2xx,
+    };
+    const problems =
+      result.errors || result.non2xx ? `  (errors ${result.errors}, non-2xx ${result.non2xx})` : '';
+    console.log(
+      `  ${`${kind} round ${round}`.padEnd(12)} ${result.reqPerSec.toFixed(1).padStart(8)} req/s` +
+        `  p50 ${ms(result.p50).padStart(10)}  p99 ${ms(result.p99).padStart(10)}` +
+        `  peak RSS ${result.rssMiB.toFixed(0).padStart(4)} MiB  (${result.requests} requests)${problems}`,
+    );
+    return { result, first };
+  } finally {
+    await stopServer(server);
+  }
+}
+
+/** One request at a time on one connection, A0 (or A when A0 is unavailable): its latency. */
+async function aloneLatency(kind: Kind): Promise<number> {
+  const server = startServer(kind, '', '');
+  try {
+    await firstList(server, kind);
+    await load(server.port, { connections: 1, amount: 2 });
+    const measured = await load(server.port, { connections: 1, amount: ALONE_REQUESTS });
+    return measured.latency.p50;
+  } finally {
+    await stopServer(server);
+  }
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const runStart = performance.now();
+  const kernelVersion = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
+  const help = execFileSync(process.execPath, ['dist/src/main.js', '--help'], { encoding: 'utf8' });
+  const hasWindow = help.includes('--list-max-age');
+  const fastDecode = await loadFastDecode();
+  const bodyBuild = await loadBodyBuild();
+  const kinds: Kind[] = hasWindow ? ['A', 'A0', 'B', 'C'] : ['A', 'B', 'C'];
+  console.log(
+    `bench:api: kernel ${kernelVersion}, node ${process.version}, sizes ${SIZES.join(', ')}, ` +
+      `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured`,
+  );
+  if (!hasWindow) console.log('A0 skipped: no --list-max-age');
+  console.log(`fast decoder (src/kernel/wireguard-dump): ${fastDecode ? 'present' : 'n/a'}`);
+  console.log(`list body module (src/http/list-body): ${bodyBuild ? 'present' : 'n/a'}`);
+
+  const links = new Links();
+  const wireguard = new WireGuard();
+  const kernel = await openKernel();
+  const genl = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
+  const summary: { size: number; raw: RawCosts; runs: RunResult[]; alone: number | null }[] = [];
+  try {
+    await setUpDevice(links, wireguard);
+    let peers = 0;
+    for (const size of [...SIZES].sort((a, b) => a - b)) {
+      const sizeStart = performance.now();
+      console.log(`\n== ${size} peers`);
+      const growStart = performance.now();
+      await growTo(wireguard, peers, size);
+      peers = size;
+      console.log(`  add peers up to ${size}: ${ms(performance.now() - growStart)}`);
+
+      const raw = await rawCosts(genl, kernel, fastDecode, bodyBuild);
+      console.log(
+        `  raw costs (median of ${RAW_RUNS}): receive ${ms(raw.receive)}, table decode ${ms(raw.tableDecode)}, ` +
+          `fast decode ${raw.fastDecode === null ? 'n/a' : ms(raw.fastDecode)}, body build ${ms(raw.bodyBuild)} ` +
+          `(${raw.bodyBuildWhat}, ${(raw.bodyBytes / 1e6).toFixed(2)} MB), wg show dump process ${ms(raw.wgProcess)}`,
+      );
+
+      const bodyFile = `/tmp/bench-api-body-${size}.json`;
+      const body = { file: bodyFile, contentType: '' };
+      const runs: RunResult[] = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        for (const kind of kinds) {
+          const { result, first } = await measure(kind, round, size, body);
+          runs.push(result);
+          if (kind === 'A' && body.contentType === '') {
+            // C replays the bytes and Content-Type of A's first answer at this size.
+            writeFileSync(bodyFile, first.body);
+            body.contentType = first.contentType;
+          }
+        }
+      }
+
+      const med = (kind: Kind): number =>
+        median(runs.filter((run) => run.kind === kind).map((run) => run.reqPerSec));
+      const line = (kind: Kind): string =>
+        `  ${kind.padEnd(2)} median ${med(kind).toFixed(1)} req/s: /B ${ratio(med(kind), med('B'))}, /C ${ratio(med(kind), med('C'))}`;
+      console.log(line('A'));
+      if (hasWindow) console.log(line('A0'));
+
+      let alone: number | null = null;
+      if (size === ALONE_SIZE) {
+        alone = await aloneLatency(hasWindow ? 'A0' : 'A');
+        const decode = raw.fastDecode ?? raw.tableDecode;
+        const parts = raw.receive + decode + raw.bodyBuild;
+        console.log(
+          `  one request alone (${hasWindow ? 'A0' : 'A, no --list-max-age'}, 1 connection, median of ${ALONE_REQUESTS}): ` +
+            `${ms(alone)}; receive + ${raw.fastDecode === null ? 'table' : 'fast'} decode + body build ${ms(parts)}: ${ratio(alone, parts)}`,
+        );
+      }
+      summary.push({ size, raw, runs, alone });
+      console.log(
+        `  elapsed for ${size} peers: ${((performance.now() - sizeStart) / 1000).toFixed(0)} s`,
+      );
+    }
+    console.log('\n== summary (req/s medians of the rounds; ratios of req/s)');
+    console.log(
+      '| peers | A req/s | A0 req/s | B req/s | C req/s | A/B | A0/B | A/C | A0/C | A p50/p99 ms | A0 p50/p99 ms | B p50/p99 ms | C p50/p99 ms | peak RSS A/A0/B/C MiB |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const { size, runs } of summary) {
+      const of = (kind: Kind): RunResult[] => runs.filter((run) => run.kind === kind);
+      const med = (kind: Kind, pick: (run: RunResult) => number): number =>
+        of(kind).length ? median(of(kind).map(pick)) : NaN;
+      const rps = (kind: Kind): string =>
+        of(kind).length ? med(kind, (r) => r.reqPerSec).toFixed(1) : 'skipped';
+      const r = (a: Kind, b: Kind): string =>
+        of(a).length && of(b).length
+          ? ratio(
+              med(a, (x) => x.reqPerSec),
+              med(b, (x) => x.reqPerSec),
+            )
+          : 'n/a';
+      const lat = (kind: Kind): string =>
+        of(kind).length
+          ? `${med(kind, (x) => x.p50).toFixed(0)}/${med(kind, (x) => x.p99).toFixed(0)}`
+          : '-';
+      const rss = (['A', 'A0', 'B', 'C'] as Kind[])
+        .map((kind) =>
+          of(kind).length ? Math.max(...of(kind).map((x) => x.rssMiB)).toFixed(0) : '-',
+        )
+        .join('/');
+      console.log(
+        `| ${size} | ${rps('A')} | ${rps('A0')} | ${rps('B')} | ${rps('C')} | ${r('A', 'B')} | ${r('A0', 'B')} | ` +
+          `${r('A', 'C')} | ${r('A0', 'C')} | ${lat('A')} | ${lat('A0')} | ${lat('B')} | ${lat('C')} | ${rss} |`,
+      );
+    }
+    console.log(
+      '\n| peers | receive ms | table decode ms | fast decode ms | decode/receive | body build ms | body MB | wg show dump process ms |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const { size, raw } of summary) {
+      const decode = raw.fastDecode ?? raw.tableDecode;
+      console.log(
+        `| ${size} | ${raw.receive.toFixed(1)} | ${raw.tableDecode.toFixed(1)} | ${raw.fastDecode === null ? 'n/a' : raw.fastDecode.toFixed(1)} | ` +
+          `${ratio(decode, raw.receive)} | ${raw.bodyBuild.toFixed(1)} | ${(raw.bodyBytes / 1e6).toFixed(2)} | ${raw.wgProcess.toFixed(1)} |`,
+      );
+    }
+    for (const { size, raw, alone } of summary) {
+      if (alone === null) continue;
+      const parts = raw.receive + (raw.fastDecode ?? raw.tableDecode) + raw.bodyBuild;
+      console.log(
+        `\none request alone at ${size} peers: ${ms(alone)} vs receive + decode + build ${ms(parts)} = ${ratio(alone, parts)}`,
+      );
+    }
+    console.log(`\ntotal elapsed: ${((performance.now() - runStart) / 1000).toFixed(0)} s`);
+  } finally {
+    // In the VM the guest is thrown away: deleting a 50,000-peer WireGuard device there takes
+    // many minutes (the RTM_DELLINK send blocks in the kernel while it removes peer after peer).
+    if (process.env.WG_PEERD_VM !== '1') await removeDevice(links);
+    genl.socket.close();
+    kernel.close();
+    wireguard.close();
+    links.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

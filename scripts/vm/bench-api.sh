@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# npm run bench:api
+#
+# Builds, prepares the VM and runs `node dist/bench/api.js` in it as root (GET /api/peers under
+# load: the daemon against a `wg show dump` baseline and a replay ceiling, at 1,000, 10,000 and
+# 50,000 peers; see bench/api.ts). Its output is printed as it goes. Exit status: the benchmark's.
+#
+# Sets, unless already set: WG_PEERD_VM_MEM=6144 (MiB: a 50,000-peer daemon, the baseline's wg
+# processes, autocannon and the repository snapshot in RAM) and WG_PEERD_VM_TIMEOUT=2400 (s; a full
+# run takes 15-25 minutes under TCG). Every BENCH_* variable (BENCH_SIZES, BENCH_ROUNDS,
+# BENCH_CONNECTIONS, BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_RAW_RUNS, BENCH_ALONE_REQUESTS, BENCH_ALONE_SIZE) is
+# passed into the guest.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO="$(cd "$HERE/../.." && pwd -P)"
+cd "$REPO"
+
+export WG_PEERD_VM_MEM="${WG_PEERD_VM_MEM:-6144}"
+export WG_PEERD_VM_TIMEOUT="${WG_PEERD_VM_TIMEOUT:-2400}"
+
+npm run build
+for f in api baseline-wg-dump replay-ceiling; do
+  [ -f "dist/bench/$f.js" ] || { echo "bench:api: dist/bench/$f.js was not built" >&2; exit 1; }
+done
+"$HERE/prepare.sh"
+
+env_args=()
+while IFS='=' read -r name _; do
+  env_args+=(-e "$name=${!name}")
+done < <(env | grep -E '^BENCH_[A-Z0-9_]+=' || true)
+
+exec "$HERE/run.sh" "${env_args[@]}" -- 'exec node dist/bench/api.js'
