@@ -6,7 +6,18 @@ import { assertInTestVm, createWgInterface, deleteLink, sh } from './support/top
 // behind its back with ip/tc/nft (which are also the oracles of what the kernel holds).
 const IFNAME = 'wgb0';
 const LISTEN = '127.0.0.1:18090';
-const DAEMON_ARGS = ['--interface', IFNAME, '--listen', LISTEN, '--endpoint-host', '192.0.2.1'];
+// --list-max-age 0: these tests change the kernel behind the daemon's back and list at once;
+// within the default freshness window (1 s) a list may still show the read from before.
+const DAEMON_ARGS = [
+  '--list-max-age',
+  '0',
+  '--interface',
+  IFNAME,
+  '--listen',
+  LISTEN,
+  '--endpoint-host',
+  '192.0.2.1',
+];
 
 function cleanUp(): void {
   deleteLink(IFNAME);
@@ -107,7 +118,16 @@ function nftCaps(): { quotas: string[]; elements: string } {
 
 describe('changes behind the daemon back are listed truthfully, repaired on the next write, logged (real kernel)', function () {
   let daemon: DaemonProcess | undefined;
-  const args = ['--interface', IF2, '--listen', LISTEN2, '--endpoint-host', '192.0.2.1'];
+  const args = [
+    '--list-max-age',
+    '0',
+    '--interface',
+    IF2,
+    '--listen',
+    LISTEN2,
+    '--endpoint-host',
+    '192.0.2.1',
+  ];
   const keys: string[] = [];
   const list = async (): Promise<Listed[]> =>
     (await api(daemon!, 'GET', '/api/peers')).body.peers as unknown as Listed[];
