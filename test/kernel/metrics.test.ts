@@ -268,7 +268,12 @@ describe('metrics end to end (real kernel, npm start)', function () {
     // The download went out through the tunnel, so more was sent than the cap let through.
     expect(tx).to.be.above(CAP / 2);
 
-    expect(valueOf(samples, 'wg_peerd_peer_speed_limit_bytes_per_second', peer)).to.equal(LIMIT);
+    // One series per direction the limit holds in (the interface's egress and the IFB).
+    for (const direction of ['download', 'upload']) {
+      expect(
+        valueOf(samples, 'wg_peerd_peer_speed_limit_bytes_per_second', { ...peer, direction }),
+      ).to.equal(LIMIT);
+    }
     expect(valueOf(samples, 'wg_peerd_peer_data_cap_bytes', peer)).to.equal(CAP);
     expect(valueOf(samples, 'wg_peerd_peer_data_cap_used_bytes', peer)).to.equal(nftQuota().used);
     expect(valueOf(samples, 'wg_peerd_peer_data_cap_exhausted', peer)).to.equal(1);
