@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import http from 'node:http';
-import type { Config } from '../../../src/config';
 import {
   EXIT_CONFIG,
   EXIT_FAILURE,
@@ -9,25 +8,10 @@ import {
   type Daemon,
 } from '../../../src/main';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
+import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
 
-function config(overrides: Partial<Config> = {}): Config {
-  return {
-    interfaceName: 'wg0',
-    listen: { host: '127.0.0.1', port: 0 },
-    endpointHost: 'vpn.example.net',
-    tokens: { admin: [], read: [] },
-    tokenSources: { admin: null, read: null },
-    logLevel: 'info',
-    address: { address: '10.8.0.1', prefixLength: 24 },
-    listenPort: 51820,
-    allowUnauthenticated: false,
-    listMaxAgeMs: 1000,
-    metricsPerPeer: true,
-    maxConnections: 512,
-    ...overrides,
-  };
-}
+const config = testConfig;
 
 /** One request on its own connection (no keep-alive pool between tests). */
 function get(daemon: Daemon, path: string): Promise<{ status: number; body: string }> {

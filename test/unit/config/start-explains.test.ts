@@ -15,26 +15,12 @@ import {
   loadNativeFrom,
   type RequireFunction,
 } from '../../../src/netlink/native';
+import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 
-function config(): Config {
-  return {
-    interfaceName: 'wg0',
-    listen: { host: '127.0.0.1', port: 0 },
-    endpointHost: 'vpn.example.net',
-    tokens: { admin: [], read: [] },
-    tokenSources: { admin: null, read: null },
-    logLevel: 'info',
-    address: { address: '10.8.0.1', prefixLength: 24 },
-    listenPort: 51820,
-    allowUnauthenticated: false,
-    listMaxAgeMs: 1000,
-    metricsPerPeer: true,
-    maxConnections: 512,
-  };
-}
+const config = (): Config => testConfig();
 
 /**
  * A netlink socket of a kernel without WireGuard, answering as Linux does (net/core/rtnetlink.c):
