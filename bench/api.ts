@@ -22,7 +22,9 @@
  *
  * Knobs (environment): BENCH_SIZES (default "1000,10000,50000"), BENCH_ROUNDS (2),
  * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (3), BENCH_DURATION_S (10), BENCH_RAW_RUNS (5),
- * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request).
+ * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
+ * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_DAEMON_NODE_FLAGS (node flags for
+ * A and A0, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -348,7 +350,13 @@ function startServer(kind: Kind, bodyFile: string, contentType: string): Server 
   // The server's output (the daemon logs a line per request) goes to a file, read on failure.
   const log = `/tmp/bench-api-${kind}-${port}.log`;
   const fd = openSync(log, 'w');
-  const child = spawn(process.execPath, args, { stdio: ['ignore', fd, fd] });
+  // BENCH_DAEMON_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out"): node flags for A
+  // and A0 only, to profile the daemon under the same load.
+  const nodeFlags =
+    kind === 'A' || kind === 'A0'
+      ? (process.env.BENCH_DAEMON_NODE_FLAGS ?? '').split(' ').filter(Boolean)
+      : [];
+  const child = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   return { child, port, log };
 }
@@ -469,7 +477,10 @@ async function main(): Promise<void> {
   const hasWindow = help.includes('--list-max-age');
   const fastDecode = await loadFastDecode();
   const bodyBuild = await loadBodyBuild();
-  const kinds: Kind[] = hasWindow ? ['A', 'A0', 'B', 'C'] : ['A', 'B', 'C'];
+  const wanted = (process.env.BENCH_KINDS ?? 'A,A0,B,C').split(',').map((k) => k.trim());
+  const kinds = (['A', 'A0', 'B', 'C'] as Kind[]).filter(
+    (kind) => wanted.includes(kind) && (hasWindow || kind !== 'A0'),
+  );
   console.log(
     `bench:api: kernel ${kernelVersion}, node ${process.version}, sizes ${SIZES.join(', ')}, ` +
       `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured`,
