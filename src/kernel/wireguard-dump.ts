@@ -13,6 +13,11 @@
  * allowed IPs did not fit) is merged by key. Malformed input raises NetlinkProtocolError with the
  * table codec's message and path (e.g. "wgdevice.peers.3.allowedIps.0.cidr: expected 1 bytes,
  * got 2").
+ *
+ * With a DumpMemo (the WireGuard facility keeps one per device), a peer entry whose bytes did
+ * not change since the previous read is not decoded again: its earlier peer object is reused.
+ * The tests hold the result with a memo deep-equal to the table codec's too, across reads where
+ * peers changed, came and went.
  */
 import * as netlink from '../netlink';
 import { NetlinkProtocolError } from '../netlink';
@@ -279,17 +284,91 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
   return peer;
 }
 
-function decodePeers(buffer: Buffer, from: number, to: number): WireGuardPeer[] {
+/**
+ * The peer entries of one read, kept to decode the next read of the same device (issue 8): where
+ * an entry's bytes equal those of the entry at the same position last time, the peer decoded
+ * then is the peer now (the decoder is a function of those bytes alone), so it is taken as it
+ * is, without a decode or an allocation. Between two polls most peers of a big server are idle
+ * (same counters, same handshake): their entries are byte for byte what they were. The kernel
+ * keeps its peers in one list in the order they were added (device->peer_list), so positions
+ * hold until a peer is removed; after that, entries behind it are decoded afresh for one read.
+ *
+ * The entries reference the received datagrams (each a Buffer of its own, native/netlink.c
+ * copies every recv), which therefore live one read longer: about the dump's size. The peers
+ * handed out are shared between reads and must not be changed by anyone (nothing does).
+ */
+export class DumpMemo {
+  private buffers: Buffer[] = [];
+  private starts: number[] = [];
+  private ends: number[] = [];
+  private peers: WireGuardPeer[] = [];
+  /** Entries taken from the previous read in the last decode (for tests and the bench). */
+  reused = 0;
+
+  /** The previous read's peer at `index` when its entry had exactly these bytes, else null. */
+  lookup(index: number, buffer: Buffer, start: number, end: number): WireGuardPeer | null {
+    if (index >= this.peers.length) return null;
+    const previous = this.buffers[index]!;
+    const previousStart = this.starts[index]!;
+    const previousEnd = this.ends[index]!;
+    if (previousEnd - previousStart !== end - start) return null;
+    return buffer.compare(previous, previousStart, previousEnd, start, end) === 0
+      ? this.peers[index]!
+      : null;
+  }
+
+  /** Replaces what is kept with the entries of the read just decoded. */
+  keep(next: MemoEntries): void {
+    this.buffers = next.buffers;
+    this.starts = next.starts;
+    this.ends = next.ends;
+    this.peers = next.peers;
+    this.reused = next.reused;
+  }
+}
+
+/** The entries of the read being decoded, in order; kept by DumpMemo once it decoded whole. */
+interface MemoEntries {
+  memo: DumpMemo;
+  buffers: Buffer[];
+  starts: number[];
+  ends: number[];
+  peers: WireGuardPeer[];
+  reused: number;
+}
+
+function decodePeers(
+  buffer: Buffer,
+  from: number,
+  to: number,
+  entries: MemoEntries | null,
+): WireGuardPeer[] {
   const peers: WireGuardPeer[] = [];
   let index = 0;
   for (let offset = from; offset < to; index++) {
     const length = attributeLength(buffer, offset, to);
     if (length === 0) break;
-    try {
-      peers.push(decodePeer(buffer, offset + NLA_HDRLEN, offset + length));
-    } catch (error) {
-      throw located(error, String(index));
+    const start = offset + NLA_HDRLEN;
+    const end = offset + length;
+    let peer: WireGuardPeer | null = null;
+    if (entries !== null) {
+      peer = entries.memo.lookup(entries.peers.length, buffer, start, end);
+      if (peer !== null) entries.reused++;
     }
+    if (peer === null) {
+      try {
+        peer = decodePeer(buffer, start, end);
+      } catch (error) {
+        throw located(error, String(index));
+      }
+    }
+    if (entries !== null) {
+      entries.buffers.push(buffer);
+      entries.starts.push(start);
+      entries.ends.push(end);
+      entries.peers.push(peer);
+    }
+    peers.push(peer);
     offset += align(length);
   }
   return peers;
@@ -307,6 +386,7 @@ interface DeviceFields {
 function decodeMessage(
   buffer: Buffer,
   device: DeviceFields | null,
+  entries: MemoEntries | null,
 ): { fields: DeviceFields | null; peers: WireGuardPeer[] } {
   let peers: WireGuardPeer[] = [];
   for (let offset = 0; offset < buffer.length;) {
@@ -341,7 +421,7 @@ function decodeMessage(
         break;
       case WGDEVICE_A_PEERS:
         try {
-          peers = decodePeers(buffer, start, end);
+          peers = decodePeers(buffer, start, end, entries);
         } catch (error) {
           throw located(error, 'peers');
         }
@@ -360,24 +440,37 @@ function decodeMessage(
  * (wg_get_device_dump), and a peer whose allowed IPs did not fit is repeated at the start of
  * the next message with its key and the remaining IPs.
  */
-export function decodeDeviceDump(name: string, messages: readonly Buffer[]): WireGuardDevice {
+export function decodeDeviceDump(
+  name: string,
+  messages: readonly Buffer[],
+  memo: DumpMemo | null = null,
+): WireGuardDevice {
   let device: DeviceFields | undefined;
   const peers = new Map<string, WireGuardPeer>();
+  const entries: MemoEntries | null =
+    memo === null ? null : { memo, buffers: [], starts: [], ends: [], peers: [], reused: 0 };
   for (const message of messages) {
     let decoded: { fields: DeviceFields | null; peers: WireGuardPeer[] };
     try {
-      decoded = decodeMessage(message, device === undefined ? {} : null);
+      decoded = decodeMessage(message, device === undefined ? {} : null, entries);
     } catch (error) {
       throw located(error, 'wgdevice');
     }
     device ??= decoded.fields ?? {};
     for (const peer of decoded.peers) {
       const earlier = peers.get(peer.publicKey);
+      // A new object for the merged peer: the entries' own objects may be shared with the
+      // previous and the next read (DumpMemo) and are never changed.
       if (earlier) {
-        for (const prefix of peer.allowedIps) earlier.allowedIps.push(prefix);
+        peers.set(peer.publicKey, {
+          ...earlier,
+          allowedIps: [...earlier.allowedIps, ...peer.allowedIps],
+        });
       } else peers.set(peer.publicKey, peer);
     }
   }
+  // Kept only after the whole dump decoded: a malformed one leaves the memo as it was.
+  if (entries !== null) entries.memo.keep(entries);
   return {
     name: device?.ifname ?? name,
     ifindex: device?.ifindex ?? 0,

@@ -23,7 +23,7 @@ import {
   atBoundary,
 } from './errors';
 import { AF_INET, AF_INET6 } from './rtnetlink';
-import { decodeDeviceDump } from './wireguard-dump';
+import { DumpMemo, decodeDeviceDump } from './wireguard-dump';
 import type {
   DeviceConfig,
   IpPrefix,
@@ -166,6 +166,8 @@ function setDeviceAttributes(name: string, peers: PeerAttributes[]): Buffer {
 
 export class WireGuard implements WireGuardApi {
   private readonly genl: GenericNetlink;
+  /** Per device: the previous dump's peers, reused where their bytes did not change. */
+  private readonly memos = new Map<string, DumpMemo>();
 
   constructor(open: TransportFactory = openNativeTransport) {
     this.genl = new GenericNetlink(new NetlinkSocket(open(NETLINK_GENERIC)));
@@ -179,9 +181,15 @@ export class WireGuard implements WireGuardApi {
       `WG_CMD_GET_DEVICE ${name}`,
       true,
     );
+    let memo = this.memos.get(name);
+    if (memo === undefined) {
+      memo = new DumpMemo();
+      this.memos.set(name, memo);
+    }
     return decodeDeviceDump(
       name,
       replies.map((reply) => reply.attributes),
+      memo,
     );
   }
 

@@ -23,13 +23,23 @@ export interface Liveness {
  * as age 0.
  */
 export function livenessOf(lastHandshake: Date | null, now: number): Liveness {
-  if (lastHandshake === null) {
-    return { status: NO_HANDSHAKE, lastHandshake: null, minutesSinceHandshake: null };
-  }
+  const { status, minutesSinceHandshake } = statusAt(lastHandshake, now);
+  return {
+    status,
+    lastHandshake: lastHandshake === null ? null : lastHandshake.toISOString(),
+    minutesSinceHandshake,
+  };
+}
+
+/** What of livenessOf changes with `now`, without formatting the handshake's time. */
+export function statusAt(
+  lastHandshake: Date | null,
+  now: number,
+): Pick<Liveness, 'status' | 'minutesSinceHandshake'> {
+  if (lastHandshake === null) return { status: NO_HANDSHAKE, minutesSinceHandshake: null };
   const age = Math.max(0, now - lastHandshake.getTime());
   return {
     status: age <= ALIVE_THRESHOLD_MS ? ALIVE : DEAD,
-    lastHandshake: lastHandshake.toISOString(),
     minutesSinceHandshake: Math.floor(age / 60_000),
   };
 }

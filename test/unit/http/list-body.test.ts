@@ -182,6 +182,43 @@ describe('http/list-body: the bytes equal the reference serializer', () => {
   });
 });
 
+describe('http/list-body: fragments of unchanged peers are reused across snapshots', () => {
+  it('equals the reference after time, limits and caps moved on, over the same peer objects', async () => {
+    // The same peer objects in every snapshot, as DumpMemo hands them out for idle peers.
+    const data = generated(600);
+    const before = serviceOver(data);
+    await buildListBody(await before.snapshot(), null, 7); // fragments for every peer
+    const later: Generated = {
+      device: data.device,
+      limits: new Map(data.limits),
+      caps: new Map(data.caps),
+    };
+    const ips = data.device.peers.map((p) => p.allowedIps[0]!.address);
+    later.limits.set(ips[8]!, { download: 1, upload: 2 }); // a new limit
+    later.limits.delete(ips[1]!); // a limit gone
+    later.limits.set(ips[13]!, { download: 125_013, upload: null }); // one way lost
+    later.caps.set(ips[2]!, { quotaBytes: 2_000_002, usedBytes: 999, enforced: true }); // used
+    later.caps.set(ips[20]!, { quotaBytes: 5, usedBytes: 5, enforced: false }); // no longer
+    later.caps.delete(ips[26]!);
+    // 61 s on: every handshake's minute and the statuses at the 150 s threshold move.
+    for (const takenAt of [TAKEN_AT + 61_000, TAKEN_AT + 61_500, TAKEN_AT + 3_600_000]) {
+      const after = serviceOver(later, takenAt);
+      const snapshot = await after.snapshot();
+      for (const filter of FILTERS) {
+        const body = await buildListBody(snapshot, filter, 7);
+        expect(body.toString('utf8') === (await reference(after, filter)), `${filter}`).to.equal(
+          true,
+        );
+      }
+    }
+    // And back at the first moment, with the first limits and caps.
+    const again = await before.snapshot();
+    expect((await buildListBody({ ...again }, null)).toString()).to.equal(
+      await reference(before, null),
+    );
+  });
+});
+
 describe('http/list-body: one build per snapshot and filter', () => {
   it('memoizes per snapshot, filter and encoding', async () => {
     const snapshot = await serviceOver(generated(50)).snapshot();

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { parseDevice } from '../../../src/kernel/wireguard';
-import { decodeDeviceDump } from '../../../src/kernel/wireguard-dump';
+import { DumpMemo, decodeDeviceDump } from '../../../src/kernel/wireguard-dump';
 import { AF_INET6 } from '../../../src/kernel/rtnetlink';
 import {
   WGPEER_A_PUBLIC_KEY,
@@ -158,5 +158,88 @@ describe('kernel/wireguard-dump: the fast decoder equals the table codec', () =>
     expect(fast).to.deep.equal(table);
     expect(fast).to.deep.include({ error: NetlinkProtocolError.name });
     expect((fast as { message: string }).message).to.match(/^wgdevice\.peers\.0\./);
+  });
+});
+
+describe('kernel/wireguard-dump: a DumpMemo reuses unchanged peers across reads', () => {
+  const table = (messages: Buffer[]): unknown =>
+    parseDevice(
+      'wgx',
+      messages.map((attributes) => ({ cmd: WG_CMD_GET_DEVICE, version: 1, attributes })),
+    );
+  /** Peer i's traffic moved on by `bytes` (its entry's bytes change). */
+  const moved =
+    (indices: number[], bytes: number) =>
+    (peer: ReturnType<typeof generatedPeer>): void => {
+      const i = indices.find((index) => generatedPeer(index).key === peer.key);
+      if (i !== undefined) peer.rx += bytes;
+    };
+
+  it('equals the table codec read after read, reusing exactly the peers whose bytes did not change', () => {
+    const memo = new DumpMemo();
+    const first = decodeDeviceDump('wgx', generatedDump(300, 40), memo);
+    expect(first).to.deep.equal(table(generatedDump(300, 40)));
+    expect(memo.reused).to.equal(0);
+
+    // Traffic on three peers: the other entries (301: peer 39 continues in message 2) are taken
+    // as they were, the very same objects.
+    const changed = generatedDump(300, 40, moved([5, 77, 299], 1500));
+    const second = decodeDeviceDump('wgx', changed, memo);
+    expect(second).to.deep.equal(table(changed));
+    expect(memo.reused).to.equal(298);
+    for (const i of [0, 6, 76, 298]) expect(second.peers[i]).to.equal(first.peers[i]);
+    for (const i of [5, 77, 299]) expect(second.peers[i]).to.not.equal(first.peers[i]);
+
+    // Fewer peers, then more again: positions past the end decode afresh.
+    const fewer = generatedDump(250, 40, moved([5, 77, 299], 1500));
+    expect(decodeDeviceDump('wgx', fewer, memo)).to.deep.equal(table(fewer));
+    expect(memo.reused).to.equal(251);
+    const more = generatedDump(320, 40);
+    expect(decodeDeviceDump('wgx', more, memo)).to.deep.equal(table(more));
+    expect(memo.reused).to.equal(249); // all but 5 and 77 (changed back) of the 251 kept
+  });
+
+  it('merges a peer continued in the next message into a new object, never into a kept one', () => {
+    const memo = new DumpMemo();
+    const messages = generatedDump(300, 148); // peer 147 (3 allowed IPs) is split over messages 1 and 2
+    const first = decodeDeviceDump('wgx', messages, memo);
+    expect(first.peers[147]!.allowedIps).to.have.length(3);
+    const again = decodeDeviceDump('wgx', messages, memo);
+    expect(again).to.deep.equal(table(messages));
+    expect(again.peers[147]!.allowedIps).to.have.length(generatedPeer(147).ips.length);
+    // Its two entries were reused (301 entries for 300 peers); the merged peer is new each read
+    // and the kept entry (the first part, one allowed IP) was not changed by the merge.
+    expect(memo.reused).to.equal(301);
+    expect(again.peers[147]).to.not.equal(first.peers[147]);
+    expect(first.peers[147]).to.deep.equal(again.peers[147]);
+  });
+
+  it('keeps what it had when a dump fails to decode', () => {
+    const memo = new DumpMemo();
+    const messages = generatedDump(20, 10);
+    decodeDeviceDump('wgx', messages, memo);
+    const broken = messages.map((m) => Buffer.from(m));
+    broken[1] = broken[1]!.subarray(0, broken[1]!.length - 3);
+    expect(() => decodeDeviceDump('wgx', broken, memo)).to.throw(NetlinkProtocolError);
+    expect(decodeDeviceDump('wgx', messages, memo)).to.deep.equal(table(messages));
+    expect(memo.reused).to.equal(21); // peer 9 continues in message 2
+  });
+
+  it('equals the table codec over any sequence of reads (property)', () => {
+    const read = fc.record({
+      count: fc.integer({ min: 0, max: 40 }),
+      perMessage: fc.integer({ min: 1, max: 12 }),
+      traffic: fc.array(fc.nat({ max: 39 }), { maxLength: 6 }),
+    });
+    fc.assert(
+      fc.property(fc.array(read, { minLength: 1, maxLength: 5 }), (reads) => {
+        const memo = new DumpMemo();
+        for (const { count, perMessage, traffic } of reads) {
+          const messages = generatedDump(count, perMessage, moved(traffic, 64));
+          expect(decodeDeviceDump('wgx', messages, memo)).to.deep.equal(table(messages));
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });
