@@ -84,7 +84,7 @@ async function main(): Promise<void> {
     });
     const daemon = createServer(
       createApp({ service, tokens: null, logger: silent as never, metrics, version: 'bench' }),
-      {},
+      { logger: silent as never },
     );
     const replay = http.createServer((_req, res) => {
       res.writeHead(200, {

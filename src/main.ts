@@ -135,6 +135,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     createApp({ service, tokens, logger, metrics, readiness, version: packageVersion() }),
     {
       maxConnections: config.maxConnections,
+      logger,
     },
   );
   try {

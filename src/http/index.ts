@@ -9,4 +9,4 @@ export { requestLog, REQUEST_ID_HEADER } from './request-log';
 export { createMetrics, METRICS_CONTENT_TYPE, type Metrics, type MetricsOptions } from './metrics';
 export { ROUTES, type RouteDef, type RouteId } from './routes';
 export { openApiDocument } from './openapi';
-export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits } from './server';
+export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';

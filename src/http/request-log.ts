@@ -38,6 +38,40 @@ export function isPoll(method: string, path: string): boolean {
   return (method === 'GET' || method === 'HEAD') && POLLED_PATHS.includes(trimmed);
 }
 
+/** What one request line says. */
+export interface RequestLine {
+  method: string;
+  /** The request's URL; the line keeps only its path (a query may hold anything). */
+  path: string;
+  status: number;
+  ms: number;
+  /** The TCP peer; behind a reverse proxy that is the proxy (the id links the two logs). */
+  client: string | null;
+  requestId: string;
+  /** The connection closed before the answer was all sent. */
+  aborted: boolean;
+}
+
+/**
+ * Writes the one line of a request, at debug for a successful poll, else at info. The one place
+ * that shapes it, so that requests Express never sees (the server's own 413, server.ts) log
+ * the same line as those it serves.
+ */
+export function logRequest(logger: Logger, request: RequestLine): void {
+  const path = request.path.split('?')[0] ?? '';
+  const line = {
+    method: request.method,
+    path,
+    status: request.status,
+    ms: Math.round(request.ms * 1000) / 1000,
+    client: request.client,
+    requestId: request.requestId,
+    ...(request.aborted ? { aborted: true } : {}),
+  };
+  if (isPoll(request.method, path) && request.status < 400) logger.debug(line, 'request');
+  else logger.info(line, 'request');
+}
+
 export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
@@ -45,20 +79,15 @@ export function requestLog(logger: Logger): RequestHandler {
     res.locals['requestId'] = requestId;
     res.setHeader(REQUEST_ID_HEADER, requestId);
     res.on('close', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      const path = req.originalUrl.split('?')[0] ?? '';
-      const line = {
+      logRequest(logger, {
         method: req.method,
-        path,
+        path: req.originalUrl,
         status: res.statusCode,
-        ms: Math.round(ms * 1000) / 1000,
-        // The TCP peer; behind a reverse proxy that is the proxy (the id links the two logs).
+        ms: Number(process.hrtime.bigint() - started) / 1e6,
         client: req.socket.remoteAddress ?? null,
         requestId,
-        ...(res.writableFinished ? {} : { aborted: true }),
-      };
-      if (isPoll(req.method, path) && res.statusCode < 400) logger.debug(line, 'request');
-      else logger.info(line, 'request');
+        aborted: !res.writableFinished,
+      });
     });
     next();
   };

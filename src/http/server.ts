@@ -4,10 +4,13 @@
  * keep-alive timeouts, a cap on open connections, and JSON for requests Node's parser rejects.
  */
 import http from 'node:http';
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '../log';
 import { DEFAULT_BODY_LIMIT_BYTES } from './app';
 import { HttpError, toErrorResponse } from './errors';
 import { announcedTooLarge, refuseBody } from './body-limit';
+import { REQUEST_ID_HEADER, logRequest, requestIdFrom } from './request-log';
 
 export interface HttpLimits {
   /** Largest accepted request body. */
@@ -89,10 +92,35 @@ function answerStarted(socket: Duplex): boolean {
   return message instanceof http.ServerResponse && message.headersSent;
 }
 
-export function createServer(
-  app: http.RequestListener,
-  limits: Partial<HttpLimits> = {},
-): http.Server {
+export interface ServerOptions extends Partial<HttpLimits> {
+  /** For the requests answered here, before the app (and its request log) sees them. */
+  logger: Logger;
+}
+
+/**
+ * One line for a request refused on its socket alone (no ServerResponse, so no request line):
+ * who, and what they were told. `cause` is Node's reason (HPE_* from llhttp, ERR_HTTP_*).
+ */
+function logRefusal(
+  logger: Logger,
+  socket: Duplex,
+  error: HttpError,
+  detail: { method?: string; cause?: string },
+): void {
+  logger.info(
+    {
+      // Node types these sockets as Duplex; over TCP they are net.Sockets.
+      client: socket instanceof net.Socket ? (socket.remoteAddress ?? null) : null,
+      status: error.status,
+      code: error.code,
+      ...detail,
+    },
+    'request refused',
+  );
+}
+
+export function createServer(app: http.RequestListener, options: ServerOptions): http.Server {
+  const { logger, ...limits } = options;
   const l: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...limits };
   const server = http.createServer({
     headersTimeout: l.headersTimeoutMs,
@@ -105,6 +133,22 @@ export function createServer(
   // Refused before Express (and its body parser, which would read the body to its end first).
   const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     if (announcedTooLarge(req, l.bodyLimitBytes)) {
+      // Express never sees this request: its id and its line (as request-log.ts writes them for
+      // the app's requests) come from here, so an operator sees the refusal.
+      const started = process.hrtime.bigint();
+      const requestId = requestIdFrom(req.headers['x-request-id']);
+      res.setHeader(REQUEST_ID_HEADER, requestId);
+      res.on('close', () => {
+        logRequest(logger, {
+          method: req.method ?? '',
+          path: req.url ?? '',
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+          client: req.socket.remoteAddress ?? null,
+          requestId,
+          aborted: !res.writableFinished,
+        });
+      });
       refuseBody(res, l.bodyLimitBytes);
       return;
     }
@@ -119,19 +163,25 @@ export function createServer(
   });
 
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    // Nothing is answered here, so nothing is logged: a reset is the client leaving, and an
+    // answer already begun has its request line from the app when the socket closes.
     if (error.code === 'ECONNRESET' || !socket.writable || answerStarted(socket)) {
       socket.destroy();
       return;
     }
-    socket.end(rawJsonResponse(clientErrorOf(error)));
+    const refusal = clientErrorOf(error);
+    logRefusal(logger, socket, refusal, { cause: error.code ?? 'parse error' });
+    socket.end(rawJsonResponse(refusal));
   });
   // CONNECT: no tunnels here. Without a listener Node would close the socket without a word.
-  server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => {
-    socket.end(
-      rawJsonResponse(
-        new HttpError(405, 'METHOD_NOT_ALLOWED', 'CONNECT is not supported; this is not a proxy'),
-      ),
+  server.on('connect', (req: http.IncomingMessage, socket: Duplex) => {
+    const refusal = new HttpError(
+      405,
+      'METHOD_NOT_ALLOWED',
+      'CONNECT is not supported; this is not a proxy',
     );
+    logRefusal(logger, socket, refusal, { method: req.method ?? 'CONNECT' });
+    socket.end(rawJsonResponse(refusal));
   });
   return server;
 }

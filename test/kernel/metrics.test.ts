@@ -7,12 +7,11 @@
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Sample, parseSamples, valueOf } from '../support/prom-text';
-import { type DaemonProcess, startDaemon } from './support/daemon';
+import { type DaemonProcess, type Reply, call, startDaemon } from './support/daemon';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
@@ -76,53 +75,8 @@ interface CreatedPeer {
   server: { publicKey: string; endpoint: string };
 }
 
-interface Reply {
-  status: number;
-  contentType: string;
-  text: string;
-}
-
-/**
- * One request on a connection of its own. Not fetch: its pooled keep-alive connections go stale
- * while this test blocks its event loop in execSync (wg, ip, nft) for longer than the daemon's
- * 5 s keep-alive timeout, and the next request then fails with "other side closed".
- */
-function call(
-  daemon: DaemonProcess,
-  method: string,
-  pathname: string,
-  body?: unknown,
-  token: string | null = TOKEN,
-): Promise<Reply> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  const headers: Record<string, string> = {};
-  if (token !== null) headers.authorization = `Bearer ${token}`;
-  if (payload !== undefined) headers['content-type'] = 'application/json';
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${daemon.baseUrl}${pathname}`,
-      { method, headers, agent: false },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            contentType: res.headers['content-type'] ?? '',
-            text,
-          }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
-
 async function scrape(daemon: DaemonProcess): Promise<Reply> {
-  const reply = await call(daemon, 'GET', '/metrics');
+  const reply = await call(daemon, 'GET', '/metrics', { token: TOKEN });
   expect(reply.status, reply.text).to.equal(200);
   return reply;
 }
@@ -216,18 +170,22 @@ describe('metrics end to end (real kernel, npm start)', function () {
       listen: LISTEN,
       token: TOKEN,
     });
-    const response = await call(daemon, 'POST', '/api/peer');
+    const response = await call(daemon, 'POST', '/api/peer', { token: TOKEN });
     expect(response.status, response.text).to.equal(201);
-    created = JSON.parse(response.text) as CreatedPeer;
+    created = response.json<CreatedPeer>();
     configureClient(created);
     ping(CLIENT_NS, SERVER_IP);
 
     const key = encodeURIComponent(created.peer.publicKey);
     const limit = await call(daemon, 'PATCH', `/api/peer/${key}/speed-limit`, {
-      bytesPerSecond: LIMIT,
+      body: { bytesPerSecond: LIMIT },
+      token: TOKEN,
     });
     expect(limit.status, limit.text).to.equal(200);
-    const cap = await call(daemon, 'PATCH', `/api/peer/${key}/data-cap`, { quotaBytes: CAP });
+    const cap = await call(daemon, 'PATCH', `/api/peer/${key}/data-cap`, {
+      body: { quotaBytes: CAP },
+      token: TOKEN,
+    });
     expect(cap.status, cap.text).to.equal(200);
 
     server = net.createServer((socket) => {
@@ -246,9 +204,9 @@ describe('metrics end to end (real kernel, npm start)', function () {
     // close as two separate reads can be compared (no tolerance to pick; nothing should move
     // anyway, since the cap drops the client's traffic).
     const before = wgShowDump(IFNAME).peers.find((p) => p.publicKey === created.peer.publicKey)!;
-    const { text, contentType } = await scrape(daemon!);
+    const { text, headers } = await scrape(daemon!);
     const after = wgShowDump(IFNAME).peers.find((p) => p.publicKey === created.peer.publicKey)!;
-    expect(contentType).to.equal('text/plain; version=0.0.4; charset=utf-8');
+    expect(headers.get('content-type')).to.equal('text/plain; version=0.0.4; charset=utf-8');
     const samples = parseSamples(text);
     const peer = { public_key: created.peer.publicKey, ip: created.peer.ip };
 
@@ -297,16 +255,16 @@ describe('metrics end to end (real kernel, npm start)', function () {
     const first = reads(parseSamples((await scrape(daemon!)).text)); // counts its own read
     const [metrics, list] = await Promise.all([
       scrape(daemon!),
-      call(daemon!, 'GET', '/api/peers'),
+      call(daemon!, 'GET', '/api/peers', { token: TOKEN }),
     ]);
     const last = reads(parseSamples((await scrape(daemon!)).text)); // and this one its own
     console.log(`      kernel reads: ${first} after the first scrape, ${last} after the last`);
     expect(last - first, 'reads of the concurrent pair plus the last scrape').to.equal(2);
     // One read: both answers show the same counters.
     expect(list.status, list.text).to.equal(200);
-    const listed = (
-      JSON.parse(list.text) as { peers: Array<{ public_key: string; tx_bytes: number }> }
-    ).peers.find((p) => p.public_key === created.peer.publicKey);
+    const listed = list
+      .json<{ peers: Array<{ public_key: string; tx_bytes: number }> }>()
+      .peers.find((p) => p.public_key === created.peer.publicKey);
     const peer = { public_key: created.peer.publicKey, ip: created.peer.ip };
     expect(
       valueOf(parseSamples(metrics.text), 'wg_peerd_peer_transmit_bytes_total', peer),
@@ -314,7 +272,7 @@ describe('metrics end to end (real kernel, npm start)', function () {
   });
 
   it('refuses /metrics without the token', async () => {
-    const response = await call(daemon!, 'GET', '/metrics', undefined, null);
+    const response = await call(daemon!, 'GET', '/metrics'); // no token
     expect(response.status).to.equal(401);
   });
 });

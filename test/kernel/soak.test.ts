@@ -12,8 +12,7 @@
  * key in their comment, and the object map "caps" from address to quota object.
  */
 import { expect } from 'chai';
-import * as http from 'node:http';
-import { type DaemonProcess, api, startDaemon } from './support/daemon';
+import { type DaemonProcess, type JsonResponse, api, startDaemon } from './support/daemon';
 import { assertInTestVm, deleteLink, sh, wgShowDump } from './support/topology';
 
 const IFNAME = 'wgsoak0';
@@ -71,47 +70,6 @@ const OPS: Op[] = [
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)];
-
-interface Answer {
-  status: number;
-  body: Record<string, unknown>;
-}
-
-/**
- * One request on a fresh connection (agent: false). fetch() keeps connections alive, and a
- * request sent on one the server is closing for idleness fails with "fetch failed" although the
- * daemon is up: that client-side race would hide the real connection errors this test counts.
- */
-function request(port: number, method: string, path: string, body?: unknown): Promise<Answer> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method,
-        path,
-        agent: false,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json' },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => {
-          try {
-            resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Answer['body'] });
-          } catch (error) {
-            reject(error as Error);
-          }
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
 
 function json(cmd: string): unknown {
   return JSON.parse(sh(cmd));
@@ -240,11 +198,13 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
     let restarted = false;
     const started = Date.now();
 
-    const port = Number(LISTEN.split(':')[1]);
     // Writers keep writing through the outage: their requests really reach the closed port (and
-    // the restarting daemon); `down` only tells which connection errors are expected.
-    const call = (method: string, path: string, body?: unknown): Promise<Answer> =>
-      request(port, method, path, body);
+    // the restarting daemon), so they go to the address, not to the `daemon` of the moment;
+    // `down` only tells which connection errors are expected. An answer that is not JSON
+    // throws and is counted with them.
+    const target = { baseUrl: `http://${LISTEN}` };
+    const send = (method: string, path: string, body?: unknown): Promise<JsonResponse> =>
+      api(target, method, path, body);
 
     const worker = async (id: number): Promise<void> => {
       for (let n = 0; n < MAX_OPS_PER_WORKER; n++) {
@@ -255,35 +215,35 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
         const key = known.length > 0 ? pick(known) : '';
         const path = `/api/peer/${encodeURIComponent(key)}`;
         try {
-          let response: Answer;
+          let response: JsonResponse;
           switch (op) {
             case 'create':
-              response = await call('POST', '/api/peer');
+              response = await send('POST', '/api/peer');
               if (response.status === 201)
                 known.push((response.body.peer as { publicKey: string }).publicKey);
               break;
             case 'delete':
-              response = await call('DELETE', path);
+              response = await send('DELETE', path);
               break;
             case 'limit':
-              response = await call('PATCH', `${path}/speed-limit`, {
+              response = await send('PATCH', `${path}/speed-limit`, {
                 // whole Kbit (125 bytes/s), so tc's printed rate is exact: 8 Kbit to ~80 Mbit
                 bytesPerSecond: 125 * (8 + Math.floor(Math.random() * 80_000)),
               });
               break;
             case 'unlimit':
-              response = await call('DELETE', `${path}/speed-limit`);
+              response = await send('DELETE', `${path}/speed-limit`);
               break;
             case 'cap':
-              response = await call('PATCH', `${path}/data-cap`, {
+              response = await send('PATCH', `${path}/data-cap`, {
                 quotaBytes: 1 + Math.floor(Math.random() * 1e12),
               });
               break;
             case 'uncap':
-              response = await call('DELETE', `${path}/data-cap`);
+              response = await send('DELETE', `${path}/data-cap`);
               break;
             case 'list': {
-              response = await call('GET', '/api/peers');
+              response = await send('GET', '/api/peers');
               const ips = (response.body.peers as ListedPeer[]).map((p) => p.ip_address);
               if (new Set(ips).size !== ips.length) duplicatesSeen.push(ips.join(','));
               break;

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 
 const REPO = path.resolve(__dirname, '..', '..', '..', '..');
@@ -101,11 +102,10 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
       throw new Error(`the daemon did not answer within 180 s:\n${output}`);
     }
     try {
-      const headers: Record<string, string> = options.token
-        ? { authorization: `Bearer ${options.token}` }
-        : {};
-      const response = await fetch(`${baseUrl}/api/peers`, { headers });
-      if (response.status === 200) break;
+      const reply = await call({ baseUrl }, 'GET', '/api/peers', {
+        token: options.token || undefined,
+      });
+      if (reply.status === 200) break;
     } catch {
       // not listening yet
     }
@@ -134,30 +134,93 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
   };
 }
 
+/** Where a request goes: a started daemon, or any `{ baseUrl: 'http://host:port' }`. */
+export interface Target {
+  baseUrl: string;
+}
+
+export interface CallOptions {
+  /** Sent as JSON, with `content-type: application/json`. */
+  body?: unknown;
+  /** Sent as `authorization: Bearer <token>`. */
+  token?: string;
+  /** More request headers (lower-case names); they win over the two above. */
+  headers?: Record<string, string>;
+}
+
+export interface Reply {
+  status: number;
+  /** As fetch gives them: `.get(name)` is null when absent, repeats are joined with ", ". */
+  headers: Headers;
+  text: string;
+  /** The body parsed as JSON; throws (SyntaxError) when it is not JSON. */
+  json<T = Record<string, unknown>>(): T;
+}
+
+/**
+ * One request on a connection of its own (agent: false), the one HTTP client of the kernel
+ * tests. Not fetch nor a keep-alive agent: their pooled connections go stale while a test blocks
+ * its event loop in execSync (wg, ip, nft, tc) for longer than the daemon's 5 s keep-alive
+ * timeout, and a request sent on one the server is closing for idleness fails ("other side
+ * closed", "fetch failed") although the daemon is up; a client-side race that would also hide
+ * the real connection errors the soak test counts.
+ */
+export function call(
+  target: Target,
+  method: string,
+  pathname: string,
+  options: CallOptions = {},
+): Promise<Reply> {
+  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  const headers: Record<string, string> = {};
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  if (payload !== undefined) headers['content-type'] = 'application/json';
+  Object.assign(headers, options.headers);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${target.baseUrl}${pathname}`,
+      { method, headers, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          const replyHeaders = new Headers();
+          // rawHeaders alternates name and value, in the order received.
+          for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+            replyHeaders.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
+          }
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: replyHeaders,
+            text,
+            json: <T>() => JSON.parse(text) as T,
+          });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    // end(payload) with nothing written yet: Node sends a Content-Length, not a chunked body.
+    req.end(payload);
+  });
+}
+
 export interface JsonResponse {
   status: number;
   headers: Headers;
   body: Record<string, unknown>;
 }
 
+/** A request whose answer must be JSON (else it throws), as most of the API's are. */
 export async function api(
-  daemon: DaemonProcess,
+  daemon: Target,
   method: string,
   pathname: string,
   body?: unknown,
   token?: string,
 ): Promise<JsonResponse> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token) headers.authorization = `Bearer ${token}`;
-  const response = await fetch(`${daemon.baseUrl}${pathname}`, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return {
-    status: response.status,
-    headers: response.headers,
-    body: (await response.json()) as Record<string, unknown>,
-  };
+  // An empty token means none here, as it always has for api().
+  const reply = await call(daemon, method, pathname, { body, token: token || undefined });
+  return { status: reply.status, headers: reply.headers, body: reply.json() };
 }

@@ -5,7 +5,7 @@ import request from 'supertest';
 import { TokenStore, createApp, type ScopedTokens } from '../../../src/http';
 import { PeerService } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
-import { captureLog } from '../support/log-capture';
+import { type CapturedLog, captureLog } from '../support/log-capture';
 import { recording } from '../../support/response-recorder';
 
 export const NOW = Date.parse('2026-03-01T12:00:00.000Z');
@@ -17,10 +17,12 @@ export function setup(
     tokens?: ScopedTokens;
     kernel?: FakeKernel;
     endpointHost?: string | null;
+    /** Where the app logs; a fresh capture when absent. Shared with a server around the app. */
+    log?: CapturedLog;
   } = {},
 ) {
   const kernel = options.kernel ?? FakeKernel.withInterface();
-  const log = captureLog();
+  const log = options.log ?? captureLog();
   const service = new PeerService({
     kernel,
     interfaceName: 'wg0',

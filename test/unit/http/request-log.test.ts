@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { isPoll, requestIdFrom } from '../../../src/http/request-log';
+import { isPoll, logRequest, requestIdFrom } from '../../../src/http/request-log';
+import { captureLog } from '../support/log-capture';
 import { setup } from './helpers';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -90,5 +91,37 @@ describe('http log levels of polls', () => {
     expect(isPoll('POST', '/api/peer')).to.equal(false);
     expect(isPoll('GET', '/api/peer/x/config')).to.equal(false);
     expect(isPoll('DELETE', '/api/peers')).to.equal(false);
+  });
+});
+
+// The one function that shapes a request line, for the app's middleware and the server's own
+// refusals alike (server.ts).
+describe('http request line (logRequest)', () => {
+  it('keeps the path without the query, rounds ms to microseconds, marks an abort', () => {
+    const log = captureLog();
+    const request = {
+      method: 'POST',
+      path: '/api/peer?token=x',
+      status: 413,
+      ms: 1.23456789,
+      client: '127.0.0.1',
+      requestId: 'r-1',
+      aborted: false,
+    };
+    logRequest(log.logger, request);
+    logRequest(log.logger, { ...request, aborted: true });
+    const [done, aborted] = log.lines();
+    expect(done).to.include({ level: 30, msg: 'request', path: '/api/peer', ms: 1.235 });
+    expect(done).to.include({ method: 'POST', status: 413, client: '127.0.0.1', requestId: 'r-1' });
+    expect(done).to.not.have.property('aborted');
+    expect(aborted).to.include({ aborted: true });
+  });
+
+  it('writes a successful poll at debug and a failed one at info', () => {
+    const log = captureLog();
+    const poll = { method: 'GET', path: '/metrics', ms: 0, client: null, requestId: 'r' };
+    logRequest(log.logger, { ...poll, status: 200, aborted: false });
+    logRequest(log.logger, { ...poll, status: 401, aborted: false });
+    expect(log.lines().map((l) => l['level'])).to.deep.equal([20, 30]);
   });
 });

@@ -9,6 +9,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createServer, type HttpLimits } from '../../../src/http';
+import { type CapturedLog, captureLog } from '../support/log-capture';
 import { setup } from './helpers';
 
 interface Exchange {
@@ -50,8 +51,16 @@ function converse(
   });
 }
 
-async function listening(limits: Partial<HttpLimits>): Promise<http.Server> {
-  const server = createServer(setup().app, { timeoutCheckIntervalMs: 50, ...limits });
+/** A server around the app of `setup`; the app and the server log to `log`. */
+async function listening(
+  limits: Partial<HttpLimits>,
+  log: CapturedLog = captureLog(),
+): Promise<http.Server> {
+  const server = createServer(setup({ log }).app, {
+    timeoutCheckIntervalMs: 50,
+    ...limits,
+    logger: log.logger,
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return server;
 }
@@ -230,6 +239,132 @@ describe('HTTP limits (issue 10)', () => {
     });
     expect(res.status).to.equal(404);
     expect(res.body).to.include({ success: false, code: 'ROUTE_NOT_FOUND' });
+  });
+});
+
+// What the server answers before Express sees the request is logged too: an operator sees every
+// refusal, not only those of the app.
+describe('HTTP refusals of the server in the log', () => {
+  let server: http.Server;
+  let log: CapturedLog;
+  beforeEach(() => {
+    log = captureLog();
+  });
+  afterEach(async () => {
+    await close(server);
+  });
+
+  const withMsg = (msg: string): Array<Record<string, unknown>> =>
+    log.lines().filter((l) => l['msg'] === msg);
+  const LOOPBACK = /^(::ffff:)?127\.0\.0\.1$/;
+
+  it('logs an announced over-limit body (413) with the line and X-Request-Id of any request', async () => {
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG }, log);
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer?who=me HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'X-Request-Id: big-body-1\r\nContent-Length: 100000000\r\n\r\n',
+      );
+    });
+    expect(res.status).to.equal(413);
+    expect(res.text).to.match(/\r\nX-Request-Id: big-body-1\r\n/i);
+    // The line is written when the server's side of the connection closes.
+    await until(async () => withMsg('request').length > 0);
+    const lines = withMsg('request');
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.include({
+      level: 30,
+      method: 'POST',
+      path: '/api/peer',
+      status: 413,
+      requestId: 'big-body-1',
+    });
+    expect(lines[0]!['ms']).to.be.a('number');
+    expect(lines[0]!['client']).to.match(LOOPBACK);
+    expect(lines[0]).to.not.have.property('aborted');
+    expect(withMsg('request refused')).to.deep.equal([]);
+  });
+
+  it('logs the 413 that replaces 100 Continue, with a new id when the client gave none', async () => {
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG }, log);
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n',
+      );
+    });
+    expect(res.status).to.equal(413);
+    const id = /\r\nX-Request-Id: ([^\r]+)\r\n/i.exec(res.text)?.[1];
+    expect(id).to.match(/^[0-9a-f-]{36}$/);
+    await until(async () => withMsg('request').length > 0);
+    expect(withMsg('request')).to.have.length(1);
+    expect(withMsg('request')[0]).to.include({ status: 413, requestId: id });
+  });
+
+  it('logs a chunked body cut at the limit once (the app logs it: it is past Express)', async () => {
+    server = await listening({ headersTimeoutMs: LONG, requestTimeoutMs: LONG }, log);
+    const res = await converse(server, (socket) => {
+      socket.write(
+        'POST /api/peer HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n' +
+          'Transfer-Encoding: chunked\r\n\r\n' +
+          // 6 KiB in 1 KiB chunks, past the 4 KiB limit, and never the final chunk.
+          `400\r\n${' '.repeat(1024)}\r\n`.repeat(6),
+      );
+    });
+    expect(res.status).to.equal(413);
+    await until(async () => withMsg('request').length > 0);
+    expect(withMsg('request').map((l) => [l['path'], l['status']])).to.deep.equal([
+      ['/api/peer', 413],
+    ]);
+  });
+
+  it('logs a request the parser refuses: client, status, code and the parser error', async () => {
+    server = await listening({}, log);
+    const res = await converse(server, (socket) => {
+      socket.write('FROBNICATE /api/peers HTTP/1.1\r\nHost: t\r\n\r\n');
+    });
+    expect(res.status).to.equal(400);
+    const [line, ...more] = withMsg('request refused');
+    expect(more).to.deep.equal([]);
+    expect(line).to.include({
+      level: 30,
+      status: 400,
+      code: 'METHOD_NOT_SUPPORTED',
+      cause: 'HPE_INVALID_METHOD',
+    });
+    expect(line!['client']).to.match(LOOPBACK);
+    expect(withMsg('request')).to.deep.equal([]);
+  });
+
+  it('logs the 408 of headers that do not arrive in time', async () => {
+    server = await listening({ headersTimeoutMs: 200, requestTimeoutMs: LONG }, log);
+    const res = await converse(server, (socket) => {
+      socket.write('GET /api/peers HTTP/1.1\r\nHost: t\r\n');
+    });
+    expect(res.status).to.equal(408);
+    expect(withMsg('request refused')).to.have.length(1);
+    expect(withMsg('request refused')[0]).to.include({
+      status: 408,
+      code: 'REQUEST_TIMEOUT',
+      cause: 'ERR_HTTP_REQUEST_TIMEOUT',
+    });
+  });
+
+  it('logs a CONNECT it refuses (405)', async () => {
+    server = await listening({}, log);
+    const res = await converse(server, (socket) => {
+      socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    });
+    expect(res.status).to.equal(405);
+    expect(withMsg('request refused')).to.have.length(1);
+    const [line] = withMsg('request refused');
+    expect(line).to.include({
+      level: 30,
+      status: 405,
+      code: 'METHOD_NOT_ALLOWED',
+      method: 'CONNECT',
+    });
+    expect(line!['client']).to.match(LOOPBACK);
   });
 });
 
