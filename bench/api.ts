@@ -15,13 +15,16 @@
  *
  * Per size it also prints the raw costs, measured in this process (medians): netlink receive of
  * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice),
- * the fast decoder of src/kernel/wireguard-dump when it exists, body build (src/http/list-body
- * when it exists, else today's listPeers + toPeerJson + JSON.stringify), and `wg show dump` as a
- * process. At 10,000 peers: one request alone (A0, one connection) next to receive + decode +
- * build.
+ * the fast decoder (src/kernel/wireguard-dump) cold (a dump it has not seen), warm (with the
+ * DumpMemo of the previous read of an unchanged device: this bench's peers are idle) and after
+ * churn (BENCH_CHURN of the peers changed since the previous read, by changing their keepalive),
+ * the body build (src/http/list-body) the same three ways, and `wg show dump` as a process. At
+ * 10,000 peers: one request alone (A0, one connection) next to receive + decode + build.
  *
  * Knobs (environment): BENCH_SIZES (default "1000,10000,50000"), BENCH_ROUNDS (2),
- * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (3), BENCH_DURATION_S (10), BENCH_RAW_RUNS (5),
+ * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (3), BENCH_DURATION_S (10), BENCH_LONG_DURATION_S (30:
+ * the measured time at 50,000 peers and more, for every server alike, where the baseline needs
+ * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
  * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_DAEMON_NODE_FLAGS (node flags for
  * A and A0, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
@@ -34,7 +37,7 @@ import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { randomPublicKey } from '../test/support/keys';
 import { openKernel } from '../src/kernel';
-import type { DataCap, Kernel, WireGuardDevice } from '../src/kernel/types';
+import type { DataCap, Kernel } from '../src/kernel/types';
 import { Links } from '../src/kernel/link';
 import { WireGuard, parseDevice } from '../src/kernel/wireguard';
 import { WG_CMD_GET_DEVICE, deviceReadAttributes } from '../src/kernel/wireguard-schema';
@@ -51,6 +54,8 @@ import {
 } from '../src/netlink';
 import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/peers';
 import { toPeerJson } from '../src/http/app';
+import { buildListBody } from '../src/http/list-body';
+import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard-dump';
 
 const IFNAME = 'wgapi0';
 const SERVER_ADDRESS = { address: '10.77.0.1', prefixLength: 16 };
@@ -62,8 +67,13 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const LONG_DURATION_S = Number(process.env.BENCH_LONG_DURATION_S ?? 30);
+/** Measured seconds at a size: longer for the biggest, the same for every server. */
+const durationAt = (size: number): number => (size >= 50_000 ? LONG_DURATION_S : DURATION_S);
 const RAW_RUNS = Number(process.env.BENCH_RAW_RUNS ?? 5);
 const ALONE_REQUESTS = Number(process.env.BENCH_ALONE_REQUESTS ?? 9);
+/** The share of peers changed between reads for the raw "churn" figures (BENCH_CHURN). */
+const CHURN = Number(process.env.BENCH_CHURN ?? 0.1);
 /** The size at which the lone request of Done-when 3 is measured. */
 const ALONE_SIZE = Number(process.env.BENCH_ALONE_SIZE ?? 10_000);
 
@@ -84,9 +94,18 @@ interface RunResult {
 interface RawCosts {
   receive: number;
   tableDecode: number;
-  fastDecode: number | null;
+  /** The fast decoder on a dump it has not seen (no DumpMemo): what Done-when 3 is about. */
+  fastDecode: number;
+  /** With the DumpMemo of the previous read, nothing changed (idle peers, as in this bench). */
+  warmDecode: number;
+  /** With the DumpMemo of the previous read, CHURN of the peers changed since it. */
+  churnDecode: number;
+  /** The body from peers it has no fragments of. */
   bodyBuild: number;
-  bodyBuildWhat: string;
+  /** The body again over the same peer objects (fragments reused). */
+  warmBuild: number;
+  /** The body after a read where CHURN of the peers changed. */
+  churnBuild: number;
   wgProcess: number;
   bodyBytes: number;
 }
@@ -144,50 +163,6 @@ function get(port: number, path: string): Promise<Fetched> {
   });
 }
 
-// ---------------------------------------------------------------- optional modules (perf branch)
-
-/**
- * Decodes the messages of one WG_CMD_GET_DEVICE dump (each the attributes after its
- * genlmsghdr) into a device: decodeDeviceDump of the perf branch.
- */
-type FastDecode = (name: string, messages: readonly Buffer[]) => WireGuardDevice;
-/** Builds the finished list body of a snapshot (no filter). */
-type BodyBuild = (snapshot: PeerSnapshot) => Promise<Buffer>;
-
-/** A module that only exists once the perf branch is merged: loaded by a computed path. */
-async function optionalModule(path: string): Promise<Record<string, unknown> | null> {
-  try {
-    return (await import(path)) as Record<string, unknown>;
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'MODULE_NOT_FOUND') return null;
-    throw error;
-  }
-}
-
-async function loadFastDecode(): Promise<FastDecode | null> {
-  const module = await optionalModule('../src/kernel/wireguard-dump');
-  if (module === null) return null;
-  const decode = module.decodeDeviceDump;
-  if (typeof decode !== 'function') {
-    throw new Error(
-      `src/kernel/wireguard-dump exports ${Object.keys(module).join(', ')}: adapt bench/api.ts`,
-    );
-  }
-  return decode as FastDecode;
-}
-
-async function loadBodyBuild(): Promise<BodyBuild | null> {
-  const module = await optionalModule('../src/http/list-body');
-  if (module === null) return null;
-  const build = module.buildListBody;
-  if (typeof build !== 'function') {
-    throw new Error(
-      `src/http/list-body exports ${Object.keys(module).join(', ')}: adapt bench/api.ts`,
-    );
-  }
-  return async (snapshot) => (await build(snapshot, null)) as Buffer;
-}
-
 // ---------------------------------------------------------------- the device
 
 async function setUpDevice(links: Links, wireguard: WireGuard): Promise<void> {
@@ -229,8 +204,8 @@ const silentLogger: PeerServiceOptions['logger'] = {
   error: () => undefined,
 };
 
-/** Today's body: PeerService.listPeers over a snapshot already read, toPeerJson, stringify. */
-function todaysBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
+/** The body as the daemon built it before issue 8: listPeers, toPeerJson, JSON.stringify. */
+function referenceBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
   // A kernel that hands back the snapshot's pieces, so only the mapping and the serializer run.
   const kernel = {
     wireguard: { getDevice: async () => snapshot.device },
@@ -251,11 +226,30 @@ function todaysBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
   };
 }
 
+/**
+ * Changes the persistent keepalive of CHURN of the peers (a different slice each call), so that
+ * their dump entries differ from the previous read's, as traffic or a handshake would change
+ * them; the rest stay as they were.
+ */
+async function churn(wireguard: WireGuard, keys: string[], call: number): Promise<void> {
+  const count = Math.round(keys.length * CHURN);
+  const first = (call * count) % Math.max(1, keys.length);
+  const peers = [];
+  for (let i = 0; i < count; i++) {
+    peers.push({
+      publicKey: keys[(first + i) % keys.length]!,
+      allowedIps: [],
+      updateOnly: true,
+      persistentKeepalive: 10 + (call % 50),
+    });
+  }
+  if (peers.length > 0) await wireguard.addPeers(IFNAME, peers);
+}
+
 async function rawCosts(
   genl: GenericNetlink,
   kernel: Kernel,
-  fastDecode: FastDecode | null,
-  bodyBuild: BodyBuild | null,
+  wireguard: WireGuard,
 ): Promise<RawCosts> {
   const family = await genl.family('wireguard');
   const request = Buffer.concat([
@@ -270,46 +264,84 @@ async function rawCosts(
       version: message.payload[1],
       attributes: message.payload.subarray(GENL_HDRLEN),
     }));
+  const attributesOf = (messages: NetlinkMessage[]): Buffer[] =>
+    messages.map((message) => message.payload.subarray(GENL_HDRLEN));
 
   const replies = asReplies(await receive());
   const receiveMs = await timed(RAW_RUNS, receive);
   const tableDecode = await timed(RAW_RUNS, () => parseDevice(IFNAME, replies));
-  let fastDecodeMs: number | null = null;
-  if (fastDecode !== null) {
-    const reference = JSON.stringify(parseDevice(IFNAME, replies));
-    const messages = replies.map((reply) => reply.attributes);
-    if (JSON.stringify(fastDecode(IFNAME, messages)) !== reference) {
-      throw new Error('the fast decoder disagrees with parseDevice on this dump');
+  const reference = JSON.stringify(parseDevice(IFNAME, replies));
+  const messages = replies.map((reply) => reply.attributes);
+  if (JSON.stringify(decodeDeviceDump(IFNAME, messages)) !== reference) {
+    throw new Error('the fast decoder disagrees with parseDevice on this dump');
+  }
+  const fastDecode = await timed(RAW_RUNS, () => decodeDeviceDump(IFNAME, messages));
+  // Warm: each run decodes a dump received afresh, with the memo of the one before.
+  const dumps: Buffer[][] = [];
+  for (let i = 0; i <= RAW_RUNS; i++) dumps.push(attributesOf(await receive()));
+  const memo = new DumpMemo();
+  decodeDeviceDump(IFNAME, dumps[0]!, memo);
+  let next = 1;
+  const warmDecode = await timed(RAW_RUNS, () => decodeDeviceDump(IFNAME, dumps[next++]!, memo));
+  const keys = decodeDeviceDump(IFNAME, messages).peers.map((peer) => peer.publicKey);
+  let churnCall = 0;
+  const churnDecodes: number[] = [];
+  for (let i = 0; i < RAW_RUNS; i++) {
+    await churn(wireguard, keys, churnCall++);
+    const changed = attributesOf(await receive());
+    const start = performance.now();
+    const device = decodeDeviceDump(IFNAME, changed, memo);
+    churnDecodes.push(performance.now() - start);
+    if (
+      JSON.stringify(device) !== JSON.stringify(parseDevice(IFNAME, asReplies(await receive())))
+    ) {
+      throw new Error('the memoized decode disagrees with parseDevice after churn');
     }
-    fastDecodeMs = await timed(RAW_RUNS, () => fastDecode(IFNAME, messages));
   }
 
+  // The daemon's own service and kernel (with the kernel's DumpMemo), one read per snapshot.
   const service = new PeerService({ kernel, interfaceName: IFNAME, logger: silentLogger });
   const snapshot = await service.snapshot();
-  const today = todaysBody(snapshot);
-  const reference = await today();
-  let build: () => Promise<Buffer> = today;
-  let bodyBuildWhat = 'listPeers + toPeerJson + JSON.stringify (today)';
-  if (bodyBuild !== null) {
-    // The body is memoized per snapshot object: each build gets a fresh copy of the snapshot.
-    build = () => bodyBuild({ ...snapshot });
-    bodyBuildWhat = 'src/http/list-body';
-    if (!(await build()).equals(reference)) {
+  const expected = await referenceBody(snapshot)();
+  // Cold: peers freshly decoded (no fragments yet) for every run, outside the timing.
+  const coldBuilds: number[] = [];
+  for (let i = 0; i < RAW_RUNS; i++) {
+    const fresh = { ...snapshot, device: decodeDeviceDump(IFNAME, messages) };
+    const start = performance.now();
+    const body = await buildListBody(fresh, null);
+    coldBuilds.push(performance.now() - start);
+    if (!body.equals(expected)) {
       throw new Error('list-body bytes differ from toPeerJson + JSON.stringify on this snapshot');
     }
   }
-  const bodyBuildMs = await timed(RAW_RUNS, build);
+  await buildListBody(snapshot, null);
+  // Warm: the same peer objects; the body is memoized per snapshot object, so a fresh copy.
+  const warmBuild = await timed(RAW_RUNS, () => buildListBody({ ...snapshot }, null));
+  const churnBuilds: number[] = [];
+  for (let i = 0; i < RAW_RUNS; i++) {
+    await churn(wireguard, keys, churnCall++);
+    const changed = await service.snapshot();
+    const start = performance.now();
+    const body = await buildListBody(changed, null);
+    churnBuilds.push(performance.now() - start);
+    if (!body.equals(await referenceBody(changed)())) {
+      throw new Error('list-body bytes differ from the reference after churn');
+    }
+  }
   const wgProcess = await timed(RAW_RUNS, () =>
     execFileSync('wg', ['show', IFNAME, 'dump'], { maxBuffer: 512 * 1024 * 1024 }),
   );
   return {
     receive: receiveMs,
     tableDecode,
-    fastDecode: fastDecodeMs,
-    bodyBuild: bodyBuildMs,
-    bodyBuildWhat,
+    fastDecode,
+    warmDecode,
+    churnDecode: median(churnDecodes),
+    bodyBuild: median(coldBuilds),
+    warmBuild,
+    churnBuild: median(churnBuilds),
     wgProcess,
-    bodyBytes: reference.length,
+    bodyBytes: expected.length,
   };
 }
 
@@ -428,7 +460,10 @@ async function measure(
       if (total !== size) throw new Error(`${kind} listed ${total} peers, expected ${size}`);
     }
     await load(server.port, { connections: CONNECTIONS, duration: WARMUP_S });
-    const measured = await load(server.port, { connections: CONNECTIONS, duration: DURATION_S });
+    const measured = await load(server.port, {
+      connections: CONNECTIONS,
+      duration: durationAt(size),
+    });
     const rssMiB = peakRssMiB(server.child.pid ?? 0);
     if (server.child.exitCode !== null) throw new Error(`${kind} died:\n${tail(server.log)}`);
     const result: RunResult = {
@@ -470,13 +505,26 @@ async function aloneLatency(kind: Kind): Promise<number> {
 
 // ---------------------------------------------------------------- main
 
+/**
+ * A lone request against the sum of its parts, both ways: with the cold decode and build (a
+ * device never read before), and with the warm ones the daemon does on an idle device read
+ * again (its DumpMemo and fragments), which is what each of the lone requests after the first
+ * does here. The ratio to the warm sum is the request's own overhead.
+ */
+function aloneParts(raw: RawCosts, alone: number): string {
+  const cold = raw.receive + raw.fastDecode + raw.bodyBuild;
+  const warm = raw.receive + raw.warmDecode + raw.warmBuild;
+  return (
+    `receive + decode + build cold ${ms(cold)} (alone/cold ${ratio(alone, cold)}), ` +
+    `warm ${ms(warm)} (alone/warm ${ratio(alone, warm)})`
+  );
+}
+
 async function main(): Promise<void> {
   const runStart = performance.now();
   const kernelVersion = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
   const help = execFileSync(process.execPath, ['dist/src/main.js', '--help'], { encoding: 'utf8' });
   const hasWindow = help.includes('--list-max-age');
-  const fastDecode = await loadFastDecode();
-  const bodyBuild = await loadBodyBuild();
   const wanted = (process.env.BENCH_KINDS ?? 'A,A0,B,C').split(',').map((k) => k.trim());
   const kinds = (['A', 'A0', 'B', 'C'] as Kind[]).filter(
     (kind) => wanted.includes(kind) && (hasWindow || kind !== 'A0'),
@@ -486,8 +534,7 @@ async function main(): Promise<void> {
       `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured`,
   );
   if (!hasWindow) console.log('A0 skipped: no --list-max-age');
-  console.log(`fast decoder (src/kernel/wireguard-dump): ${fastDecode ? 'present' : 'n/a'}`);
-  console.log(`list body module (src/http/list-body): ${bodyBuild ? 'present' : 'n/a'}`);
+  console.log(`churn of the raw "churn" figures: ${(CHURN * 100).toFixed(0)}% of the peers`);
 
   const links = new Links();
   const wireguard = new WireGuard();
@@ -505,11 +552,12 @@ async function main(): Promise<void> {
       peers = size;
       console.log(`  add peers up to ${size}: ${ms(performance.now() - growStart)}`);
 
-      const raw = await rawCosts(genl, kernel, fastDecode, bodyBuild);
+      const raw = await rawCosts(genl, kernel, wireguard);
       console.log(
         `  raw costs (median of ${RAW_RUNS}): receive ${ms(raw.receive)}, table decode ${ms(raw.tableDecode)}, ` +
-          `fast decode ${raw.fastDecode === null ? 'n/a' : ms(raw.fastDecode)}, body build ${ms(raw.bodyBuild)} ` +
-          `(${raw.bodyBuildWhat}, ${(raw.bodyBytes / 1e6).toFixed(2)} MB), wg show dump process ${ms(raw.wgProcess)}`,
+          `fast decode cold ${ms(raw.fastDecode)} / warm ${ms(raw.warmDecode)} / churn ${ms(raw.churnDecode)}, ` +
+          `body build cold ${ms(raw.bodyBuild)} / warm ${ms(raw.warmBuild)} / churn ${ms(raw.churnBuild)} ` +
+          `(${(raw.bodyBytes / 1e6).toFixed(2)} MB), wg show dump process ${ms(raw.wgProcess)}`,
       );
 
       const bodyFile = `/tmp/bench-api-body-${size}.json`;
@@ -537,11 +585,9 @@ async function main(): Promise<void> {
       let alone: number | null = null;
       if (size === ALONE_SIZE) {
         alone = await aloneLatency(hasWindow ? 'A0' : 'A');
-        const decode = raw.fastDecode ?? raw.tableDecode;
-        const parts = raw.receive + decode + raw.bodyBuild;
         console.log(
           `  one request alone (${hasWindow ? 'A0' : 'A, no --list-max-age'}, 1 connection, median of ${ALONE_REQUESTS}): ` +
-            `${ms(alone)}; receive + ${raw.fastDecode === null ? 'table' : 'fast'} decode + body build ${ms(parts)}: ${ratio(alone, parts)}`,
+            `${ms(alone)}; ${aloneParts(raw, alone)}`,
         );
       }
       summary.push({ size, raw, runs, alone });
@@ -581,23 +627,22 @@ async function main(): Promise<void> {
           `${r('A', 'C')} | ${r('A0', 'C')} | ${lat('A')} | ${lat('A0')} | ${lat('B')} | ${lat('C')} | ${rss} |`,
       );
     }
+    const churn = `${(CHURN * 100).toFixed(0)}%`;
     console.log(
-      '\n| peers | receive ms | table decode ms | fast decode ms | decode/receive | body build ms | body MB | wg show dump process ms |',
+      `\n| peers | receive ms | table decode ms | fast decode cold ms | cold/receive | warm ms | ${churn} churn ms | churn/receive | body build cold ms | warm ms | ${churn} churn ms | body MB | wg show dump process ms |`,
     );
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const { size, raw } of summary) {
-      const decode = raw.fastDecode ?? raw.tableDecode;
+      const f = (value: number): string => value.toFixed(1);
       console.log(
-        `| ${size} | ${raw.receive.toFixed(1)} | ${raw.tableDecode.toFixed(1)} | ${raw.fastDecode === null ? 'n/a' : raw.fastDecode.toFixed(1)} | ` +
-          `${ratio(decode, raw.receive)} | ${raw.bodyBuild.toFixed(1)} | ${(raw.bodyBytes / 1e6).toFixed(2)} | ${raw.wgProcess.toFixed(1)} |`,
+        `| ${size} | ${f(raw.receive)} | ${f(raw.tableDecode)} | ${f(raw.fastDecode)} | ${ratio(raw.fastDecode, raw.receive)} | ` +
+          `${f(raw.warmDecode)} | ${f(raw.churnDecode)} | ${ratio(raw.churnDecode, raw.receive)} | ` +
+          `${f(raw.bodyBuild)} | ${f(raw.warmBuild)} | ${f(raw.churnBuild)} | ${(raw.bodyBytes / 1e6).toFixed(2)} | ${f(raw.wgProcess)} |`,
       );
     }
     for (const { size, raw, alone } of summary) {
       if (alone === null) continue;
-      const parts = raw.receive + (raw.fastDecode ?? raw.tableDecode) + raw.bodyBuild;
-      console.log(
-        `\none request alone at ${size} peers: ${ms(alone)} vs receive + decode + build ${ms(parts)} = ${ratio(alone, parts)}`,
-      );
+      console.log(`\none request alone at ${size} peers: ${ms(alone)}; ${aloneParts(raw, alone)}`);
     }
     console.log(`\ntotal elapsed: ${((performance.now() - runStart) / 1000).toFixed(0)} s`);
   } finally {
