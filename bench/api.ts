@@ -26,7 +26,7 @@
  * the measured time at 50,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
- * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_DAEMON_NODE_FLAGS (node flags for
+ * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_DAEMON_NODE_FLAGS (node flags for
  * A and A0, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -306,11 +306,11 @@ async function rawCosts(
   // Cold: peers freshly decoded (no fragments yet) for every run, outside the timing.
   const coldBuilds: number[] = [];
   for (let i = 0; i < RAW_RUNS; i++) {
-    const fresh = { ...snapshot, device: decodeDeviceDump(IFNAME, messages) };
+    const fresh = { ...snapshot, device: decodeDeviceDump(IFNAME, attributesOf(await receive())) };
     const start = performance.now();
     const body = await buildListBody(fresh, null);
     coldBuilds.push(performance.now() - start);
-    if (!body.equals(expected)) {
+    if (!body.equals(await referenceBody(fresh)())) {
       throw new Error('list-body bytes differ from toPeerJson + JSON.stringify on this snapshot');
     }
   }
@@ -380,7 +380,7 @@ function startServer(kind: Kind, bodyFile: string, contentType: string): Server 
             listen,
           ];
   // The server's output (the daemon logs a line per request) goes to a file, read on failure.
-  const log = `/tmp/bench-api-${kind}-${port}.log`;
+  const log = `${process.env.BENCH_LOG_DIR ?? '/tmp'}/bench-api-${kind}-${port}.log`;
   const fd = openSync(log, 'w');
   // BENCH_DAEMON_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out"): node flags for A
   // and A0 only, to profile the daemon under the same load.

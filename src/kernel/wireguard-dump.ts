@@ -137,11 +137,29 @@ function ipv6Text(buffer: Buffer, start: number): string {
 /** "0" … "255": an IPv4 octet's text without a number-to-string conversion per octet. */
 const DECIMAL: readonly string[] = Array.from({ length: 256 }, (_, value) => String(value));
 
+/**
+ * "a.b.c." by the first three octets: a tunnel's peers share a few /24s, so an address is one
+ * concatenation of a known prefix and an octet instead of six (each a new string). Bounded: a
+ * dump of arbitrary addresses would fill it with at most 2^24 short strings, so it is cleared
+ * when it grows past what any tunnel needs.
+ */
+const DOTTED_PREFIX = new Map<number, string>();
+const DOTTED_PREFIX_LIMIT = 65_536;
+
+function ipv4Text(buffer: Buffer, start: number): string {
+  const key = (buffer[start]! << 16) | (buffer[start + 1]! << 8) | buffer[start + 2]!;
+  let prefix = DOTTED_PREFIX.get(key);
+  if (prefix === undefined) {
+    if (DOTTED_PREFIX.size >= DOTTED_PREFIX_LIMIT) DOTTED_PREFIX.clear();
+    prefix = `${DECIMAL[buffer[start]!]}.${DECIMAL[buffer[start + 1]!]}.${DECIMAL[buffer[start + 2]!]}.`;
+    DOTTED_PREFIX.set(key, prefix);
+  }
+  return prefix + DECIMAL[buffer[start + 3]!]!;
+}
+
 /** WGALLOWEDIP_A_IPADDR / sockaddr address bytes as text (4: dotted, 16: RFC 5952). */
 function addressText(buffer: Buffer, start: number, length: number): string {
-  if (length === 4) {
-    return `${DECIMAL[buffer[start]!]}.${DECIMAL[buffer[start + 1]!]}.${DECIMAL[buffer[start + 2]!]}.${DECIMAL[buffer[start + 3]!]}`;
-  }
+  if (length === 4) return ipv4Text(buffer, start);
   if (length === 16) return ipv6Text(buffer, start);
   throw new NetlinkProtocolError(`address: an IP address is 4 or 16 bytes, got ${length}`);
 }
