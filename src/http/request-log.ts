@@ -12,6 +12,7 @@
  * day at `info`. A poll that fails (status 400 and up), and every other request, is at `info`.
  */
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler, Response } from 'express';
 import type { Logger } from '../log';
 
@@ -38,6 +39,62 @@ export function isPoll(method: string, path: string): boolean {
   return (method === 'GET' || method === 'HEAD') && POLLED_PATHS.includes(trimmed);
 }
 
+/** The fields of the one line per request, in the order they are written. */
+interface RequestLine {
+  method: string;
+  path: string;
+  status: number;
+  ms: number;
+  client: string | null;
+  requestId: string;
+  aborted?: true;
+}
+
+/**
+ * Writes the line of a request whose response closed (finished or cut): the one place that
+ * decides its fields and level, for the Express middleware below and the list fast path
+ * (list-fast-path.ts). `path` is without the query; `started` is process.hrtime.bigint() at
+ * arrival.
+ */
+export function logRequest(
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  requestId: string,
+  started: bigint,
+): void {
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  const method = req.method ?? '';
+  const line: RequestLine = {
+    method,
+    path,
+    status: res.statusCode,
+    ms: Math.round(ms * 1000) / 1000,
+    // The TCP peer; behind a reverse proxy that is the proxy (the id links the two logs).
+    client: req.socket.remoteAddress ?? null,
+    requestId,
+  };
+  if (!res.writableFinished) line.aborted = true;
+  if (isPoll(method, path) && res.statusCode < 400) logger.debug(line, 'request');
+  else logger.info(line, 'request');
+}
+
+/** The error line of a request that failed by no fault of the client (app.ts onError). */
+export function logServerFault(
+  logger: Logger,
+  method: string,
+  path: string,
+  requestId: string | undefined,
+  code: string,
+  error: unknown,
+): void {
+  logger.error(
+    { method, path, requestId, code, err: error instanceof Error ? error : String(error) },
+    'request failed',
+  );
+}
+
 export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
@@ -45,20 +102,7 @@ export function requestLog(logger: Logger): RequestHandler {
     res.locals['requestId'] = requestId;
     res.setHeader(REQUEST_ID_HEADER, requestId);
     res.on('close', () => {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      const path = req.originalUrl.split('?')[0] ?? '';
-      const line = {
-        method: req.method,
-        path,
-        status: res.statusCode,
-        ms: Math.round(ms * 1000) / 1000,
-        // The TCP peer; behind a reverse proxy that is the proxy (the id links the two logs).
-        client: req.socket.remoteAddress ?? null,
-        requestId,
-        ...(res.writableFinished ? {} : { aborted: true }),
-      };
-      if (isPoll(req.method, path) && res.statusCode < 400) logger.debug(line, 'request');
-      else logger.info(line, 'request');
+      logRequest(logger, req, res, req.originalUrl.split('?')[0] ?? '', requestId, started);
     });
     next();
   };
