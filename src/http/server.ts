@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { DEFAULT_BODY_LIMIT_BYTES } from './app';
 import { HttpError, toErrorResponse } from './errors';
 import { announcedTooLarge, refuseBody } from './body-limit';
+import type { FastPath } from './list-fast-path';
 
 export interface HttpLimits {
   /** Largest accepted request body. */
@@ -89,9 +90,14 @@ function answerStarted(socket: Duplex): boolean {
   return message instanceof http.ServerResponse && message.headersSent;
 }
 
+/**
+ * `fastPath`, when given, is tried before `app` for every request the limits let through
+ * (list-fast-path.ts: the common poll of the list, answered without Express).
+ */
 export function createServer(
   app: http.RequestListener,
   limits: Partial<HttpLimits> = {},
+  fastPath: FastPath | null = null,
 ): http.Server {
   const l: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...limits };
   const server = http.createServer({
@@ -108,6 +114,7 @@ export function createServer(
       refuseBody(res, l.bodyLimitBytes);
       return;
     }
+    if (fastPath !== null && fastPath(req, res)) return;
     app(req, res);
   };
   server.on('request', handle);
