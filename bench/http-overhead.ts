@@ -5,7 +5,8 @@
  *   A  the daemon's server as main.ts wires it: createServer + createApp + metrics, with the
  *      list fast path (src/http/list-fast-path.ts) tried before Express;
  *   E  the same without the fast path: every poll through Express (the daemon before it);
- *   C  a plain node http server replaying the same body (the ceiling).
+ *   C  a plain node http server replaying the same bytes (the ceiling): the body in the
+ *      encoding the daemon negotiates for BENCH_ACCEPT_ENCODING, with its Content-Encoding.
  * Each is given as req/s and as the server's CPU time per request (process.cpuUsage over the
  * run divided by the requests; the client's CPU is not in it). With big bodies on a 2-core host
  * the client can be the limit, so req/s may hide what the CPU figure shows.
@@ -17,7 +18,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { ListBodies, createApp, createMetrics, createServer, listFastPath } from '../src/http';
-import { buildListBody } from '../src/http/list-body';
+import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
 import type { Kernel, WireGuardDevice } from '../src/kernel/types';
 import { PeerService } from '../src/peers';
@@ -95,7 +96,8 @@ async function main(): Promise<void> {
   for (const size of SIZES) {
     const device = decodeDeviceDump('wgx', generatedDump(size));
     const service = serviceOver(device);
-    const body = await buildListBody(await service.snapshot(), null);
+    const identity = await buildListBody(await service.snapshot(), null);
+    const encoding = negotiateEncoding(ACCEPT_ENCODING === '' ? undefined : ACCEPT_ENCODING);
     const silent = {
       info() {},
       warn() {},
@@ -119,11 +121,14 @@ async function main(): Promise<void> {
     };
     const daemon = createServer(createApp(api), {}, listFastPath(api));
     const express = createServer(createApp(api), {});
+    const body = await api.listBodies.body(await service.snapshot(), null, encoding);
+    const replayHeaders: Record<string, string | number> = {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': body.length,
+    };
+    if (encoding !== 'identity') replayHeaders['Content-Encoding'] = encoding;
     const replay = http.createServer((_req, res) => {
-      res.writeHead(200, {
-        'Content-Type': 'application/json; charset=utf-8',
-        'Content-Length': body.length,
-      });
+      res.writeHead(200, replayHeaders);
       res.end(body);
     });
     const servers = [
@@ -138,7 +143,7 @@ async function main(): Promise<void> {
     const med = (v: number[]): number => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)]!;
     const rate = (i: number): number => med(servers[i]!.runs.map((r) => r.rate));
     console.log(
-      `${size} peers (${(body.length / 1e6).toFixed(2)} MB identity, Accept-Encoding: ${ACCEPT_ENCODING || 'none'}), median of ${ROUNDS}:`,
+      `${size} peers (${(identity.length / 1e6).toFixed(2)} MB, ${(body.length / 1e6).toFixed(2)} MB sent as ${encoding}), median of ${ROUNDS}:`,
     );
     for (const server of servers) {
       const rates = server.runs.map((r) => r.rate.toFixed(0)).join(' ');
