@@ -1,16 +1,24 @@
 /**
  * Host-side: what serving one list costs in the daemon's HTTP stack beyond the bytes themselves.
- * The daemon's app and server (createApp + createServer + metrics, as main.ts wires them) over a
- * service whose snapshot is read once and held (a window longer than the run), against a plain
- * node http server replaying the same body: autocannon, 8 connections, alternating A C A C.
+ * Three servers over a service whose snapshot is read once and held (a window longer than the
+ * run), autocannon in a process of its own, 8 connections, alternating A E C A E C:
+ *   A  the daemon's server as main.ts wires it: createServer + createApp + metrics, with the
+ *      list fast path (src/http/list-fast-path.ts) tried before Express;
+ *   E  the same without the fast path: every poll through Express (the daemon before it);
+ *   C  a plain node http server replaying the same bytes (the ceiling): the body in the
+ *      encoding the daemon negotiates for BENCH_ACCEPT_ENCODING, with its Content-Encoding.
+ * Each is given as req/s and as the server's CPU time per request (process.cpuUsage over the
+ * run divided by the requests; the client's CPU is not in it). With big bodies on a 2-core host
+ * the client can be the limit, so req/s may hide what the CPU figure shows.
  * No kernel needed. Run: npx tsc -p tsconfig.json && node dist/bench/http-overhead.js
- * Options: BENCH_SIZES (default "1000,10000"), BENCH_ROUNDS (3), BENCH_DURATION_S (5).
+ * Options: BENCH_SIZES (default "1000,10000"), BENCH_ROUNDS (3), BENCH_DURATION_S (5),
+ * BENCH_ACCEPT_ENCODING (none by default; e.g. "gzip" to poll the compressed body).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
-import { createApp, createMetrics, createServer } from '../src/http';
-import { buildListBody } from '../src/http/list-body';
+import { ListBodies, createApp, createMetrics, createServer, listFastPath } from '../src/http';
+import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
 import type { Kernel, WireGuardDevice } from '../src/kernel/types';
 import { PeerService } from '../src/peers';
@@ -19,6 +27,7 @@ import { generatedDump } from '../test/support/generated-dump';
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
+const ACCEPT_ENCODING = process.env.BENCH_ACCEPT_ENCODING ?? '';
 
 function serviceOver(device: WireGuardDevice): PeerService {
   const kernel = {
@@ -38,9 +47,18 @@ function listening(server: http.Server): Promise<number> {
   );
 }
 
+interface Run {
+  /** Requests per second. */
+  rate: number;
+  /** This process's CPU time (user + system) per request, in microseconds. */
+  cpuUs: number;
+}
+
 /** autocannon in a process of its own, so the client does not share the servers' thread. */
-function load(port: number): Promise<number> {
+function load(port: number): Promise<Run> {
   return new Promise((resolve, reject) => {
+    const headers = ACCEPT_ENCODING === '' ? [] : ['-H', `accept-encoding=${ACCEPT_ENCODING}`];
+    const cpu = process.cpuUsage();
     const child = spawn(
       process.execPath,
       [
@@ -50,6 +68,7 @@ function load(port: number): Promise<number> {
         '8',
         '-d',
         String(DURATION_S),
+        ...headers,
         `http://127.0.0.1:${port}/api/peers`,
       ],
       { stdio: ['ignore', 'pipe', 'ignore'] },
@@ -58,8 +77,17 @@ function load(port: number): Promise<number> {
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
     child.on('exit', () => {
-      const result = JSON.parse(out) as { requests: { total: number }; duration: number };
-      resolve(result.requests.total / result.duration);
+      const used = process.cpuUsage(cpu);
+      const result = JSON.parse(out) as {
+        requests: { total: number };
+        duration: number;
+        non2xx: number;
+      };
+      if (result.non2xx !== 0) reject(new Error(`${result.non2xx} answers were not 2xx`));
+      resolve({
+        rate: result.requests.total / result.duration,
+        cpuUs: (used.user + used.system) / result.requests.total,
+      });
     });
   });
 }
@@ -68,7 +96,8 @@ async function main(): Promise<void> {
   for (const size of SIZES) {
     const device = decodeDeviceDump('wgx', generatedDump(size));
     const service = serviceOver(device);
-    const body = await buildListBody(await service.snapshot(), null);
+    const identity = await buildListBody(await service.snapshot(), null);
+    const encoding = negotiateEncoding(ACCEPT_ENCODING === '' ? undefined : ACCEPT_ENCODING);
     const silent = {
       info() {},
       warn() {},
@@ -82,32 +111,52 @@ async function main(): Promise<void> {
       service: { snapshot: () => service.snapshot() },
       perPeer: true,
     });
-    const daemon = createServer(
-      createApp({ service, tokens: null, logger: silent as never, metrics, version: 'bench' }),
-      { logger: silent as never },
-    );
+    const api = {
+      service,
+      tokens: null,
+      logger: silent as never,
+      metrics,
+      version: 'bench',
+      listBodies: new ListBodies(),
+    };
+    const daemon = createServer(createApp(api), { logger: silent as never }, listFastPath(api));
+    const express = createServer(createApp(api), { logger: silent as never });
+    const body = await api.listBodies.body(await service.snapshot(), null, encoding);
+    const replayHeaders: Record<string, string | number> = {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': body.length,
+    };
+    if (encoding !== 'identity') replayHeaders['Content-Encoding'] = encoding;
     const replay = http.createServer((_req, res) => {
-      res.writeHead(200, {
-        'Content-Type': 'application/json; charset=utf-8',
-        'Content-Length': body.length,
-      });
+      res.writeHead(200, replayHeaders);
       res.end(body);
     });
-    const [a, c] = [await listening(daemon), await listening(replay)];
-    const as: number[] = [];
-    const cs: number[] = [];
-    await load(a);
-    await load(c);
+    const servers = [
+      { name: 'A daemon', port: await listening(daemon), runs: [] as Run[] },
+      { name: 'E express alone', port: await listening(express), runs: [] as Run[] },
+      { name: 'C replay', port: await listening(replay), runs: [] as Run[] },
+    ];
+    for (const server of servers) await load(server.port); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
-      as.push(await load(a));
-      cs.push(await load(c));
+      for (const server of servers) server.runs.push(await load(server.port));
     }
     const med = (v: number[]): number => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)]!;
+    const rate = (i: number): number => med(servers[i]!.runs.map((r) => r.rate));
     console.log(
-      `${size} peers (${(body.length / 1e6).toFixed(2)} MB): daemon app ${med(as).toFixed(0)} req/s, replay ${med(cs).toFixed(0)} req/s, ratio ${(med(as) / med(cs)).toFixed(2)}`,
+      `${size} peers (${(identity.length / 1e6).toFixed(2)} MB, ${(body.length / 1e6).toFixed(2)} MB sent as ${encoding}), median of ${ROUNDS}:`,
     );
-    daemon.close();
-    replay.close();
+    for (const server of servers) {
+      const rates = server.runs.map((r) => r.rate.toFixed(0)).join(' ');
+      const cpus = server.runs.map((r) => r.cpuUs.toFixed(0)).join(' ');
+      console.log(
+        `  ${server.name}: ${med(server.runs.map((r) => r.rate)).toFixed(0)} req/s (${rates}), ` +
+          `${med(server.runs.map((r) => r.cpuUs)).toFixed(0)} µs CPU/request (${cpus})`,
+      );
+    }
+    console.log(
+      `  A/C ${(rate(0) / rate(2)).toFixed(2)}, E/C ${(rate(1) / rate(2)).toFixed(2)}, A/E ${(rate(0) / rate(1)).toFixed(2)}`,
+    );
+    for (const server of [daemon, express, replay]) server.close();
   }
 }
 

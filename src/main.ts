@@ -10,7 +10,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { TokenStore, createApp, createMetrics, createServer } from './http';
+import {
+  ListBodies,
+  TokenStore,
+  createApp,
+  createMetrics,
+  createServer,
+  listFastPath,
+} from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
@@ -131,12 +138,21 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
   const readiness = new ReadinessCheck(kernel, config.interfaceName);
+  // One set of options, one ListBodies: the list fast path answers as the Express route would
+  // (list-fast-path.ts), from the same memoized bodies.
+  const api = {
+    service,
+    tokens,
+    logger,
+    metrics,
+    readiness,
+    version: packageVersion(),
+    listBodies: new ListBodies(),
+  };
   const server = createServer(
-    createApp({ service, tokens, logger, metrics, readiness, version: packageVersion() }),
-    {
-      maxConnections: config.maxConnections,
-      logger,
-    },
+    createApp(api),
+    { maxConnections: config.maxConnections, logger },
+    listFastPath(api),
   );
   try {
     await listen(server, config);

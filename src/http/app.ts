@@ -11,7 +11,7 @@ import { HttpError, toErrorResponse } from './errors';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { probes } from './probes';
-import { requestIdOf, requestLog } from './request-log';
+import { logServerFault, requestIdOf, requestLog } from './request-log';
 import { openApiDocument } from './openapi';
 import { ROUTES, type RouteContext, type RouteId } from './routes';
 
@@ -157,15 +157,13 @@ export function createApp(options: AppOptions): express.Express {
     }
     const response = toErrorResponse(error);
     if (response.serverFault) {
-      logger.error(
-        {
-          method: req.method,
-          path: req.originalUrl.split('?')[0],
-          requestId: requestIdOf(res),
-          code: response.body.code,
-          err: error instanceof Error ? error : String(error),
-        },
-        'request failed',
+      logServerFault(
+        logger,
+        req.method,
+        req.originalUrl.split('?')[0] ?? '',
+        requestIdOf(res),
+        response.body.code,
+        error,
       );
     }
     res.status(response.status).set(response.headers).json(response.body);

@@ -56,9 +56,22 @@ export class TokenStore {
 
 const BEARER = /^Bearer +(\S+) *$/i;
 
+/** The token of an `Authorization: Bearer <token>` header; null when there is none. */
+export function bearerToken(header: string | undefined): string | null {
+  const match = header === undefined ? null : BEARER.exec(header);
+  return match === null || match[1] === undefined ? null : match[1];
+}
+
+/** Whether a token of scope `granted` may do what needs `needed`: admin covers read. */
+export function covers(granted: Scope, needed: Scope): boolean {
+  return needed === 'read' || granted === 'admin';
+}
+
 /**
  * Lets a request through when its bearer token has `scope` (admin covers read). A null store
  * means no authentication is configured: everything passes (loopback by default, DESIGN §3).
+ * The list fast path (list-fast-path.ts) lets a request through by the same two functions,
+ * bearerToken and covers, and leaves every refusal to this middleware.
  */
 export function requireScope(store: TokenStore | null, scope: Scope): RequestHandler {
   return (req, _res, next) => {
@@ -66,9 +79,8 @@ export function requireScope(store: TokenStore | null, scope: Scope): RequestHan
       next();
       return;
     }
-    const header = req.headers.authorization;
-    const match = header === undefined ? null : BEARER.exec(header);
-    if (match === null || match[1] === undefined) {
+    const token = bearerToken(req.headers.authorization);
+    if (token === null) {
       next(
         new HttpError(
           401,
@@ -79,7 +91,7 @@ export function requireScope(store: TokenStore | null, scope: Scope): RequestHan
       );
       return;
     }
-    const granted = store.scopeOf(match[1]);
+    const granted = store.scopeOf(token);
     if (granted === null) {
       next(
         new HttpError(401, 'AUTH_INVALID', 'The bearer token is wrong', {
@@ -88,7 +100,7 @@ export function requireScope(store: TokenStore | null, scope: Scope): RequestHan
       );
       return;
     }
-    if (scope === 'admin' && granted !== 'admin') {
+    if (!covers(granted, scope)) {
       next(
         new HttpError(
           403,

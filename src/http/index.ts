@@ -10,3 +10,5 @@ export { createMetrics, METRICS_CONTENT_TYPE, type Metrics, type MetricsOptions 
 export { ROUTES, type RouteDef, type RouteId } from './routes';
 export { openApiDocument } from './openapi';
 export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';
+export { ListBodies } from './list-body';
+export { listFastPath, type FastPath, type ListFastPathOptions } from './list-fast-path';

@@ -40,11 +40,19 @@ export interface MetricsOptions {
   processMetrics?: boolean;
 }
 
+/** Records one request's duration under a fixed method and route, by status code. */
+export type RequestTimer = (code: number, seconds: number) => void;
+
 export interface Metrics {
   /** Give it to PeerService: counts kernel reads and failures. */
   observer: KernelObserver;
   /** Mount first: records each request's duration by route pattern and status code. */
   requestMetrics: RequestHandler;
+  /**
+   * The same duration series for requests answered outside Express (the list fast path): an
+   * observer of one method and route, taking the status code and the seconds.
+   */
+  requestTimer(method: string, route: string): RequestTimer;
   /** GET /metrics. */
   handler: RequestHandler;
   /** The daemon's own metrics (for tests and for other modules that want to register some). */
@@ -379,6 +387,21 @@ export function createMetrics(options: MetricsOptions): Metrics {
     next();
   };
 
+  const requestTimer = (method: string, route: string): RequestTimer => {
+    // prom-client's labels() child per code, held: no labels object per request. The child
+    // still validates and hashes its labels at each observe, as observe(labels) does, so the
+    // series are the very ones requestMetrics feeds; a child creates no series until observed.
+    const byCode = new Map<number, Histogram.Internal<'method' | 'route' | 'code'>>();
+    return (code, seconds) => {
+      let child = byCode.get(code);
+      if (child === undefined) {
+        child = requestDuration.labels(method, route, String(code));
+        byCode.set(code, child);
+      }
+      child.observe(seconds);
+    };
+  };
+
   // The rendering in flight or done, so scrapes sharing a snapshot share its text.
   const rendered = new WeakMap<PeerSnapshot, Promise<Buffer[]>>();
   const peerText = (snapshot: PeerSnapshot): Promise<Buffer[]> => {
@@ -424,5 +447,5 @@ export function createMetrics(options: MetricsOptions): Metrics {
     scrape().catch(next);
   };
 
-  return { observer, requestMetrics, handler, registry };
+  return { observer, requestMetrics, requestTimer, handler, registry };
 }

@@ -12,6 +12,7 @@
  * day at `info`. A poll that fails (status 400 and up), and every other request, is at `info`.
  */
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler, Response } from 'express';
 import type { Logger } from '../log';
 
@@ -72,6 +73,45 @@ export function logRequest(logger: Logger, request: RequestLine): void {
   else logger.info(line, 'request');
 }
 
+/**
+ * logRequest for a request whose response closed (finished or cut), its fields read off req and
+ * res: the Express middleware below and the list fast path (list-fast-path.ts). `path` is
+ * without the query; `started` is process.hrtime.bigint() at arrival.
+ */
+export function logClosedResponse(
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  requestId: string,
+  started: bigint,
+): void {
+  logRequest(logger, {
+    method: req.method ?? '',
+    path,
+    status: res.statusCode,
+    ms: Number(process.hrtime.bigint() - started) / 1e6,
+    client: req.socket.remoteAddress ?? null,
+    requestId,
+    aborted: !res.writableFinished,
+  });
+}
+
+/** The error line of a request that failed by no fault of the client (app.ts onError). */
+export function logServerFault(
+  logger: Logger,
+  method: string,
+  path: string,
+  requestId: string | undefined,
+  code: string,
+  error: unknown,
+): void {
+  logger.error(
+    { method, path, requestId, code, err: error instanceof Error ? error : String(error) },
+    'request failed',
+  );
+}
+
 export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
@@ -79,15 +119,7 @@ export function requestLog(logger: Logger): RequestHandler {
     res.locals['requestId'] = requestId;
     res.setHeader(REQUEST_ID_HEADER, requestId);
     res.on('close', () => {
-      logRequest(logger, {
-        method: req.method,
-        path: req.originalUrl,
-        status: res.statusCode,
-        ms: Number(process.hrtime.bigint() - started) / 1e6,
-        client: req.socket.remoteAddress ?? null,
-        requestId,
-        aborted: !res.writableFinished,
-      });
+      logClosedResponse(logger, req, res, req.originalUrl.split('?')[0] ?? '', requestId, started);
     });
     next();
   };

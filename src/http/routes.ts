@@ -7,12 +7,14 @@
  * (AppOptions.handlers): the OpenAPI document itself, and the probes and metrics built on other
  * branches. A route with neither is documented only and not registered.
  */
+import type { ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import type { ValidateFunction } from 'ajv';
 import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
 import type { Scope } from './auth';
 import { HttpError } from './errors';
-import { type ListBodies, negotiateEncoding } from './list-body';
+import { type BodyEncoding, type ListBodies, negotiateEncoding } from './list-body';
+import { REQUEST_ID_HEADER } from './request-log';
 import {
   check,
   checkPublicKey,
@@ -79,6 +81,37 @@ export const CONFIG_NOT_STORED_MESSAGE =
   'response of POST /api/peer, and never kept';
 
 type Handler = (req: Request, res: Response) => Promise<void>;
+
+/**
+ * The 200 answer of GET /api/peers, written by this route and by the list fast path
+ * (list-fast-path.ts), so the two send the same headers in the same order. `requestId` is for
+ * the fast path, which sets no header before this one call (the route's requestLog set it
+ * already: null). A flat array, not an object: no object per request is built and spread.
+ */
+export function writeListResponse(
+  res: ServerResponse,
+  requestId: string | null,
+  body: Buffer,
+  encoding: BodyEncoding,
+  takenAt: number,
+): void {
+  // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
+  // pollers that want to know precisely how old the data is (the freshness window).
+  const ageMs = Math.max(0, Date.now() - takenAt);
+  const headers: Array<string | number> = requestId === null ? [] : [REQUEST_ID_HEADER, requestId];
+  headers.push(
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    body.length,
+    'Vary',
+    'Accept-Encoding',
+  );
+  if (encoding !== 'identity') headers.push('Content-Encoding', encoding);
+  headers.push('Age', Math.floor(ageMs / 1000), 'X-Data-Age-Ms', Math.round(ageMs));
+  res.writeHead(200, headers);
+  res.end(body);
+}
 
 /** Hands a rejected promise to the error handler (express 4 does not). */
 function route(handler: Handler): RequestHandler {
@@ -190,18 +223,8 @@ export const ROUTES: readonly RouteDef[] = [
         const snapshot = await service.snapshot();
         const encoding = negotiateEncoding(req.headers['accept-encoding']);
         const body = await listBodies.body(snapshot, filter, encoding);
-        // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
-        // pollers that want to know precisely how old the data is (the freshness window).
-        const ageMs = Math.max(0, Date.now() - snapshot.takenAt);
-        res.writeHead(200, {
-          'Content-Type': 'application/json; charset=utf-8',
-          'Content-Length': body.length,
-          Vary: 'Accept-Encoding',
-          ...(encoding === 'identity' ? {} : { 'Content-Encoding': encoding }),
-          Age: Math.floor(ageMs / 1000),
-          'X-Data-Age-Ms': Math.round(ageMs),
-        });
-        res.end(body);
+        // requestLog set X-Request-Id already.
+        writeListResponse(res, null, body, encoding, snapshot.takenAt);
       }),
   },
   {

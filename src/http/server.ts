@@ -11,6 +11,7 @@ import { DEFAULT_BODY_LIMIT_BYTES } from './app';
 import { HttpError, toErrorResponse } from './errors';
 import { announcedTooLarge, refuseBody } from './body-limit';
 import { REQUEST_ID_HEADER, logRequest, requestIdFrom } from './request-log';
+import type { FastPath } from './list-fast-path';
 
 export interface HttpLimits {
   /** Largest accepted request body. */
@@ -119,7 +120,15 @@ function logRefusal(
   );
 }
 
-export function createServer(app: http.RequestListener, options: ServerOptions): http.Server {
+/**
+ * `fastPath`, when given, is tried before `app` for every request the limits let through
+ * (list-fast-path.ts: the common poll of the list, answered without Express).
+ */
+export function createServer(
+  app: http.RequestListener,
+  options: ServerOptions,
+  fastPath: FastPath | null = null,
+): http.Server {
   const { logger, ...limits } = options;
   const l: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...limits };
   const server = http.createServer({
@@ -152,6 +161,7 @@ export function createServer(app: http.RequestListener, options: ServerOptions):
       refuseBody(res, l.bodyLimitBytes);
       return;
     }
+    if (fastPath !== null && fastPath(req, res)) return;
     app(req, res);
   };
   server.on('request', handle);

@@ -1,0 +1,154 @@
+/**
+ * The fast path of the common poll: `GET /api/peers` (optionally `?status=ALIVE` or
+ * `?status=DEAD`), without a body, with a token that may read. Monitoring asks this many times
+ * a second and its body is memoized per kernel read (list-body.ts), so what a poll costs is the
+ * HTTP stack around those bytes: Express's router and layers, expressInit, the query parser,
+ * the JSON body parser of a bodiless GET, a labels object for the histogram. createServer
+ * (server.ts) tries this before the Express app; it answers what it takes, and everything else
+ * goes to Express untouched.
+ *
+ * It is a twin of the Express route (`listPeers` in routes.ts), not a second implementation: the
+ * same ListBodies and service.snapshot(), the same 200 writer (writeListResponse), the same
+ * request id (requestIdFrom), log line (logClosedResponse), server-fault line (logServerFault), error
+ * envelope (toErrorResponse), token check (bearerToken, covers) and duration series (the
+ * metrics' requestTimer). test/unit/http/list-fast-path.test.ts holds its answers equal to the
+ * Express app's, header by header and byte by byte.
+ *
+ * What it takes is chosen so that Express would do nothing else for it:
+ * - the path exactly `/api/peers` and the query exactly absent, `status=ALIVE` or `status=DEAD`
+ *   (a trailing slash, other case, percent-encoding, another parameter: Express, which also
+ *   answers the 400s);
+ * - GET only (HEAD stays with Express, which strips the body);
+ * - no body announced: no Transfer-Encoding, and no Content-Length unless it is "0" without a
+ *   Content-Type (with one, express.json looks at a zero-length body and may refuse its charset);
+ * - no tokens configured, or a bearer token of the read or admin scope: a missing or wrong one
+ *   goes to Express, so 401 and 403 are answered in one place.
+ */
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../log';
+import { ALIVE, DEAD, type PeerServiceApi } from '../peers';
+import { bearerToken, covers, type TokenStore } from './auth';
+import { toErrorResponse, type ErrorResponse } from './errors';
+import { negotiateEncoding, type ListBodies, type ListFilter } from './list-body';
+import type { Metrics, RequestTimer } from './metrics';
+import { REQUEST_ID_HEADER, logClosedResponse, logServerFault, requestIdFrom } from './request-log';
+import { writeListResponse } from './routes';
+
+/** Answers the request and returns true, or returns false having touched nothing. */
+export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+export interface ListFastPathOptions {
+  service: Pick<PeerServiceApi, 'snapshot'>;
+  /** The Express app's own instance (AppOptions.listBodies), so both share every body. */
+  listBodies: ListBodies;
+  tokens?: TokenStore | null;
+  logger: Logger;
+  /** The metrics the app was given (AppOptions.metrics); absent: no duration is recorded. */
+  metrics?: Pick<Metrics, 'requestTimer'> | undefined;
+}
+
+/** The route's path, which is also its log path and its metric route label (routeLabel). */
+const LIST_PATH = '/api/peers';
+
+/** The filter of a URL the fast path takes; undefined for every other URL. */
+function filterOf(url: string | undefined): ListFilter | undefined {
+  switch (url) {
+    case LIST_PATH:
+      return null;
+    case `${LIST_PATH}?status=${ALIVE}`:
+      return ALIVE;
+    case `${LIST_PATH}?status=${DEAD}`:
+      return DEAD;
+    default:
+      return undefined;
+  }
+}
+
+/** Whether Express's body handling (requireJsonBody, express.json) would do nothing. */
+function bodiless(headers: IncomingHttpHeaders): boolean {
+  if (headers['transfer-encoding'] !== undefined) return false;
+  const length = headers['content-length'];
+  return length === undefined || (length === '0' && headers['content-type'] === undefined);
+}
+
+/** Whether requireScope(tokens, 'read') would let the request through. */
+function mayRead(tokens: TokenStore, authorization: string | undefined): boolean {
+  const token = bearerToken(authorization);
+  if (token === null) return false;
+  const granted = tokens.scopeOf(token);
+  return granted !== null && covers(granted, 'read');
+}
+
+/**
+ * The error answer exactly as app.ts onError gives it through res.status().set().json(): the
+ * envelope of toErrorResponse, X-Request-Id first (requestLog set it on arrival), the error's
+ * own headers, then Content-Type and Content-Length as Express's res.send writes them.
+ */
+function writeError(res: ServerResponse, response: ErrorResponse, requestId: string): void {
+  const text = JSON.stringify(response.body);
+  const headers: Array<string | number> = [REQUEST_ID_HEADER, requestId];
+  for (const [name, value] of Object.entries(response.headers)) headers.push(name, value);
+  headers.push(
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    Buffer.byteLength(text),
+  );
+  res.writeHead(response.status, headers);
+  res.end(text);
+}
+
+export function listFastPath(options: ListFastPathOptions): FastPath {
+  const { service, listBodies, logger } = options;
+  const tokens = options.tokens ?? null;
+  const timer: RequestTimer | null = options.metrics?.requestTimer('GET', LIST_PATH) ?? null;
+
+  // A failed snapshot or build is answered here rather than handed to Express: Express would
+  // call service.snapshot() again, a second kernel read (a failed one is not kept) counted a
+  // second time in the kernel metrics, and this request's log line and duration would be
+  // written twice.
+  const answer = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    filter: ListFilter,
+    requestId: string,
+  ): Promise<void> => {
+    try {
+      const snapshot = await service.snapshot();
+      const encoding = negotiateEncoding(req.headers['accept-encoding']);
+      const body = await listBodies.body(snapshot, filter, encoding);
+      writeListResponse(res, requestId, body, encoding, snapshot.takenAt);
+    } catch (error) {
+      // Cannot happen (the 200 is written in one synchronous call, last); onError would hand
+      // it to Express's final handler, which cuts the connection, so this does too.
+      if (res.headersSent) {
+        req.socket.destroy();
+        return;
+      }
+      const response = toErrorResponse(error);
+      if (response.serverFault) {
+        logServerFault(logger, 'GET', LIST_PATH, requestId, response.body.code, error);
+      }
+      writeError(res, response, requestId);
+    }
+  };
+
+  return (req, res) => {
+    if (req.method !== 'GET') return false;
+    const filter = filterOf(req.url);
+    if (filter === undefined) return false;
+    const headers = req.headers;
+    if (!bodiless(headers)) return false;
+    const started = process.hrtime.bigint();
+    if (tokens !== null && !mayRead(tokens, headers.authorization)) return false;
+    const requestId = requestIdFrom(headers['x-request-id']);
+    // One listener for both, as requestLog and requestMetrics each add one on 'close': the
+    // line and the duration of a finished or cut response, in that order.
+    res.on('close', () => {
+      logClosedResponse(logger, req, res, LIST_PATH, requestId, started);
+      if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
+    });
+    void answer(req, res, filter, requestId);
+    return true;
+  };
+}
