@@ -26,8 +26,8 @@
  * the measured time at 50,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
- * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_DAEMON_NODE_FLAGS (node flags for
- * A and A0, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
+ * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
+ * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -382,12 +382,9 @@ function startServer(kind: Kind, bodyFile: string, contentType: string): Server 
   // The server's output (the daemon logs a line per request) goes to a file, read on failure.
   const log = `${process.env.BENCH_LOG_DIR ?? '/tmp'}/bench-api-${kind}-${port}.log`;
   const fd = openSync(log, 'w');
-  // BENCH_DAEMON_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out"): node flags for A
-  // and A0 only, to profile the daemon under the same load.
-  const nodeFlags =
-    kind === 'A' || kind === 'A0'
-      ? (process.env.BENCH_DAEMON_NODE_FLAGS ?? '').split(' ').filter(Boolean)
-      : [];
+  // BENCH_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out"): node flags for every
+  // server, to profile them under the same load.
+  const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   return { child, port, log };

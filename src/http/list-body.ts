@@ -263,8 +263,15 @@ export class ListBodies {
   builds = 0;
   compressions = 0;
   private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, Promise<Buffer>>>();
+  /** The bodies of `bySnapshot` that are built, for answers without a promise (`ready`). */
+  private readonly built = new WeakMap<PeerSnapshot, Map<string, Buffer>>();
 
   constructor(private readonly peersPerSlice = PEERS_PER_SLICE) {}
+
+  /** The body `body()` would give, when it is already built; else null. */
+  ready(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Buffer | null {
+    return this.built.get(snapshot)?.get(`${filter ?? 'all'} ${encoding}`) ?? null;
+  }
 
   body(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Promise<Buffer> {
     let bodies = this.bySnapshot.get(snapshot);
@@ -289,6 +296,17 @@ export class ListBodies {
     }
     const held = bodies;
     held.set(key, promise);
+    promise.then(
+      (body) => {
+        let ready = this.built.get(snapshot);
+        if (ready === undefined) {
+          ready = new Map();
+          this.built.set(snapshot, ready);
+        }
+        ready.set(key, body);
+      },
+      () => undefined,
+    );
     // A failed build is not kept: the next request tries again.
     promise.catch(() => {
       if (held.get(key) === promise) held.delete(key);

@@ -38,7 +38,7 @@ import { writeListResponse } from './routes';
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 export interface ListFastPathOptions {
-  service: Pick<PeerServiceApi, 'snapshot'>;
+  service: Pick<PeerServiceApi, 'snapshot' | 'freshSnapshot'>;
   /** The Express app's own instance (AppOptions.listBodies), so both share every body. */
   listBodies: ListBodies;
   tokens?: TokenStore | null;
@@ -148,6 +148,17 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
       logClosedResponse(logger, req, res, LIST_PATH, requestId, started);
       if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
     });
+    // Inside the window with the body built (most polls): answered now, without a promise or
+    // a trip through the microtask queue, the same bytes answer() would write.
+    const snapshot = service.freshSnapshot();
+    if (snapshot !== null) {
+      const encoding = negotiateEncoding(headers['accept-encoding']);
+      const body = listBodies.ready(snapshot, filter, encoding);
+      if (body !== null) {
+        writeListResponse(res, requestId, body, encoding, snapshot.takenAt);
+        return true;
+      }
+    }
     void answer(req, res, filter, requestId);
     return true;
   };

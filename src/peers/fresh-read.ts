@@ -18,6 +18,17 @@ export class FreshRead<T> {
     private readonly now: () => number,
   ) {}
 
+  /**
+   * What get() would answer at once, without a promise: the completed value while its window
+   * lasts, else null (then get() reads or joins the read in flight). For a caller that can
+   * answer synchronously when the value is at hand.
+   */
+  peek(): T | null {
+    const done = this.completed;
+    if (done === null || done.generation !== this.generation) return null;
+    return this.now() - done.at < this.maxAgeMs ? done.value : null;
+  }
+
   get(): Promise<T> {
     const done = this.completed;
     if (done !== null) {

@@ -114,6 +114,8 @@ export interface ChangedPeer {
 export interface PeerServiceApi {
   /** The shared kernel read behind the list and the metrics (DESIGN §5). */
   snapshot(): Promise<PeerSnapshot>;
+  /** The snapshot snapshot() would answer at once (inside the window), or null. */
+  freshSnapshot(): PeerSnapshot | null;
   listPeers(filter: FilterStatus | null): Promise<PeerEntry[]>;
   createPeer(): Promise<CreatedPeer>;
   deletePeer(publicKey: string): Promise<ChangedPeer>;
@@ -205,6 +207,10 @@ export class PeerService implements PeerServiceApi {
 
   snapshot(): Promise<PeerSnapshot> {
     return this.snapshots.get();
+  }
+
+  freshSnapshot(): PeerSnapshot | null {
+    return this.snapshots.peek();
   }
 
   async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {

@@ -236,6 +236,20 @@ describe('http/list-body: one build per snapshot and filter', () => {
     expect(bodies.builds).to.equal(3);
   });
 
+  it('hands out a built body at once (ready), the bytes body() gave, and nothing before', async () => {
+    const service = serviceOver(generated(50));
+    const snapshot = await service.snapshot();
+    const bodies = new ListBodies();
+    expect(bodies.ready(snapshot, null, 'identity')).to.equal(null);
+    const building = bodies.body(snapshot, null, 'identity');
+    expect(bodies.ready(snapshot, null, 'identity')).to.equal(null); // still building
+    const body = await building;
+    expect(bodies.ready(snapshot, null, 'identity')).to.equal(body);
+    expect(bodies.ready(snapshot, ALIVE, 'identity')).to.equal(null); // another filter
+    expect(bodies.ready(snapshot, null, 'gzip')).to.equal(null); // another encoding
+    expect(bodies.ready({ ...snapshot }, null, 'identity')).to.equal(null); // another read
+  });
+
   it('lets a request that arrives during a build join it', async () => {
     const snapshot = await serviceOver(generated(1000)).snapshot();
     const bodies = new ListBodies(10); // 100 slices: the build spans many event-loop turns

@@ -90,6 +90,29 @@ describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
     expect(c.reads()).to.equal(2);
   });
 
+  it('peeks at exactly what get() would answer at once: the value inside its window, else null', async () => {
+    const c = counter(1000);
+    expect(c.flight.peek()).to.equal(null); // nothing read yet
+    const first = c.flight.get();
+    expect(c.flight.peek()).to.equal(null); // in flight: get() would wait
+    await tick();
+    c.release();
+    expect(await first).to.equal(1);
+    expect(c.flight.peek()).to.equal(1);
+    c.advance(999);
+    expect(c.flight.peek()).to.equal(1);
+    expect(await c.flight.get()).to.equal(1);
+    c.advance(1); // the window is over: get() would read again
+    expect(c.flight.peek()).to.equal(null);
+    expect(await completed(c)).to.equal(2);
+    expect(c.flight.peek()).to.equal(2);
+    c.flight.invalidate(); // a change ends it at once
+    expect(c.flight.peek()).to.equal(null);
+    const off = counter(0);
+    expect(await completed(off)).to.equal(1);
+    expect(off.flight.peek()).to.equal(null); // no window: never at hand
+  });
+
   it('passes a failed read to every waiting caller, keeps nothing and then reads afresh', async () => {
     let reads = 0;
     const flight = new FreshRead(
