@@ -5,7 +5,7 @@
  * For each size (default 1,000, 10,000 and 50,000 peers: distinct /32s in 10.77.0.0/16 on a
  * WireGuard interface made for the bench, server 10.77.0.1/16, generated keys, added in bulk
  * with the project's own kernel client), two rounds of, alternating:
- *   A   the daemon, `node dist/src/main.js --interface wgapi0 --listen 127.0.0.1:PORT`
+ *   A   the daemon as `npm start` runs it, `node --single-threaded-gc dist/src/main.js --interface wgapi0 --listen 127.0.0.1:PORT`
  *   A0  the same with `--list-max-age 0` (skipped, saying so, when --help does not know it)
  *   B   bench/baseline-wg-dump.ts: a BASELINE running `wg show <if> dump` per request
  *   C   bench/replay-ceiling.ts: a transfer ceiling replaying A's own body from memory
@@ -23,7 +23,7 @@
  *
  * Knobs (environment): BENCH_SIZES (default "1000,10000,50000"), BENCH_ROUNDS (2),
  * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (3), BENCH_DURATION_S (10), BENCH_LONG_DURATION_S (30:
- * the measured time at 50,000 peers and more, for every server alike, where the baseline needs
+ * the measured time at 10,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
  * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
@@ -69,7 +69,7 @@ const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const LONG_DURATION_S = Number(process.env.BENCH_LONG_DURATION_S ?? 30);
 /** Measured seconds at a size: longer for the biggest, the same for every server. */
-const durationAt = (size: number): number => (size >= 50_000 ? LONG_DURATION_S : DURATION_S);
+const durationAt = (size: number): number => (size >= 10_000 ? LONG_DURATION_S : DURATION_S);
 const RAW_RUNS = Number(process.env.BENCH_RAW_RUNS ?? 5);
 const ALONE_REQUESTS = Number(process.env.BENCH_ALONE_REQUESTS ?? 9);
 /** The share of peers changed between reads for the raw "churn" figures (BENCH_CHURN). */
@@ -355,12 +355,30 @@ interface Server {
   log: string;
 }
 
+/**
+ * The node flags of `npm start` (package.json scripts.start, the same as the unit file's
+ * ExecStart and main.ts's shebang: a unit test holds them equal): A and A0 run the daemon as
+ * it is deployed.
+ */
+function daemonNodeFlags(): string[] {
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const words = (pkg.scripts.start ?? '').split(/\s+/);
+  const script = words.indexOf('dist/src/main.js');
+  if (words[0] !== 'node' || script < 0) {
+    throw new Error(`package.json scripts.start is not "node [flags] dist/src/main.js"`);
+  }
+  return words.slice(1, script);
+}
+
 function startServer(kind: Kind, bodyFile: string, contentType: string): Server {
   const port = nextPort++;
   const listen = `${LISTEN_HOST}:${port}`;
   const args =
     kind === 'A' || kind === 'A0'
       ? [
+          ...daemonNodeFlags(),
           'dist/src/main.js',
           '--interface',
           IFNAME,

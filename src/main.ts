@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --single-threaded-gc
 /**
  * wg-peerd: the process. Reads the configuration (DESIGN §4), opens the kernel, makes sure the
  * WireGuard interface exists (creating it when missing), serves the API, and shuts down

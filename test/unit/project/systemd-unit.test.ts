@@ -7,6 +7,8 @@ import path from 'node:path';
 const ROOT = path.resolve(__dirname, '../../../..');
 const UNIT = path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.service');
 const INSTALLED_MAIN = '/opt/wg-peerd/dist/src/main.js';
+/** V8 flags of the daemon process (README, Performance: why single-threaded GC). */
+const DAEMON_NODE_FLAGS = '--single-threaded-gc';
 
 function hasSystemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' }).status === 0;
@@ -68,7 +70,9 @@ describe('contrib/systemd/wg-peerd.service', function () {
     for (const [key, value] of Object.entries(expected)) {
       expect(settings.get(key), key).to.equal(value);
     }
-    expect(settings.get('ExecStart')).to.equal(`/usr/bin/node ${INSTALLED_MAIN} $WG_PEERD_ARGS`);
+    expect(settings.get('ExecStart')).to.equal(
+      `/usr/bin/node ${DAEMON_NODE_FLAGS} ${INSTALLED_MAIN} $WG_PEERD_ARGS`,
+    );
   });
 
   it('passes systemd-analyze verify, without a word about our unit', function () {
@@ -111,5 +115,20 @@ describe('contrib/systemd/wg-peerd.default', () => {
     for (const name of names) {
       if (name !== 'WG_PEERD_ARGS') expect(help, name).to.contain(name);
     }
+  });
+});
+
+describe('the node flags the daemon runs with', () => {
+  // src/main.ts imports nothing that could set them: V8 takes --single-threaded-gc only at
+  // start (set later through v8.setFlagsFromString, it aborts the process at the next GC).
+  it('are the same wherever it is started: npm start, the executable, the unit, the bench', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts['start']).to.equal(`node ${DAEMON_NODE_FLAGS} dist/src/main.js`);
+    const shebang = readFileSync(path.join(ROOT, 'src', 'main.ts'), 'utf8').split('\n')[0];
+    expect(shebang).to.equal(`#!/usr/bin/env -S node ${DAEMON_NODE_FLAGS}`);
+    // bench/api.ts starts the daemon with the flags of `npm start`.
+    expect(readFileSync(path.join(ROOT, 'bench', 'api.ts'), 'utf8')).to.contain('scripts.start');
   });
 });
