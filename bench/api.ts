@@ -17,7 +17,7 @@
  * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice),
  * the fast decoder (src/kernel/wireguard-dump) cold (a dump it has not seen), warm (with the
  * DumpMemo of the previous read of an unchanged device: this bench's peers are idle) and after
- * churn (BENCH_CHURN of the peers changed since the previous read, by changing their keepalive),
+ * churn (BENCH_CHURN of the peers changed since the previous read, by changing their allowed IPs),
  * the body build (src/http/list-body) the same three ways, and `wg show dump` as a process. At
  * 10,000 peers: one request alone (A0, one connection) next to receive + decode + build.
  *
@@ -226,24 +226,47 @@ function referenceBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
   };
 }
 
+/** A peer of the bench device: its key and its own tunnel address. */
+interface BenchPeer {
+  publicKey: string;
+  address: string;
+}
+
 /**
- * Changes the persistent keepalive of CHURN of the peers (a different slice each call), so that
- * their dump entries differ from the previous read's, as traffic or a handshake would change
- * them; the rest stay as they were.
+ * Changes the allowed IPs of CHURN of the peers (a different slice each call: their own /32, plus
+ * on odd calls a second /32 of 10.78.0.0/16), so that their dump entries differ from the previous
+ * read's, as traffic or a handshake would change them; the rest stay as they were. Allowed IPs,
+ * not keepalives: a persistent keepalive makes WireGuard start handshakes (a Curve25519 operation
+ * each, retried every 5 s) for every such peer without an endpoint, which loaded the emulated
+ * kernel for the rest of the run.
  */
-async function churn(wireguard: WireGuard, keys: string[], call: number): Promise<void> {
-  const count = Math.round(keys.length * CHURN);
-  const first = (call * count) % Math.max(1, keys.length);
-  const peers = [];
+async function churn(wireguard: WireGuard, peers: BenchPeer[], call: number): Promise<void> {
+  const count = Math.round(peers.length * CHURN);
+  const first = (call * count) % Math.max(1, peers.length);
+  const changes = [];
   for (let i = 0; i < count; i++) {
-    peers.push({
-      publicKey: keys[(first + i) % keys.length]!,
-      allowedIps: [],
-      updateOnly: true,
-      persistentKeepalive: 10 + (call % 50),
-    });
+    const at = (first + i) % peers.length;
+    const { publicKey, address } = peers[at]!;
+    const allowedIps = [{ family: 4 as const, address, cidr: 32 }];
+    if (call % 2 === 1) {
+      allowedIps.push({ family: 4 as const, address: `10.78.${at >> 8}.${at & 255}`, cidr: 32 });
+    }
+    changes.push({ publicKey, allowedIps, replaceAllowedIps: true, updateOnly: true });
   }
-  if (peers.length > 0) await wireguard.addPeers(IFNAME, peers);
+  if (changes.length > 0) await wireguard.addPeers(IFNAME, changes);
+}
+
+/** Puts every peer back to its own /32 alone, as the servers are to see the device. */
+async function unchurn(wireguard: WireGuard, peers: BenchPeer[]): Promise<void> {
+  await wireguard.addPeers(
+    IFNAME,
+    peers.map(({ publicKey, address }) => ({
+      publicKey,
+      allowedIps: [{ family: 4 as const, address, cidr: 32 }],
+      replaceAllowedIps: true,
+      updateOnly: true,
+    })),
+  );
 }
 
 async function rawCosts(
@@ -283,7 +306,10 @@ async function rawCosts(
   decodeDeviceDump(IFNAME, dumps[0]!, memo);
   let next = 1;
   const warmDecode = await timed(RAW_RUNS, () => decodeDeviceDump(IFNAME, dumps[next++]!, memo));
-  const keys = decodeDeviceDump(IFNAME, messages).peers.map((peer) => peer.publicKey);
+  const keys: BenchPeer[] = decodeDeviceDump(IFNAME, messages).peers.map((peer) => ({
+    publicKey: peer.publicKey,
+    address: peer.allowedIps[0]!.address,
+  }));
   let churnCall = 0;
   const churnDecodes: number[] = [];
   for (let i = 0; i < RAW_RUNS; i++) {
@@ -328,6 +354,7 @@ async function rawCosts(
       throw new Error('list-body bytes differ from the reference after churn');
     }
   }
+  await unchurn(wireguard, keys);
   const wgProcess = await timed(RAW_RUNS, () =>
     execFileSync('wg', ['show', IFNAME, 'dump'], { maxBuffer: 512 * 1024 * 1024 }),
   );
