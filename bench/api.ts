@@ -573,7 +573,8 @@ async function main(): Promise<void> {
   );
   console.log(
     `bench:api: kernel ${kernelVersion}, node ${process.version}, sizes ${SIZES.join(', ')}, ` +
-      `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured`,
+      `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured ` +
+      `(${LONG_DURATION_S} s from 10,000 peers)`,
   );
   if (!hasWindow) console.log('A0 skipped: no --list-max-age');
   console.log(`churn of the raw "churn" figures: ${(CHURN * 100).toFixed(0)}% of the peers`);
