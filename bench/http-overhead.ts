@@ -20,26 +20,13 @@ import { spawn } from 'node:child_process';
 import { ListBodies, createApp, createMetrics, createServer, listFastPath } from '../src/http';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
-import type { Kernel, WireGuardDevice } from '../src/kernel/types';
-import { PeerService } from '../src/peers';
 import { generatedDump } from '../test/support/generated-dump';
+import { serviceOver } from '../test/support/service-over';
 
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ACCEPT_ENCODING = process.env.BENCH_ACCEPT_ENCODING ?? '';
-
-function serviceOver(device: WireGuardDevice): PeerService {
-  const kernel = {
-    wireguard: { getDevice: async () => device },
-    shaper: { listLimits: async () => new Map() },
-    quota: { listCaps: async () => new Map() },
-    link: {},
-    changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
-  } as unknown as Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
-  const silent = { info() {}, warn() {}, error() {}, debug() {} };
-  return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs: 3_600_000 });
-}
 
 function listening(server: http.Server): Promise<number> {
   return new Promise((resolve) =>
@@ -95,7 +82,7 @@ function load(port: number): Promise<Run> {
 async function main(): Promise<void> {
   for (const size of SIZES) {
     const device = decodeDeviceDump('wgx', generatedDump(size));
-    const service = serviceOver(device);
+    const service = serviceOver(device, 3_600_000);
     const identity = await buildListBody(await service.snapshot(), null);
     const encoding = negotiateEncoding(ACCEPT_ENCODING === '' ? undefined : ACCEPT_ENCODING);
     const silent = {

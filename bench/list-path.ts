@@ -15,9 +15,9 @@ import { BROTLI_OPTIONS, GZIP_OPTIONS, buildListBody } from '../src/http/list-bo
 import { parseDevice } from '../src/kernel/wireguard';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
 import { WG_CMD_GET_DEVICE } from '../src/kernel/wireguard-schema';
-import { PeerService, type PeerSnapshot } from '../src/peers';
-import type { Kernel, WireGuardDevice } from '../src/kernel/types';
+import type { PeerSnapshot } from '../src/peers';
 import { generatedDump } from '../test/support/generated-dump';
+import { serviceOver } from '../test/support/service-over';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10000,50000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
@@ -57,20 +57,6 @@ function row(label: string, ms: number, extra = ''): void {
   console.log(`  ${label.padEnd(44)} ${ms.toFixed(1).padStart(8)} ms${extra}`);
 }
 
-/** A service over a kernel that answers with `device`, to list exactly as the daemon does. */
-function serviceOver(device: WireGuardDevice): PeerService {
-  const kernel = {
-    wireguard: { getDevice: async () => device },
-    shaper: { listLimits: async () => new Map() },
-    quota: { listCaps: async () => new Map() },
-    link: {},
-    // Lists only: no change ever runs, so a pass-through queue serves.
-    changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
-  } as unknown as Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
-  const silent = { info() {}, warn() {}, error() {} };
-  return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs: 60_000 });
-}
-
 async function main(): Promise<void> {
   const gzip = promisify(zlib.gzip);
   const brotli = promisify(zlib.brotliCompress);
@@ -95,7 +81,7 @@ async function main(): Promise<void> {
     row('decode, table codec (parseDevice)', table);
     row('decode, fast (decodeDeviceDump)', fast, `  (${(table / fast).toFixed(1)}x faster)`);
 
-    const service = serviceOver(decodeDeviceDump('wgx', messages));
+    const service = serviceOver(decodeDeviceDump('wgx', messages), 60_000);
     const snapshot: PeerSnapshot = await service.snapshot();
     const [reference, build] = await alternating(
       async () => {
