@@ -14,9 +14,10 @@ import zlib from 'node:zlib';
 import {
   limitOf,
   statusAt,
-  livenessOf,
   tunnelAddressOf,
   type FilterStatus,
+  type KernelDataCap,
+  type LimitState,
   type PeerSnapshot,
 } from '../peers';
 
@@ -71,19 +72,18 @@ function numberOrNull(value: number | null): string {
  * decimal, allowed IPs "address/cidr" in dotted or hexadecimal-colon text, handshakes ISO 8601
  * from Date#toISOString, statuses constants, counters numbers. The endpoint is text the snapshot
  * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
- * Statuses are computed at `now` (the snapshot's takenAt); null when the filter excludes the peer.
+ * The fields that do not come from the peer itself are given: its tunnel address, its status and
+ * minutes at the snapshot's time, its limit state and its cap (fragmentOf has them already).
  */
 function peerJson(
   peer: SnapshotPeer,
-  snapshot: PeerSnapshot,
-  now: number,
-  filter: ListFilter,
-): string | null {
-  const liveness = livenessOf(peer.lastHandshake, now);
-  if (filter !== null && liveness.status !== filter) return null;
-  const ip = tunnelAddressOf(peer);
-  const limit = limitOf(ip === null ? undefined : snapshot.limits.get(ip));
-  const cap = ip === null ? null : (snapshot.caps.get(ip) ?? null);
+  ip: string | null,
+  status: string,
+  minutes: number | null,
+  state: LimitState | undefined,
+  cap: KernelDataCap | undefined,
+): string {
+  const limit = limitOf(state);
   let allowed = '';
   for (const prefix of peer.allowedIps) {
     allowed += `${allowed === '' ? '' : ','}"${prefix.address}/${prefix.cidr}"`;
@@ -91,9 +91,9 @@ function peerJson(
   return (
     `{"public_key":"${peer.publicKey}"` +
     `,"ip_address":${ip === null ? 'null' : `"${ip}"`}` +
-    `,"last_handshake":${liveness.lastHandshake === null ? 'null' : `"${liveness.lastHandshake}"`}` +
-    `,"minutes_since_handshake":${numberOrNull(liveness.minutesSinceHandshake)}` +
-    `,"status":"${liveness.status}"` +
+    `,"last_handshake":${peer.lastHandshake === null ? 'null' : `"${peer.lastHandshake.toISOString()}"`}` +
+    `,"minutes_since_handshake":${numberOrNull(minutes)}` +
+    `,"status":"${status}"` +
     `,"allowed_ips":[${allowed}]` +
     `,"endpoint":${peer.endpoint === null ? 'null' : quoted(peer.endpoint)}` +
     `,"rx_bytes":${peer.rxBytes}` +
@@ -101,7 +101,7 @@ function peerJson(
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
+    `,"data_cap":${cap === undefined ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
     '}'
   );
 }
@@ -164,7 +164,7 @@ function fragmentOf(
   ) {
     return known;
   }
-  const json = peerJson(peer, snapshot, now, null)!;
+  const json = peerJson(peer, ip, status, minutesSinceHandshake, limit, cap);
   const fragment: Fragment = {
     json,
     bytes: Buffer.byteLength(json, 'utf8'),
@@ -262,15 +262,14 @@ export class ListBodies {
   /** Bodies built and compressions run since start (for tests and metrics). */
   builds = 0;
   compressions = 0;
-  private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, Promise<Buffer>>>();
-  /** The bodies of `bySnapshot` that are built, for answers without a promise (`ready`). */
-  private readonly built = new WeakMap<PeerSnapshot, Map<string, Buffer>>();
+  /** Per snapshot and key: the body's promise, and the body itself once built (`ready`). */
+  private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, HeldBody>>();
 
   constructor(private readonly peersPerSlice = PEERS_PER_SLICE) {}
 
   /** The body `body()` would give, when it is already built; else null. */
   ready(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Buffer | null {
-    return this.built.get(snapshot)?.get(`${filter ?? 'all'} ${encoding}`) ?? null;
+    return this.bySnapshot.get(snapshot)?.get(`${filter ?? 'all'} ${encoding}`)?.built ?? null;
   }
 
   body(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Promise<Buffer> {
@@ -281,7 +280,7 @@ export class ListBodies {
     }
     const key = `${filter ?? 'all'} ${encoding}`;
     const existing = bodies.get(key);
-    if (existing !== undefined) return existing;
+    if (existing !== undefined) return existing.promise;
     let promise: Promise<Buffer>;
     if (encoding === 'identity') {
       this.builds += 1;
@@ -295,22 +294,22 @@ export class ListBodies {
       });
     }
     const held = bodies;
-    held.set(key, promise);
+    const entry: HeldBody = { promise, built: null };
+    held.set(key, entry);
     promise.then(
       (body) => {
-        let ready = this.built.get(snapshot);
-        if (ready === undefined) {
-          ready = new Map();
-          this.built.set(snapshot, ready);
-        }
-        ready.set(key, body);
+        entry.built = body;
       },
-      () => undefined,
+      // A failed build is not kept: the next request tries again.
+      () => {
+        if (held.get(key) === entry) held.delete(key);
+      },
     );
-    // A failed build is not kept: the next request tries again.
-    promise.catch(() => {
-      if (held.get(key) === promise) held.delete(key);
-    });
     return promise;
   }
+}
+
+interface HeldBody {
+  promise: Promise<Buffer>;
+  built: Buffer | null;
 }
