@@ -24,20 +24,13 @@ export class FreshRead<T> {
    * answer synchronously when the value is at hand.
    */
   peek(): T | null {
-    const done = this.completed;
-    if (done === null || done.generation !== this.generation) return null;
-    return this.now() - done.at < this.maxAgeMs ? done.value : null;
+    const done = this.fresh();
+    return done === null ? null : done.value;
   }
 
   get(): Promise<T> {
-    const done = this.completed;
-    if (done !== null) {
-      if (done.generation === this.generation && this.now() - done.at < this.maxAgeMs) {
-        return Promise.resolve(done.value);
-      }
-      // Expired: let it (and the bodies memoized on it) go before the next read is held too.
-      this.completed = null;
-    }
+    const done = this.fresh();
+    if (done !== null) return Promise.resolve(done.value);
     const current = this.inFlight;
     if (current !== null && current.generation === this.generation) return current.promise;
     const entry = { generation: this.generation, promise: this.read() };
@@ -55,6 +48,16 @@ export class FreshRead<T> {
       },
     );
     return entry.promise;
+  }
+
+  /** The completed read while its window lasts, else null (an expired one is let go). */
+  private fresh(): { value: T } | null {
+    const done = this.completed;
+    if (done === null) return null;
+    if (done.generation === this.generation && this.now() - done.at < this.maxAgeMs) return done;
+    // Expired: let it (and the bodies memoized on it) go before the next read is held too.
+    this.completed = null;
+    return null;
   }
 
   /** Call after every change to what `read` reads: ends the window and the sharing at once. */
