@@ -209,32 +209,36 @@ function decodeAllowedIp(buffer: Buffer, from: number, to: number): IpPrefix | n
 }
 
 function decodeAllowedIps(buffer: Buffer, from: number, to: number): IpPrefix[] {
-  const prefixes: IpPrefix[] = [];
+  // Sized by what is found: most peers have one prefix, and `[]` grown by push allocates room
+  // for 16 (a peer's arrays live as long as the peer, so they are kept tight).
+  let prefixes: IpPrefix[] | null = null;
   let index = 0;
   for (let offset = from; offset < to; index++) {
     const length = attributeLength(buffer, offset, to);
     if (length === 0) break;
     try {
       const prefix = decodeAllowedIp(buffer, offset + NLA_HDRLEN, offset + length);
-      if (prefix !== null) prefixes.push(prefix);
+      if (prefix !== null) {
+        if (prefixes === null) prefixes = [prefix];
+        else prefixes.push(prefix);
+      }
     } catch (error) {
       throw located(error, String(index));
     }
     offset += align(length);
   }
-  return prefixes;
+  return prefixes ?? [];
 }
 
 function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
-  const peer: WireGuardPeer = {
-    publicKey: '',
-    endpoint: null,
-    lastHandshake: null,
-    rxBytes: 0,
-    txBytes: 0,
-    persistentKeepalive: 0,
-    allowedIps: [],
-  };
+  // Fields gathered in locals and the object made once at the end, in one shape for every peer.
+  let publicKey = '';
+  let endpoint: string | null = null;
+  let lastHandshake: Date | null = null;
+  let rxBytes = 0;
+  let txBytes = 0;
+  let persistentKeepalive = 0;
+  let allowedIps: IpPrefix[] | null = null;
   for (let offset = from; offset < to;) {
     const length = attributeLength(buffer, offset, to);
     if (length === 0) break;
@@ -245,17 +249,17 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
     switch (type) {
       case WGPEER_A_PUBLIC_KEY:
         exactly(size, WG_KEY_LEN, 'publicKey');
-        peer.publicKey = buffer.toString('base64', start, end);
+        publicKey = buffer.toString('base64', start, end);
         break;
       case WGPEER_A_FLAGS:
         exactly(size, 4, 'flags');
         break;
       case WGPEER_A_ENDPOINT:
-        peer.endpoint = endpointText(buffer, start, end);
+        endpoint = endpointText(buffer, start, end);
         break;
       case WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL:
         exactly(size, 2, 'persistentKeepalive');
-        peer.persistentKeepalive = buffer.readUInt16LE(start);
+        persistentKeepalive = buffer.readUInt16LE(start);
         break;
       case WGPEER_A_LAST_HANDSHAKE_TIME: {
         // struct __kernel_timespec {s64 tv_sec; s64 tv_nsec} (linux/time_types.h); {0, 0}: never.
@@ -263,7 +267,7 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
         const seconds = s64(buffer, start);
         const nanoseconds = s64(buffer, start + 8);
         if (seconds === 0 && nanoseconds === 0) {
-          peer.lastHandshake = null;
+          lastHandshake = null;
           break;
         }
         const date = new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
@@ -273,20 +277,20 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
             `handshake time ${seconds} s ${nanoseconds} ns is out of range`,
           );
         }
-        peer.lastHandshake = date;
+        lastHandshake = date;
         break;
       }
       case WGPEER_A_RX_BYTES:
         exactly(size, 8, 'rxBytes');
-        peer.rxBytes = counter(buffer, start);
+        rxBytes = counter(buffer, start);
         break;
       case WGPEER_A_TX_BYTES:
         exactly(size, 8, 'txBytes');
-        peer.txBytes = counter(buffer, start);
+        txBytes = counter(buffer, start);
         break;
       case WGPEER_A_ALLOWEDIPS:
         try {
-          peer.allowedIps = decodeAllowedIps(buffer, start, end);
+          allowedIps = decodeAllowedIps(buffer, start, end);
         } catch (error) {
           throw located(error, 'allowedIps');
         }
@@ -299,29 +303,69 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
     }
     offset += align(length);
   }
-  return peer;
+  return {
+    publicKey,
+    endpoint,
+    lastHandshake,
+    rxBytes,
+    txBytes,
+    persistentKeepalive,
+    allowedIps: allowedIps ?? [],
+  };
 }
 
 /**
- * The peer entries of one read, kept to decode the next read of the same device (issue 8): where
- * an entry's bytes equal those of the entry at the same position last time, the peer decoded
- * then is the peer now (the decoder is a function of those bytes alone), so it is taken as it
- * is, without a decode or an allocation. Between two polls most peers of a big server are idle
- * (same counters, same handshake): their entries are byte for byte what they were. The kernel
- * keeps its peers in one list in the order they were added (device->peer_list), so positions
- * hold until a peer is removed; after that, entries behind it are decoded afresh for one read.
+ * The peer entries of one read, kept to decode the next read of the same device (issue 8). Two
+ * levels, both exact byte comparisons:
+ * - a message whose bytes equal those of the message at the same index last time decoded to
+ *   what it decoded to then (the decoder is a function of those bytes alone), so its device
+ *   fields and peers are taken as they are: one memcmp for ~250 peers. Between two polls most
+ *   peers of a big server are idle, and a dump of an idle device is its previous dump again;
+ * - otherwise, per peer: where an entry's bytes equal those of the entry at the same position
+ *   (counted over the whole dump) last time, the peer decoded then is the peer now. Positions,
+ *   not messages: a peer whose entry grew pushes the kernel's message boundaries, not the order.
+ * The kernel keeps its peers in one list in the order they were added (device->peer_list), so
+ * positions hold until a peer is removed; after that, entries behind it are decoded afresh for
+ * one read.
  *
  * The entries reference the received datagrams (each a Buffer of its own, native/netlink.c
- * copies every recv), which therefore live one read longer: about the dump's size. The peers
+ * copies every recv), which therefore live one read longer: about the dump's size. Of two equal
+ * datagrams the earlier one is kept, so an idle device's new datagrams die young. The peers
  * handed out are shared between reads and must not be changed by anyone (nothing does).
  */
 export class DumpMemo {
+  private messages: MessageEntry[] = [];
   private buffers: Buffer[] = [];
   private starts: number[] = [];
   private ends: number[] = [];
   private peers: WireGuardPeer[] = [];
+  private device: WireGuardDevice | null = null;
+  /** The name that device was decoded under (its name when the dump carries none). */
+  private name = '';
   /** Entries taken from the previous read in the last decode (for tests and the bench). */
   reused = 0;
+
+  /**
+   * The previous read's device when every message is byte for byte what it was: a new device
+   * object and peers array (callers may own those), the same peers. Nothing else is decoded.
+   */
+  again(name: string, messages: readonly Buffer[]): WireGuardDevice | null {
+    const device = this.device;
+    if (device === null || name !== this.name || messages.length !== this.messages.length) {
+      return null;
+    }
+    for (let i = 0; i < messages.length; i++) {
+      if (!this.messages[i]!.buffer.equals(messages[i]!)) return null;
+    }
+    this.reused = this.peers.length;
+    return { ...device, peers: device.peers.slice() };
+  }
+
+  /** The previous read's message at `index` when it had exactly these bytes, else null. */
+  message(index: number, buffer: Buffer): MessageEntry | null {
+    const previous = this.messages[index];
+    return previous !== undefined && previous.buffer.equals(buffer) ? previous : null;
+  }
 
   /** The previous read's peer at `index` when its entry had exactly these bytes, else null. */
   lookup(index: number, buffer: Buffer, start: number, end: number): WireGuardPeer | null {
@@ -335,8 +379,23 @@ export class DumpMemo {
       : null;
   }
 
+  /** Appends the entries of a message taken whole (`message`) to the read being decoded. */
+  carry(previous: MessageEntry, next: MemoEntries): void {
+    const last = previous.first + previous.peers.length;
+    for (let i = previous.first; i < last; i++) {
+      next.buffers.push(this.buffers[i]!);
+      next.starts.push(this.starts[i]!);
+      next.ends.push(this.ends[i]!);
+      next.peers.push(this.peers[i]!);
+    }
+    next.reused += previous.peers.length;
+  }
+
   /** Replaces what is kept with the entries of the read just decoded. */
-  keep(next: MemoEntries): void {
+  keep(next: MemoEntries, name: string, device: WireGuardDevice): void {
+    this.name = name;
+    this.device = device;
+    this.messages = next.messages;
     this.buffers = next.buffers;
     this.starts = next.starts;
     this.ends = next.ends;
@@ -345,9 +404,18 @@ export class DumpMemo {
   }
 }
 
+/** One message of a read: its bytes, what it decoded to, and its first entry's position. */
+interface MessageEntry {
+  buffer: Buffer;
+  fields: DeviceFields | null;
+  peers: WireGuardPeer[];
+  first: number;
+}
+
 /** The entries of the read being decoded, in order; kept by DumpMemo once it decoded whole. */
 interface MemoEntries {
   memo: DumpMemo;
+  messages: MessageEntry[];
   buffers: Buffer[];
   starts: number[];
   ends: number[];
@@ -390,6 +458,72 @@ function decodePeers(
     offset += align(length);
   }
   return peers;
+}
+
+/**
+ * The peers of one dump in order, each key once: a peer continued in a later message (its
+ * allowed IPs did not fit) is merged into its first appearance, as the table codec's Map by
+ * key does. An open-addressing table of positions, hashed on the key text's first characters
+ * (base64 of random bytes): a Map keyed by the 44-character strings was a sixth of a cold
+ * decode and most of a warm one.
+ */
+class PeersByKey {
+  readonly peers: WireGuardPeer[] = [];
+  private slots: Int32Array; // position + 1; 0: empty
+  private mask: number;
+
+  /**
+   * Sized for the dump at hand so that it never grows: a kernel peer entry is over 128 bytes
+   * (key, preshared key, handshake, counters, keepalive, version: wg_get_device_dump), so
+   * bytes / 64 slots keep the table at most half full.
+   */
+  constructor(dumpBytes: number) {
+    let size = 1024;
+    while (size < dumpBytes / 64) size *= 2;
+    this.slots = new Int32Array(size);
+    this.mask = size - 1;
+  }
+
+  add(peer: WireGuardPeer): void {
+    const key = peer.publicKey;
+    let slot = keyHash(key) & this.mask;
+    for (let held = this.slots[slot]!; held !== 0; held = this.slots[slot]!) {
+      const earlier = this.peers[held - 1]!;
+      if (earlier.publicKey === key) {
+        // A new object for the merged peer: the entries' own objects may be shared with the
+        // previous and the next read (DumpMemo) and are never changed.
+        this.peers[held - 1] = {
+          ...earlier,
+          allowedIps: [...earlier.allowedIps, ...peer.allowedIps],
+        };
+        return;
+      }
+      slot = (slot + 1) & this.mask;
+    }
+    this.peers.push(peer);
+    this.slots[slot] = this.peers.length;
+    if (this.peers.length * 2 > this.mask) this.grow();
+  }
+
+  private grow(): void {
+    const slots = new Int32Array(this.slots.length * 2);
+    const mask = slots.length - 1;
+    for (let i = 0; i < this.peers.length; i++) {
+      let slot = keyHash(this.peers[i]!.publicKey) & mask;
+      while (slots[slot] !== 0) slot = (slot + 1) & mask;
+      slots[slot] = i + 1;
+    }
+    this.slots = slots;
+    this.mask = mask;
+  }
+}
+
+/** FNV-1a over the first 12 characters and the length (any text; keys are 44 characters). */
+function keyHash(key: string): number {
+  let hash = 0x811c9dc5 ^ key.length;
+  const n = key.length < 12 ? key.length : 12;
+  for (let i = 0; i < n; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+  return (hash ^ (hash >>> 15)) >>> 0;
 }
 
 interface DeviceFields {
@@ -463,38 +597,53 @@ export function decodeDeviceDump(
   messages: readonly Buffer[],
   memo: DumpMemo | null = null,
 ): WireGuardDevice {
+  const again = memo === null ? null : memo.again(name, messages);
+  if (again !== null) return again;
   let device: DeviceFields | undefined;
-  const peers = new Map<string, WireGuardPeer>();
+  let dumpBytes = 0;
+  for (const message of messages) dumpBytes += message.length;
+  const peers = new PeersByKey(dumpBytes);
   const entries: MemoEntries | null =
-    memo === null ? null : { memo, buffers: [], starts: [], ends: [], peers: [], reused: 0 };
-  for (const message of messages) {
+    memo === null
+      ? null
+      : { memo, messages: [], buffers: [], starts: [], ends: [], peers: [], reused: 0 };
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index]!;
+    const same = entries === null ? null : entries.memo.message(index, message);
     let decoded: { fields: DeviceFields | null; peers: WireGuardPeer[] };
-    try {
-      decoded = decodeMessage(message, device === undefined ? {} : null, entries);
-    } catch (error) {
-      throw located(error, 'wgdevice');
+    const first = entries === null ? 0 : entries.peers.length;
+    if (same !== null && entries !== null) {
+      entries.memo.carry(same, entries);
+      decoded = same;
+    } else {
+      try {
+        decoded = decodeMessage(message, device === undefined ? {} : null, entries);
+      } catch (error) {
+        throw located(error, 'wgdevice');
+      }
+    }
+    if (entries !== null) {
+      entries.messages.push({
+        buffer: same === null ? message : same.buffer,
+        fields: decoded.fields,
+        peers: decoded.peers,
+        first,
+      });
     }
     device ??= decoded.fields ?? {};
-    for (const peer of decoded.peers) {
-      const earlier = peers.get(peer.publicKey);
-      // A new object for the merged peer: the entries' own objects may be shared with the
-      // previous and the next read (DumpMemo) and are never changed.
-      if (earlier) {
-        peers.set(peer.publicKey, {
-          ...earlier,
-          allowedIps: [...earlier.allowedIps, ...peer.allowedIps],
-        });
-      } else peers.set(peer.publicKey, peer);
-    }
+    for (const peer of decoded.peers) peers.add(peer);
   }
-  // Kept only after the whole dump decoded: a malformed one leaves the memo as it was.
-  if (entries !== null) entries.memo.keep(entries);
-  return {
+  const decoded: WireGuardDevice = {
     name: device?.ifname ?? name,
     ifindex: device?.ifindex ?? 0,
     publicKey: device?.publicKey ?? null,
     listenPort: device?.listenPort ?? 0,
     fwmark: device?.fwmark ?? 0,
-    peers: [...peers.values()],
+    peers: peers.peers,
   };
+  // Kept only after the whole dump decoded: a malformed one leaves the memo as it was. A copy
+  // of the peers array: the caller owns the one it is given.
+  if (entries !== null)
+    entries.memo.keep(entries, name, { ...decoded, peers: peers.peers.slice() });
+  return decoded;
 }

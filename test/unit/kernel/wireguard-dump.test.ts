@@ -204,14 +204,37 @@ describe('kernel/wireguard-dump: a DumpMemo reuses unchanged peers across reads'
     const messages = generatedDump(300, 148); // peer 147 (3 allowed IPs) is split over messages 1 and 2
     const first = decodeDeviceDump('wgx', messages, memo);
     expect(first.peers[147]!.allowedIps).to.have.length(3);
-    const again = decodeDeviceDump('wgx', messages, memo);
+    const merged = structuredClone(first.peers[147]);
+    // Traffic on peer 5 changes message 1 only: peer 147's first part is reused from it, its
+    // continuation from the unchanged message 2 (301 entries for 300 peers, one decoded afresh).
+    const changed = generatedDump(300, 148, moved([5], 1500));
+    const second = decodeDeviceDump('wgx', changed, memo);
+    expect(second).to.deep.equal(table(changed));
+    expect(memo.reused).to.equal(300);
+    expect(second.peers[147]!.allowedIps).to.have.length(generatedPeer(147).ips.length);
+    // The merged peer is a new object; the one handed out before was not changed by the merge.
+    expect(second.peers[147]).to.not.equal(first.peers[147]);
+    expect(first.peers[147]).to.deep.equal(merged);
+  });
+
+  it('takes a dump that is byte for byte the previous one whole: new device and array, same peers', () => {
+    const memo = new DumpMemo();
+    const messages = generatedDump(300, 148);
+    const first = decodeDeviceDump('wgx', messages, memo);
+    const copies = messages.map((message) => Buffer.from(message)); // received afresh
+    const again = decodeDeviceDump('wgx', copies, memo);
     expect(again).to.deep.equal(table(messages));
-    expect(again.peers[147]!.allowedIps).to.have.length(generatedPeer(147).ips.length);
-    // Its two entries were reused (301 entries for 300 peers); the merged peer is new each read
-    // and the kept entry (the first part, one allowed IP) was not changed by the merge.
     expect(memo.reused).to.equal(301);
-    expect(again.peers[147]).to.not.equal(first.peers[147]);
-    expect(first.peers[147]).to.deep.equal(again.peers[147]);
+    expect(again).to.not.equal(first);
+    expect(again.peers).to.not.equal(first.peers);
+    again.peers.forEach((peer, i) => expect(peer).to.equal(first.peers[i]));
+    // What a caller does with its array does not reach the next read.
+    again.peers.length = 0;
+    expect(decodeDeviceDump('wgx', copies, memo)).to.deep.equal(table(messages));
+    // Under another name (a dump carries its own; the name given is the fallback) it is decoded.
+    const other = decodeDeviceDump('wgy', copies, memo);
+    expect(other).to.deep.equal(table(messages));
+    expect(memo.reused).to.equal(301); // per message, not whole
   });
 
   it('keeps what it had when a dump fails to decode', () => {
