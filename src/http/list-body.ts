@@ -196,6 +196,7 @@ export async function buildListBody(
   snapshot: PeerSnapshot,
   filter: ListFilter,
   peersPerSlice = PEERS_PER_SLICE,
+  previous: PreviousBodies | null = null,
 ): Promise<Buffer> {
   const peers = snapshot.device.peers;
   const now = snapshot.takenAt;
@@ -212,6 +213,8 @@ export async function buildListBody(
     }
   }
   const count = parts.length;
+  const again = previous === null ? null : previous.same(filter, parts);
+  if (again !== null) return again;
   const head = '{"success":true,"peers":[';
   const tail = `],"total_count":${count},"filter":${filter === null ? 'null' : `"${filter}"`}}`;
   const body = Buffer.allocUnsafe(head.length + size + Math.max(0, count - 1) + tail.length);
@@ -222,7 +225,31 @@ export async function buildListBody(
     offset += body.write(json, offset, bytes === json.length ? 'latin1' : 'utf8');
   }
   body.write(tail, offset, 'latin1');
+  previous?.keep(filter, parts, body);
   return body;
+}
+
+/**
+ * The last body built per filter and the fragments it was built from. A body whose fragments are
+ * the very same objects, in the same order, as the last one's has the same bytes (the head and
+ * tail depend only on the filter and the count), so that Buffer is answered again: no 3.7 MB
+ * (10,000 peers) or 18 MB (50,000) allocation and copy per read of an idle device, and its
+ * compressed forms are reused with it (ListBodies). Any change to a peer, its status or minute,
+ * its limit or its cap gives it a new fragment, and the body is built.
+ */
+export class PreviousBodies {
+  private readonly last = new Map<string, { parts: Fragment[]; body: Buffer }>();
+
+  same(filter: ListFilter, parts: readonly Fragment[]): Buffer | null {
+    const last = this.last.get(filter ?? 'all');
+    if (last === undefined || last.parts.length !== parts.length) return null;
+    for (let i = 0; i < parts.length; i++) if (last.parts[i] !== parts[i]) return null;
+    return last.body;
+  }
+
+  keep(filter: ListFilter, parts: Fragment[], body: Buffer): void {
+    this.last.set(filter ?? 'all', { parts, body });
+  }
 }
 
 /**
@@ -264,6 +291,9 @@ export class ListBodies {
   compressions = 0;
   /** Per snapshot and key: the body's promise, and the body itself once built (`ready`). */
   private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, HeldBody>>();
+  private readonly previous = new PreviousBodies();
+  /** Compressed forms by the identity body they compress: a body answered again keeps them. */
+  private readonly compressed = new WeakMap<Buffer, Map<BodyEncoding, Promise<Buffer>>>();
 
   constructor(private readonly peersPerSlice = PEERS_PER_SLICE) {}
 
@@ -284,14 +314,11 @@ export class ListBodies {
     let promise: Promise<Buffer>;
     if (encoding === 'identity') {
       this.builds += 1;
-      promise = buildListBody(snapshot, filter, this.peersPerSlice);
+      promise = buildListBody(snapshot, filter, this.peersPerSlice, this.previous);
     } else {
-      promise = this.body(snapshot, filter, 'identity').then((identity) => {
-        this.compressions += 1;
-        return encoding === 'gzip'
-          ? gzip(identity, GZIP_OPTIONS)
-          : brotli(identity, BROTLI_OPTIONS);
-      });
+      promise = this.body(snapshot, filter, 'identity').then((identity) =>
+        this.compress(identity, encoding),
+      );
     }
     const held = bodies;
     const entry: HeldBody = { promise, built: null };
@@ -305,6 +332,26 @@ export class ListBodies {
         if (held.get(key) === entry) held.delete(key);
       },
     );
+    return promise;
+  }
+
+  private compress(identity: Buffer, encoding: BodyEncoding): Promise<Buffer> {
+    let forms = this.compressed.get(identity);
+    if (forms === undefined) {
+      forms = new Map();
+      this.compressed.set(identity, forms);
+    }
+    const known = forms.get(encoding);
+    if (known !== undefined) return known;
+    this.compressions += 1;
+    const promise =
+      encoding === 'gzip' ? gzip(identity, GZIP_OPTIONS) : brotli(identity, BROTLI_OPTIONS);
+    const held = forms;
+    forms.set(encoding, promise);
+    // A failed compression is not kept: the next request tries again.
+    promise.catch(() => {
+      if (held.get(encoding) === promise) held.delete(encoding);
+    });
     return promise;
   }
 }

@@ -7,6 +7,7 @@ import { createApp } from '../../../src/http';
 import { toPeerJson } from '../../../src/http/app';
 import {
   ListBodies,
+  PreviousBodies,
   buildListBody,
   negotiateEncoding,
   type ListFilter,
@@ -216,6 +217,77 @@ describe('http/list-body: fragments of unchanged peers are reused across snapsho
     expect((await buildListBody({ ...again }, null)).toString()).to.equal(
       await reference(before, null),
     );
+  });
+});
+
+describe('http/list-body: a body whose fragments did not change is answered again', () => {
+  it('gives the same Buffer for a read of an idle device, and new reference bytes after any change', async () => {
+    const data = generated(300);
+    const previous = new PreviousBodies();
+    const first = await serviceOver(data).snapshot();
+    const bodies = await Promise.all(
+      FILTERS.map((filter) => buildListBody(first, filter, 7, previous)),
+    );
+    // A later read of the same peers at the same moment: the very same bytes, per filter.
+    const again = await serviceOver(data).snapshot();
+    expect(again).to.not.equal(first);
+    for (const [i, filter] of FILTERS.entries()) {
+      expect(await buildListBody(again, filter, 7, previous)).to.equal(bodies[i]);
+    }
+    // Each kind of change gives a new body, equal to the reference serializer's bytes.
+    const ips = data.device.peers.map((p) => p.allowedIps[0]!.address);
+    const peer0 = data.device.peers[0]!;
+    const changes: Array<[string, Generated, number]> = [
+      ['a minute on', data, TAKEN_AT + 60_000],
+      [
+        'a limit',
+        { ...data, limits: new Map([...data.limits, [ips[8]!, { download: 1, upload: 2 }]]) },
+        TAKEN_AT,
+      ],
+      [
+        'a cap',
+        {
+          ...data,
+          caps: new Map([...data.caps, [ips[2]!, { quotaBytes: 9, usedBytes: 9, enforced: true }]]),
+        },
+        TAKEN_AT,
+      ],
+      [
+        'a peer',
+        {
+          ...data,
+          device: {
+            ...data.device,
+            peers: [{ ...peer0, rxBytes: peer0.rxBytes + 1 }, ...data.device.peers.slice(1)],
+          },
+        },
+        TAKEN_AT,
+      ],
+      [
+        'a peer fewer',
+        { ...data, device: { ...data.device, peers: data.device.peers.slice(1) } },
+        TAKEN_AT,
+      ],
+    ];
+    for (const [what, changed, takenAt] of changes) {
+      const service = serviceOver(changed, takenAt);
+      const snapshot = await service.snapshot();
+      const body = await buildListBody(snapshot, null, 7, previous);
+      expect(body, what).to.not.equal(bodies[0]);
+      expect(body.toString('utf8') === (await reference(service, null)), what).to.equal(true);
+    }
+  });
+
+  it('compresses a body answered again once, through ListBodies', async () => {
+    const data = generated(200);
+    const bodies = new ListBodies();
+    const first = await serviceOver(data).snapshot();
+    const second = await serviceOver(data).snapshot();
+    const gz = await bodies.body(first, null, 'gzip');
+    expect(await bodies.body(second, null, 'gzip')).to.equal(gz);
+    expect(bodies.builds).to.equal(2); // each read's fragments gathered; the bytes taken again
+    expect(bodies.compressions).to.equal(1);
+    expect(zlib.gunzipSync(gz).toString('utf8')).to.equal(await reference(serviceOver(data), null));
   });
 });
 
