@@ -60,6 +60,10 @@ export interface RequestLine {
  */
 export function logRequest(logger: Logger, request: RequestLine): void {
   const path = request.path.split('?')[0] ?? '';
+  const debug = isPoll(request.method, path) && request.status < 400;
+  // A successful poll's line is at debug, off by default: not built at all then (it was a few
+  // per cent of a poll of a small list).
+  if (debug && !logger.isLevelEnabled('debug')) return;
   const line = {
     method: request.method,
     path,
@@ -69,7 +73,7 @@ export function logRequest(logger: Logger, request: RequestLine): void {
     requestId: request.requestId,
     ...(request.aborted ? { aborted: true } : {}),
   };
-  if (isPoll(request.method, path) && request.status < 400) logger.debug(line, 'request');
+  if (debug) logger.debug(line, 'request');
   else logger.info(line, 'request');
 }
 
@@ -86,8 +90,11 @@ export function logClosedResponse(
   requestId: string,
   started: bigint,
 ): void {
+  const method = req.method ?? '';
+  // As logRequest decides, before the line (and the socket's address, a system call) is made.
+  if (res.statusCode < 400 && isPoll(method, path) && !logger.isLevelEnabled('debug')) return;
   logRequest(logger, {
-    method: req.method ?? '',
+    method,
     path,
     status: res.statusCode,
     ms: Number(process.hrtime.bigint() - started) / 1e6,
