@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --single-threaded-gc
+#!/usr/bin/env -S node --single-threaded-gc --max-semi-space-size=24
 /**
  * wg-peerd: the process. Reads the configuration (DESIGN §4), opens the kernel, makes sure the
  * WireGuard interface exists (creating it when missing), serves the API, and shuts down

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # npm run bench:api
 #
-# Builds, prepares the VM and runs `node --expose-gc dist/bench/api.js` in it as root (GET
+# Builds, prepares the VM and runs `node --expose-gc <npm start's flags> dist/bench/api.js` in it as root (GET
 # /api/peers under load: the daemon against a `wg show dump` baseline and a replay ceiling, at
 # 1,000, 10,000 and 50,000 peers; see bench/api.ts; --expose-gc: a full collection between the
 # raw-cost phases). Its output is printed as it goes. Exit status: the benchmark's.
@@ -31,4 +31,8 @@ while IFS='=' read -r name _; do
   env_args+=(-e "$name=${!name}")
 done < <(env | grep -E '^BENCH_[A-Z0-9_]+=' || true)
 
-exec "$HERE/run.sh" "${env_args[@]}" -- 'exec node --expose-gc dist/bench/api.js'
+# The bench process runs with the daemon's node flags (those of `npm start`), so that its raw
+# decode and build figures are the daemon's code under the daemon's runtime (young generation
+# size, single-threaded GC).
+daemon_flags="$(node -p "require('./package.json').scripts.start.replace(/^node /, '').replace(/ dist\\/src\\/main\\.js$/, '')")"
+exec "$HERE/run.sh" "${env_args[@]}" -- "exec node --expose-gc $daemon_flags dist/bench/api.js"

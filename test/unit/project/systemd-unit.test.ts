@@ -8,7 +8,7 @@ const ROOT = path.resolve(__dirname, '../../../..');
 const UNIT = path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.service');
 const INSTALLED_MAIN = '/opt/wg-peerd/dist/src/main.js';
 /** V8 flags of the daemon process (README, Performance: why single-threaded GC). */
-const DAEMON_NODE_FLAGS = '--single-threaded-gc';
+const DAEMON_NODE_FLAGS = '--single-threaded-gc --max-semi-space-size=24';
 
 function hasSystemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' }).status === 0;
