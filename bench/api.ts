@@ -128,7 +128,7 @@ const sleep = (milliseconds: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, milliseconds));
 
 /**
- * A full collection before a phase (node --expose-gc, as scripts/vm/bench-api.sh runs this), so
+ * A full collection before a phase (node --expose-gc, as rawCostsInChild starts the process), so
  * that each phase pays for its own garbage only: the table codec's five decodes of a 50,000-peer
  * dump leave hundreds of MB behind, and the incremental marking they start finished inside the
  * next phase's timings. Only between phases: the runs of one phase pay each other's garbage.
@@ -284,6 +284,9 @@ async function unchurn(wireguard: WireGuard, peers: BenchPeer[]): Promise<void> 
     })),
   );
 }
+
+/** The argument that makes this script the raw-cost child, and the prefix of its one line. */
+const RAW_COSTS_ARG = '--raw-costs';
 
 async function rawCosts(
   genl: GenericNetlink,
@@ -605,18 +608,14 @@ async function main(): Promise<void> {
       `(${LONG_DURATION_S} s from 10,000 peers)`,
   );
   if (!hasWindow) console.log('A0 skipped: no --list-max-age');
-  console.log(`this process's node flags: ${process.execArgv.join(' ') || 'none'}`);
   console.log(
-    gc === undefined
-      ? 'raw costs: no full collection between phases (node without --expose-gc)'
-      : 'raw costs: a full collection before each phase (--expose-gc)',
+    `raw costs: in a process of their own, node ${[...daemonNodeFlags(), '--expose-gc'].join(' ')} ` +
+      "(npm start's flags; a full collection before each phase)",
   );
   console.log(`churn of the raw "churn" figures: ${(CHURN * 100).toFixed(0)}% of the peers`);
 
   const links = new Links();
   const wireguard = new WireGuard();
-  const kernel = await openKernel();
-  const genl = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
   const summary: { size: number; raw: RawCosts; runs: RunResult[]; alone: number | null }[] = [];
   try {
     await setUpDevice(links, wireguard);
@@ -629,7 +628,7 @@ async function main(): Promise<void> {
       peers = size;
       console.log(`  add peers up to ${size}: ${ms(performance.now() - growStart)}`);
 
-      const raw = await rawCosts(genl, kernel, wireguard);
+      const raw = rawCostsInChild();
       console.log(
         `  raw costs (median of ${RAW_RUNS}): receive ${ms(raw.receive)}, table decode ${ms(raw.tableDecode)}, ` +
           `fast decode cold ${ms(raw.fastDecode)} / warm ${ms(raw.warmDecode)} / churn ${ms(raw.churnDecode)}, ` +
@@ -726,14 +725,43 @@ async function main(): Promise<void> {
     // In the VM the guest is thrown away: deleting a 50,000-peer WireGuard device there takes
     // many minutes (the RTM_DELLINK send blocks in the kernel while it removes peer after peer).
     if (process.env.WG_PEERD_VM !== '1') await removeDevice(links);
-    genl.socket.close();
-    kernel.close();
     wireguard.close();
     links.close();
   }
 }
 
-main().catch((error: unknown) => {
+/**
+ * The raw costs in a process of their own, started with the daemon's node flags (those of `npm
+ * start`) and --expose-gc: the decode and build figures are the daemon's code under the daemon's
+ * runtime. Not in this process: autocannon's WebAssembly histograms crashed under those flags in
+ * the emulated VM (RuntimeError: unreachable, twice in two runs), and this process runs them.
+ */
+function rawCostsInChild(): RawCosts {
+  const output = execFileSync(
+    process.execPath,
+    [...daemonNodeFlags(), '--expose-gc', 'dist/bench/api.js', RAW_COSTS_ARG],
+    { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const line = output.split('\n').find((text) => text.startsWith(RAW_COSTS_ARG));
+  if (line === undefined) throw new Error(`the raw-cost process printed no figures:\n${output}`);
+  return JSON.parse(line.slice(RAW_COSTS_ARG.length)) as RawCosts;
+}
+
+/** The child of rawCostsInChild: measures on the device the parent grew, prints one line. */
+async function rawCostsMain(): Promise<void> {
+  const kernel = await openKernel();
+  const wireguard = new WireGuard();
+  const genl = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
+  try {
+    console.log(`${RAW_COSTS_ARG}${JSON.stringify(await rawCosts(genl, kernel, wireguard))}`);
+  } finally {
+    genl.socket.close();
+    kernel.close();
+    wireguard.close();
+  }
+}
+
+(process.argv.includes(RAW_COSTS_ARG) ? rawCostsMain() : main()).catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # npm run bench:api
 #
-# Builds, prepares the VM and runs `node --expose-gc <npm start's flags> dist/bench/api.js` in it as root (GET
-# /api/peers under load: the daemon against a `wg show dump` baseline and a replay ceiling, at
-# 1,000, 10,000 and 50,000 peers; see bench/api.ts; --expose-gc: a full collection between the
-# raw-cost phases). Its output is printed as it goes. Exit status: the benchmark's.
+# Builds, prepares the VM and runs `node dist/bench/api.js` in it as root (GET /api/peers under
+# load: the daemon against a `wg show dump` baseline and a replay ceiling, at 1,000, 10,000 and
+# 50,000 peers; see bench/api.ts, which measures the raw costs in a child process with the
+# daemon's node flags). Its output is printed as it goes. Exit status: the benchmark's.
 #
 # Sets, unless already set: WG_PEERD_VM_MEM=6144 (MiB: a 50,000-peer daemon, the baseline's wg
 # processes, autocannon and the repository snapshot in RAM) and WG_PEERD_VM_TIMEOUT=3600 (s; a full
@@ -31,8 +31,4 @@ while IFS='=' read -r name _; do
   env_args+=(-e "$name=${!name}")
 done < <(env | grep -E '^BENCH_[A-Z0-9_]+=' || true)
 
-# The bench process runs with the daemon's node flags (those of `npm start`), so that its raw
-# decode and build figures are the daemon's code under the daemon's runtime (young generation
-# size, single-threaded GC).
-daemon_flags="$(node -p "require('./package.json').scripts.start.replace(/^node /, '').replace(/ dist\\/src\\/main\\.js$/, '')")"
-exec "$HERE/run.sh" "${env_args[@]}" -- "exec node --expose-gc $daemon_flags dist/bench/api.js"
+exec "$HERE/run.sh" "${env_args[@]}" -- 'exec node dist/bench/api.js'
