@@ -58,12 +58,23 @@ export interface RequestLine {
  * that shapes it, so that requests Express never sees (the server's own 413, server.ts) log
  * the same line as those it serves.
  */
+/**
+ * Whether the line of this request is written at debug: a successful poll. That level is off by
+ * default, and then the line is not built at all (it was a few per cent of a poll of a small
+ * list); `path` is without its query.
+ */
+function atDebug(method: string, path: string, status: number): boolean {
+  return status < 400 && isPoll(method, path);
+}
+
+/** Whether logRequest would write nothing for this request (a debug line, debug off). */
+function unlogged(logger: Logger, method: string, path: string, status: number): boolean {
+  return atDebug(method, path, status) && !logger.isLevelEnabled('debug');
+}
+
 export function logRequest(logger: Logger, request: RequestLine): void {
   const path = request.path.split('?')[0] ?? '';
-  const debug = isPoll(request.method, path) && request.status < 400;
-  // A successful poll's line is at debug, off by default: not built at all then (it was a few
-  // per cent of a poll of a small list).
-  if (debug && !logger.isLevelEnabled('debug')) return;
+  if (unlogged(logger, request.method, path, request.status)) return;
   const line = {
     method: request.method,
     path,
@@ -73,7 +84,7 @@ export function logRequest(logger: Logger, request: RequestLine): void {
     requestId: request.requestId,
     ...(request.aborted ? { aborted: true } : {}),
   };
-  if (debug) logger.debug(line, 'request');
+  if (atDebug(request.method, path, request.status)) logger.debug(line, 'request');
   else logger.info(line, 'request');
 }
 
@@ -91,8 +102,8 @@ export function logClosedResponse(
   started: bigint,
 ): void {
   const method = req.method ?? '';
-  // As logRequest decides, before the line (and the socket's address, a system call) is made.
-  if (res.statusCode < 400 && isPoll(method, path) && !logger.isLevelEnabled('debug')) return;
+  // Decided before the line (and the socket's address, a system call) is made.
+  if (unlogged(logger, method, path, res.statusCode)) return;
   logRequest(logger, {
     method,
     path,

@@ -336,8 +336,9 @@ function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
 }
 
 /**
- * The peer entries of one read, kept to decode the next read of the same device (issue 8). Two
- * levels, both exact byte comparisons:
+ * The peer entries of one read, kept to decode the next read of the same device (issue 8). Three
+ * levels, all exact byte comparisons:
+ * - a dump whose every message equals the last one's is the last device again (`again`);
  * - a message whose bytes equal those of the message at the same index last time decoded to
  *   what it decoded to then (the decoder is a function of those bytes alone), so its device
  *   fields and peers are taken as they are: one memcmp for ~250 peers. Between two polls most
