@@ -54,6 +54,30 @@ describe('netlink/serial-queue: the one serialization primitive', () => {
     expect(events).to.deep.equal(['outer start', 'inner', 'outer end', 'later']);
   });
 
+  it('is still re-entrant after every queue went idle (the storage is turned off then on)', async () => {
+    const a = new SerialQueue();
+    const b = new SerialQueue();
+    for (let cycle = 0; cycle < 2; cycle++) {
+      const events: string[] = [];
+      const outer = a.run(async () => {
+        await tick();
+        await b.run(async () => {
+          await tick();
+          await a.run(async () => {
+            events.push('a again, inside a');
+          });
+        });
+        events.push('outer end');
+      });
+      const later = a.run(async () => {
+        events.push('later');
+      });
+      await Promise.all([outer, later]);
+      expect(events).to.deep.equal(['a again, inside a', 'outer end', 'later']);
+      await tick();
+    }
+  });
+
   it('keeps two queues apart: being inside one does not let work jump the other', async () => {
     const a = new SerialQueue();
     const b = new SerialQueue();
