@@ -15,6 +15,7 @@
  */
 import type { Request, RequestHandler } from 'express';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { RequestDurations, type DurationSeries } from './request-durations';
 import {
   ALIVE,
   DEAD,
@@ -313,7 +314,6 @@ export function routeLabel(req: Request): string {
 const KERNEL_READ_BUCKETS = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ];
-const REQUEST_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 const LINT_FAILING_DEFAULTS = [
   'nodejs_active_handles_total',
@@ -332,13 +332,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     for (const name of LINT_FAILING_DEFAULTS) registry.removeSingleMetric(name);
   }
 
-  const requestDuration = new Histogram({
-    name: 'wg_peerd_http_request_duration_seconds',
-    help: 'Time from receiving an HTTP request to the end of its response, by method, route pattern and status code',
-    labelNames: ['method', 'route', 'code'] as const,
-    buckets: REQUEST_BUCKETS,
-    registers: [registry],
-  });
+  const requestDuration = new RequestDurations(registry);
   const kernelRead = new Histogram({
     name: 'wg_peerd_kernel_read_duration_seconds',
     help: 'Duration of the shared kernel read behind the list and the metrics (WireGuard dump, speed limits, data caps); its _count is the number of reads',
@@ -379,26 +373,21 @@ export function createMetrics(options: MetricsOptions): Metrics {
     const started = process.hrtime.bigint();
     res.on('close', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      requestDuration.observe(
-        { method: req.method, route: routeLabel(req), code: String(res.statusCode) },
-        seconds,
-      );
+      requestDuration.observe(req.method, routeLabel(req), String(res.statusCode), seconds);
     });
     next();
   };
 
   const requestTimer = (method: string, route: string): RequestTimer => {
-    // prom-client's labels() child per code, held: no labels object per request. The child
-    // still validates and hashes its labels at each observe, as observe(labels) does, so the
-    // series are the very ones requestMetrics feeds; a child creates no series until observed.
-    const byCode = new Map<number, Histogram.Internal<'method' | 'route' | 'code'>>();
+    // The series per code, held: the very ones requestMetrics feeds, found once.
+    const byCode = new Map<number, DurationSeries>();
     return (code, seconds) => {
-      let child = byCode.get(code);
-      if (child === undefined) {
-        child = requestDuration.labels(method, route, String(code));
-        byCode.set(code, child);
+      let series = byCode.get(code);
+      if (series === undefined) {
+        series = requestDuration.seriesOf(method, route, String(code));
+        byCode.set(code, series);
       }
-      child.observe(seconds);
+      series.observe(seconds);
     };
   };
 
