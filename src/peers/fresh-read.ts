@@ -5,11 +5,19 @@
  * never gets a read that started before it (a generation counter: a read belongs to the
  * generation it started in, and only a read of the current generation is shared or served).
  * With maxAgeMs 0 only reads in flight are shared. A failed read is never kept.
+ *
+ * Read ahead: a caller served in the last stretch of the window, as long as the last read took
+ * (at most half the window), starts the next read without waiting for it. Under steady polling
+ * the next value is then ready about when the current one expires, so polls do not all stop
+ * at the end of every window to wait for a read, every connection at once. Nothing served is
+ * older than maxAgeMs, and reads still come about once a window.
  */
 export class FreshRead<T> {
   private generation = 0;
   private inFlight: { generation: number; promise: Promise<T> } | null = null;
   private completed: { generation: number; at: number; value: T } | null = null;
+  /** How long the last kept read took, on the `now` clock: the read-ahead lead. */
+  private lastReadMs = 0;
 
   /** `now` is a millisecond clock, injectable for tests. */
   constructor(
@@ -30,17 +38,32 @@ export class FreshRead<T> {
 
   get(): Promise<T> {
     const done = this.fresh();
-    if (done !== null) return Promise.resolve(done.value);
+    return done === null ? this.join() : Promise.resolve(done.value);
+  }
+
+  /** Call after every change to what `read` reads: ends the window and the sharing at once. */
+  invalidate(): void {
+    this.generation += 1;
+    this.completed = null;
+  }
+
+  /** The read in flight of this generation, or a new one. */
+  private join(): Promise<T> {
     const current = this.inFlight;
     if (current !== null && current.generation === this.generation) return current.promise;
+    const started = this.now();
     const entry = { generation: this.generation, promise: this.read() };
     this.inFlight = entry;
+    // This handler is also what handles a failed read ahead, which nobody awaits.
     entry.promise.then(
       (value) => {
         if (this.inFlight === entry) this.inFlight = null;
-        // Kept only if no change completed meanwhile; a newer kept value is not replaced.
+        // Kept only if no change completed meanwhile. Reads of one generation run one at a
+        // time, so a kept value is never replaced by an older one.
         if (entry.generation === this.generation && this.maxAgeMs > 0) {
-          this.completed = { generation: entry.generation, at: this.now(), value };
+          const at = this.now();
+          this.lastReadMs = at - started;
+          this.completed = { generation: entry.generation, at, value };
         }
       },
       () => {
@@ -50,19 +73,20 @@ export class FreshRead<T> {
     return entry.promise;
   }
 
-  /** The completed read while its window lasts, else null (an expired one is let go). */
+  /**
+   * The completed read while its window lasts, else null (an expired one is let go); near the
+   * window's end it also starts the read ahead.
+   */
   private fresh(): { value: T } | null {
     const done = this.completed;
     if (done === null) return null;
-    if (done.generation === this.generation && this.now() - done.at < this.maxAgeMs) return done;
+    const age = this.now() - done.at;
+    if (done.generation === this.generation && age < this.maxAgeMs) {
+      if (age >= this.maxAgeMs - Math.min(this.lastReadMs, this.maxAgeMs / 2)) void this.join();
+      return done;
+    }
     // Expired: let it (and the bodies memoized on it) go before the next read is held too.
     this.completed = null;
     return null;
-  }
-
-  /** Call after every change to what `read` reads: ends the window and the sharing at once. */
-  invalidate(): void {
-    this.generation += 1;
-    this.completed = null;
   }
 }

@@ -113,6 +113,100 @@ describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
     expect(off.flight.peek()).to.equal(null); // no window: never at hand
   });
 
+  /** A read that takes `ms` on the test's clock, completed. */
+  async function completedIn(c: ReturnType<typeof counter>, ms: number): Promise<number> {
+    const value = c.flight.get();
+    await tick();
+    c.advance(ms);
+    c.release();
+    return value;
+  }
+
+  it("reads ahead: a caller in the last stretch of the window (the last read's length) starts the next read and is answered at once", async () => {
+    const c = counter(1000);
+    expect(await completedIn(c, 100)).to.equal(1); // the read took 100 ms
+    c.advance(899); // age 899: before the last 100 ms
+    expect(c.flight.peek()).to.equal(1);
+    expect(await c.flight.get()).to.equal(1);
+    expect(c.reads()).to.equal(1);
+    c.advance(1); // age 900: in the last 100 ms
+    expect(c.flight.peek()).to.equal(1); // answered from the window...
+    expect(c.reads()).to.equal(2); // ...and the next read has started
+    expect(await c.flight.get()).to.equal(1); // joins nothing: still the window's value
+    expect(c.reads()).to.equal(2); // one read ahead, not one per caller
+    await tick();
+    c.advance(50);
+    c.release(); // the read ahead completes at age 950
+    await tick();
+    expect(c.flight.peek()).to.equal(2); // before the old window would have ended
+    c.advance(949); // the new window is counted from its read's completion
+    expect(await c.flight.get()).to.equal(2);
+    expect(c.reads()).to.equal(2);
+  });
+
+  it('never serves past the window: a read ahead slower than the lead is waited for', async () => {
+    const c = counter(1000);
+    expect(await completedIn(c, 100)).to.equal(1);
+    c.advance(950);
+    expect(c.flight.peek()).to.equal(1); // starts read 2
+    c.advance(50); // age 1000: expired, read 2 still in flight
+    expect(c.flight.peek()).to.equal(null);
+    const waiting = c.flight.get(); // joins read 2, no third read
+    expect(c.reads()).to.equal(2);
+    c.release();
+    expect(await waiting).to.equal(2);
+  });
+
+  it('reads ahead at most half a window early, however long reads take', async () => {
+    const c = counter(1000);
+    expect(await completedIn(c, 5000)).to.equal(1);
+    c.advance(499);
+    expect(c.flight.peek()).to.equal(1);
+    expect(c.reads()).to.equal(1);
+    c.advance(1);
+    expect(c.flight.peek()).to.equal(1);
+    expect(c.reads()).to.equal(2);
+  });
+
+  it('does not keep a read ahead that a change overtook, and a failed one keeps the window as it was', async () => {
+    const c = counter(60_000);
+    expect(await completedIn(c, 1000)).to.equal(1);
+    c.advance(59_500);
+    expect(c.flight.peek()).to.equal(1); // read 2 ahead
+    c.flight.invalidate();
+    const after = c.flight.get(); // read 3: after the change
+    await tick();
+    expect(c.reads()).to.equal(3);
+    c.release(); // read 2 completes: from before the change, not kept
+    await tick();
+    expect(c.flight.peek()).to.equal(null);
+    c.release();
+    expect(await after).to.equal(3);
+    expect(c.flight.peek()).to.equal(3);
+
+    let reads = 0;
+    let clock = 0;
+    const failing = new FreshRead(
+      async () => {
+        reads += 1;
+        if (reads === 1) clock += 10; // the first read takes 10 ms: the lead
+        if (reads === 2) throw new Error('dump failed');
+        return reads;
+      },
+      1000,
+      () => clock,
+    );
+    expect(await failing.get()).to.equal(1);
+    clock = 1000; // age 990: the last 10 ms
+    expect(failing.peek()).to.equal(1); // read 2 ahead, which fails
+    await tick();
+    expect(reads).to.equal(2);
+    expect(failing.peek()).to.equal(1); // the window still holds read 1, and reads ahead again
+    await tick();
+    expect(reads).to.equal(3);
+    expect(failing.peek()).to.equal(3);
+  });
+
   it('passes a failed read to every waiting caller, keeps nothing and then reads afresh', async () => {
     let reads = 0;
     const flight = new FreshRead(
