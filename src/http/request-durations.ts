@@ -35,11 +35,8 @@ export class DurationSeries {
   sum = 0;
   count = 0;
 
-  constructor(
-    readonly labels: Readonly<{ method: string; route: string; code: string }>,
-    bucketCount: number,
-  ) {
-    this.counts = new Float64Array(bucketCount + 1);
+  constructor(readonly labels: Readonly<{ method: string; route: string; code: string }>) {
+    this.counts = new Float64Array(REQUEST_BUCKETS.length + 1);
   }
 
   observe(seconds: number): void {
@@ -80,7 +77,7 @@ export class RequestDurations {
     const id = `${method} ${route} ${code}`;
     let found = this.series.get(id);
     if (found === undefined) {
-      found = new DurationSeries({ method, route, code }, REQUEST_BUCKETS.length);
+      found = new DurationSeries({ method, route, code });
       this.series.set(id, found);
     }
     return found;
