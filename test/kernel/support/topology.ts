@@ -43,6 +43,13 @@ export function assertInTestVm(): void {
   }
 }
 
+/**
+ * How long one command of sh() may run. The slowest oracle commands take seconds; one that runs
+ * for minutes hangs. Waiting for it synchronously blocks the event loop, so mocha's own timeout
+ * never fires and only the VM's (30 min) would end the run, with nothing saying which command.
+ */
+const SH_TIMEOUT_MS = 240_000;
+
 /** Runs `cmd` through /bin/sh and returns its stdout. Throws with the command, status and stderr. */
 export function sh(cmd: string, options: { input?: string } = {}): string {
   try {
@@ -51,10 +58,22 @@ export function sh(cmd: string, options: { input?: string } = {}): string {
       input: options.input ?? '',
       stdio: ['pipe', 'pipe', 'pipe'],
       maxBuffer: 256 * 1024 * 1024,
+      timeout: SH_TIMEOUT_MS,
+      killSignal: 'SIGKILL',
     });
   } catch (err) {
-    const e = err as { status?: number | null; signal?: string | null; stderr?: string };
-    const how = e.signal ? `signal ${e.signal}` : `status ${String(e.status)}`;
+    const e = err as {
+      status?: number | null;
+      signal?: string | null;
+      stderr?: string;
+      code?: string;
+    };
+    const how =
+      e.code === 'ETIMEDOUT'
+        ? `no end within ${SH_TIMEOUT_MS / 1000} s (killed)`
+        : e.signal
+          ? `signal ${e.signal}`
+          : `status ${String(e.status)}`;
     const stderr = (e.stderr ?? '').trim();
     throw new Error(`\`${cmd}\` failed with ${how}${stderr ? `: ${stderr}` : ''}`);
   }
