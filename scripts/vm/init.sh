@@ -92,6 +92,48 @@ ip link set lo up
 chroot /host /sbin/modprobe wireguard 2>"$CTL/init-error" || fail "modprobe wireguard: $(cat "$CTL/init-error")"
 rm -f "$CTL/init-error"
 
+# A hang report for run.sh, which asks for one (ctl/report-request) before it kills a VM that ran
+# out of time: where every task of the guest is, in the kernel's own words. A job that hangs for
+# half an hour is otherwise a SeaBIOS banner and nothing more (the console is quiet). It tells a
+# node blocked in a child it waits for (wait4), a task stuck in the kernel (state D, its stack),
+# and a CPU spinning (state R; sysrq-l backtraces every CPU) apart. It runs beside the job, so it
+# answers as long as the guest still schedules; no answer says the guest itself is wedged.
+hang_report() {
+  echo "guest uptime $(cut -d' ' -f1 /proc/uptime) s, load $(cat /proc/loadavg)," \
+    "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  for t in /proc/[0-9]*/task/[0-9]*; do
+    [ -r "$t/stat" ] || continue
+    pid="${t#/proc/}"
+    pid="${pid%%/*}"
+    # Fields after the ") " that ends comm: 1 state, ..., 12 utime, 13 stime (clock ticks).
+    rest="$(sed 's/.*) //' "$t/stat" 2>/dev/null)"
+    set -- $rest
+    state="$1"
+    cpu=$((${12:-0} + ${13:-0}))
+    args="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+    # Kernel threads (no command line) only when they run or wait in state D.
+    if [ -z "$args" ] && [ "$state" != R ] && [ "$state" != D ]; then continue; fi
+    printf 'pid %s tid %s %s cpu %s ticks wchan %s syscall %s: %s [%s]\n' "$pid" "${t##*/}" "$state" \
+      "$cpu" "$(cat "$t/wchan" 2>/dev/null)" "$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)" \
+      "$(cat "$t/comm" 2>/dev/null)" "$args"
+    case "$state" in R | D) sed 's/^/    /' "$t/stack" 2>/dev/null ;; esac
+  done
+  echo 1 >/proc/sys/kernel/sysrq
+  echo l >/proc/sysrq-trigger # a backtrace of every CPU
+  echo w >/proc/sysrq-trigger # the tasks blocked in state D
+  sleep 1
+  echo "--- kernel log: warnings and errors of the run ---"
+  dmesg | grep -iE 'warn|bug|error|fail|hung|blocked|lockup|oom|killed|stall' | grep -v 'sysrq' | tail -n 40
+  echo "--- kernel log: the backtraces asked for above ---"
+  dmesg | sed -n '/sysrq: Show backtrace/,$p' | tail -n 250
+}
+(
+  while [ ! -e "$CTL/report-request" ]; do sleep 2; done
+  grep ' [tTwW] ' /proc/kallsyms >"$CTL/kallsyms" 2>/dev/null # names run.sh's vCPU samples
+  hang_report >"$CTL/hang-report.tmp" 2>&1
+  mv "$CTL/hang-report.tmp" "$CTL/hang-report"
+) &
+
 trace "running job"
 env -i \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

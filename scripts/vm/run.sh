@@ -16,8 +16,9 @@
 #
 # The guest's stdout and stderr are streamed to this script's stdout and stderr while it runs.
 # Exit status: the guest command's; 124 when the timeout (default: WG_PEERD_VM_TIMEOUT, else 1800 s)
-# killed the VM; 125 when the guest never reported a status (the last lines of its console are
-# printed then).
+# killed the VM (first the guest's hang report is printed and kept as HOSTDIR/hang-report.txt:
+# every task's state, kernel stack and system call, and the kernel's backtrace of every CPU);
+# 125 when the guest never reported a status (the last lines of its console are printed then).
 #
 # Environment: WG_PEERD_VM_DIR (default <repo>/.vm), WG_PEERD_VM_ACCEL (default tcg,thread=multi;
 # "kvm" where /dev/kvm works), WG_PEERD_VM_CPU (default max), WG_PEERD_VM_MEM (MiB, default 1024),
@@ -179,12 +180,15 @@ fi
 # rate measurements of the tests depend on it).
 cmdline="console=ttyS0 quiet loglevel=0 panic=-1 random.trust_cpu=on mitigations=off"
 cmdline+=" lsm=capability audit=0 i8042.noaux i8042.nokbd nowatchdog"
+# nokaslr: the kernel sits where System.map says, so a hung guest's instruction pointers can be
+# named from outside (cpu-samples.js).
+cmdline+=" nokaslr"
 cmdline+="$cmdline_snapshot ${WG_PEERD_VM_APPEND:-}"
 qemu-system-x86_64 \
   -M q35 -accel "${WG_PEERD_VM_ACCEL:-tcg,thread=multi}" -cpu "${WG_PEERD_VM_CPU:-max}" \
   -m "${WG_PEERD_VM_MEM:-1024}" -smp "${WG_PEERD_VM_SMP:-2}" \
   -nographic -nodefaults -no-user-config -no-reboot \
-  -serial "file:$ctl/console.log" -monitor none \
+  -serial "file:$ctl/console.log" -monitor "unix:$ctl/monitor.sock,server=on,wait=off" \
   -kernel "$VM_KERNEL" -initrd "$initrd" \
   -append "$cmdline" \
   -virtfs "local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap" \
@@ -206,6 +210,34 @@ stream() {
   fi
 }
 
+# Before a VM that ran out of time is killed: where its vCPUs are (QEMU's monitor, cpu-samples.js),
+# then where its tasks are (the guest's init writes that on request: init.sh, hang_report). Both are
+# printed here and kept as OUT/hang-report.txt. The guest's /proc/kallsyms, which the init writes
+# beside its report, is kept per kernel in the VM directory, so that the vCPU samples of a guest too
+# wedged to answer can still be named (nokaslr: every boot of a kernel has the same addresses).
+hang_report() {
+  local kallsyms="$VM_DIR/kallsyms-$VM_KVER"
+  node "$HERE/cpu-samples.js" sample "$ctl/monitor.sock" 20 >"$ctl/cpu-samples" || true
+  : >"$ctl/report-request"
+  local waited=0
+  while [ ! -s "$ctl/hang-report" ] && [ "$waited" -lt 60 ] && kill -0 "$qemu_pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if [ -s "$ctl/kallsyms" ]; then cp "$ctl/kallsyms" "$kallsyms.tmp" && mv "$kallsyms.tmp" "$kallsyms"; fi
+  {
+    echo "run.sh: the VM ran out of time (${timeout_s} s); where it was before it was killed:"
+    node "$HERE/cpu-samples.js" print "$ctl/cpu-samples" "$kallsyms" || true
+    if [ -s "$ctl/hang-report" ]; then
+      tr -d '\r' <"$ctl/hang-report"
+    else
+      echo "the guest wrote no report within ${waited} s: its kernel no longer runs the init's watcher"
+    fi
+  } >"$out_dir/hang-report.txt" 2>&1
+  head -n 400 "$out_dir/hang-report.txt" >&2
+  echo "run.sh: (the hang report is kept as $out_dir/hang-report.txt)" >&2
+}
+
 start=$SECONDS
 timed_out=0
 while kill -0 "$qemu_pid" 2>/dev/null; do
@@ -213,6 +245,7 @@ while kill -0 "$qemu_pid" 2>/dev/null; do
   stream stderr 2
   if [ $((SECONDS - start)) -ge "$timeout_s" ]; then
     timed_out=1
+    hang_report
     kill "$qemu_pid" 2>/dev/null || true
     break
   fi
