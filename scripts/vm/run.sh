@@ -217,7 +217,8 @@ stream() {
 # wedged to answer can still be named (nokaslr: every boot of a kernel has the same addresses).
 hang_report() {
   local kallsyms="$VM_DIR/kallsyms-$VM_KVER"
-  node "$HERE/cpu-samples.js" sample "$ctl/monitor.sock" 20 >"$ctl/cpu-samples" || true
+  # Bounded: a monitor that does not answer must not keep the VM from being killed.
+  timeout 30 node "$HERE/cpu-samples.js" sample "$ctl/monitor.sock" 20 >"$ctl/cpu-samples" || true
   : >"$ctl/report-request"
   local waited=0
   while [ ! -s "$ctl/hang-report" ] && [ "$waited" -lt 60 ] && kill -0 "$qemu_pid" 2>/dev/null; do
