@@ -16,8 +16,9 @@
 #
 # The guest's stdout and stderr are streamed to this script's stdout and stderr while it runs.
 # Exit status: the guest command's; 124 when the timeout (default: WG_PEERD_VM_TIMEOUT, else 1800 s)
-# killed the VM (first the guest's hang report is printed and kept as HOSTDIR/hang-report.txt:
-# every task's state, kernel stack and system call, and the kernel's backtrace of every CPU);
+# killed the VM (first a hang report is printed and kept as HOSTDIR/hang-report.txt: where each
+# vCPU is, from QEMU's monitor; every task's state, kernel stack and system call, and the kernel's
+# backtrace of every CPU, from the guest);
 # 125 when the guest never reported a status (the last lines of its console are printed then).
 #
 # Environment: WG_PEERD_VM_DIR (default <repo>/.vm), WG_PEERD_VM_ACCEL (default tcg,thread=multi;
@@ -180,8 +181,8 @@ fi
 # rate measurements of the tests depend on it).
 cmdline="console=ttyS0 quiet loglevel=0 panic=-1 random.trust_cpu=on mitigations=off"
 cmdline+=" lsm=capability audit=0 i8042.noaux i8042.nokbd nowatchdog"
-# nokaslr: the kernel sits where System.map says, so a hung guest's instruction pointers can be
-# named from outside (cpu-samples.js).
+# nokaslr: the kernel sits at the same addresses on every boot, so a hung guest's instruction
+# pointers can be named from outside with a kallsyms copy of an earlier boot (cpu-samples.js).
 cmdline+=" nokaslr"
 cmdline+="$cmdline_snapshot ${WG_PEERD_VM_APPEND:-}"
 qemu-system-x86_64 \

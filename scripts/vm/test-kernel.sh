@@ -79,8 +79,8 @@ for k in "${kernels[@]}"; do
         -e "WG_PEERD_TEST_KERNEL=$kver" -- "$cmd" || rc=$?
       # 124: run.sh killed a VM that ran out of time; 125: the guest never reported a status.
       if [ "$attempt" = 1 ] && [ ! -s "$out/$k/mocha-summary.json" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then
-        note=" (after a VM that hung: exit status $rc on the first attempt; see its report above)"
-        say "kernel $kver: the VM hung (exit status $rc) without reaching the end of the suite; what it was doing is printed above."
+        note=" (after a first VM that did not reach the end: exit status $rc; see above)"
+        say "kernel $kver: the VM did not reach the end of the suite (exit status $rc: 124 ran out of time, 125 reported no status); run.sh printed why above."
         say "kernel $kver: running the whole suite once more in a fresh VM; the hang stays in this log and in the summary line below."
         hung+=("$kver")
         continue
@@ -116,7 +116,7 @@ totals="$(node -e '
   console.log(JSON.stringify(sum));' "$out" "${report[@]}")"
 say "all kernels: $totals"
 if [ "${#hung[@]}" -gt 0 ]; then
-  say "VM hangs, each followed by a full rerun counted above: ${#hung[@]} (kernels: ${hung[*]})"
+  say "VM runs that hung or died, each followed by a full rerun counted above: ${#hung[@]} (kernels: ${hung[*]})"
 fi
 if [ -n "$summary" ]; then
   mkdir -p "$(dirname "$summary")"
