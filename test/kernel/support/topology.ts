@@ -46,7 +46,7 @@ export function assertInTestVm(): void {
 /**
  * How long one command of sh() may run. The slowest oracle commands take seconds; one that runs
  * for minutes hangs. Waiting for it synchronously blocks the event loop, so mocha's own timeout
- * never fires and only the VM's (30 min) would end the run, with nothing saying which command.
+ * never fires and only the VM's own timeout would end the run, with nothing saying which command.
  */
 const SH_TIMEOUT_MS = 240_000;
 
