@@ -76,19 +76,30 @@ export function loadTokenFile(path: string, flag: string, read: ReadTokenFile): 
   try {
     content = read(path);
   } catch (error) {
-    const reason =
-      error instanceof Error && 'code' in error ? String(error.code) : 'cannot be read';
-    throw new TokenFileError(`${where} cannot be read (${reason})`);
+    throw new TokenFileError(unreadableReason(error, where));
   }
-  // Any permission for group or others: the file must be private to the daemon's user.
-  if ((content.mode & 0o077) !== 0) {
-    const octal = (content.mode & 0o777).toString(8).padStart(4, '0');
-    throw new TokenFileError(
-      `${where} may be read by group or others (mode ${octal}): chmod 600 it and give it to ` +
-        "the daemon's user",
-    );
-  }
+  const exposed = exposedFileReason(content.mode, where);
+  if (exposed !== null) throw new TokenFileError(exposed);
   return parseTokenText(content.text, where);
+}
+
+/** Why the file `where` names could not be read: the error's code (ENOENT, EACCES...). */
+export function unreadableReason(error: unknown, where: string): string {
+  const code = error instanceof Error && 'code' in error ? String(error.code) : 'cannot be read';
+  return `${where} cannot be read (${code})`;
+}
+
+/**
+ * Why a secret's file (a token file, a TLS key) must not be used: any permission for group or
+ * others, as fstat reported `mode`; it must be private to the daemon's user. null when private.
+ */
+export function exposedFileReason(mode: number, where: string): string | null {
+  if ((mode & 0o077) === 0) return null;
+  const octal = (mode & 0o777).toString(8).padStart(4, '0');
+  return (
+    `${where} may be read by group or others (mode ${octal}): chmod 600 it and give it to ` +
+    "the daemon's user"
+  );
 }
 
 /** Where the tokens come from: a file (re-read on SIGHUP) or the variable's own value. */
