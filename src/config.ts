@@ -1,9 +1,14 @@
 /**
  * Configuration of DESIGN §4: flags, each with an environment variable of the same meaning
- * (a flag wins over its variable; an empty variable counts as unset). Parsing is a pure function
- * so it can be tested; main.ts turns a ConfigError into one line on stderr and exit status 2.
+ * (a flag wins over its variable; an empty variable counts as unset). OPTIONS is the one table:
+ * a row names the flag, its variable, its default (written once, as text parsed like a given
+ * value) and its parse; `Config` and `--help` follow from it, so a new flag is one row.
+ * Node's util.parseArgs splits the command line; every message is our own. Parsing is a pure
+ * function so it can be tested; main.ts turns a ConfigError into one line on stderr and exit
+ * status 2.
  */
 import { isIP } from 'node:net';
+import { parseArgs } from 'node:util';
 import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './kernel/ipv4';
 import type { LogLevel } from './log';
 import {
@@ -20,32 +25,6 @@ export interface ListenAddress {
   /** IP literal without brackets, or "localhost". */
   host: string;
   port: number;
-}
-
-export interface Config {
-  interfaceName: string;
-  listen: ListenAddress;
-  /** null: the host's primary IPv4 address, read over rtnetlink. */
-  endpointHost: string | null;
-  /**
-   * Admin and read tokens at start. Both empty: no authentication (only allowed on loopback or
-   * with allowUnauthenticated).
-   */
-  tokens: Tokens;
-  /** Where the tokens came from, for the SIGHUP re-read (files only; variables stay). */
-  tokenSources: TokenSources;
-  logLevel: LogLevel;
-  /** Address of an interface wg-peerd creates. */
-  address: { address: string; prefixLength: number };
-  /** Listen port of an interface wg-peerd creates. */
-  listenPort: number;
-  allowUnauthenticated: boolean;
-  /** DESIGN §5 freshness window of GET /api/peers, milliseconds; 0 shares only reads in flight. */
-  listMaxAgeMs: number;
-  /** Per-peer series on GET /metrics; false keeps only the aggregates (very large hosts). */
-  metricsPerPeer: boolean;
-  /** Open HTTP connections at most; new ones over it are closed at once. */
-  maxConnections: number;
 }
 
 export type ParseOutcome = { kind: 'help' } | { kind: 'version' } | { kind: 'run'; config: Config };
@@ -71,151 +50,29 @@ export const LOG_LEVELS: readonly LogLevel[] = [
   'silent',
 ];
 
-interface Option {
-  flag: string;
-  env: string;
-  /** Takes no value (a switch). */
-  boolean?: true;
-  value: string;
-  default: string;
-  meaning: string;
-}
-
-export const OPTIONS: readonly Option[] = [
-  {
-    flag: '--interface',
-    env: 'WG_PEERD_INTERFACE',
-    value: 'NAME',
-    default: 'wg0',
-    meaning: 'WireGuard interface whose peers are managed',
-  },
-  {
-    flag: '--listen',
-    env: 'WG_PEERD_LISTEN',
-    value: 'HOST:PORT',
-    default: '127.0.0.1:8080',
-    meaning: 'HTTP listen address (IPv6 as [::1]:8080)',
-  },
-  {
-    flag: '--endpoint-host',
-    env: 'WG_PEERD_ENDPOINT_HOST',
-    value: 'HOST',
-    default: "the host's primary IPv4 address",
-    meaning: 'host part of server.endpoint handed to new peers',
-  },
-  {
-    flag: '--token-file',
-    env: 'WG_PEERD_TOKEN',
-    value: 'PATH',
-    default: 'none',
-    meaning: 'file of admin bearer tokens (all routes), one a line; re-read on SIGHUP',
-  },
-  {
-    flag: '--read-token-file',
-    env: 'WG_PEERD_READ_TOKEN',
-    value: 'PATH',
-    default: 'none',
-    meaning: 'file of read-only tokens (list, metrics), one a line; re-read on SIGHUP',
-  },
-  {
-    flag: '--address',
-    env: 'WG_PEERD_ADDRESS',
-    value: 'CIDR',
-    default: '10.8.0.1/24',
-    meaning: 'address of the interface, only when wg-peerd creates it',
-  },
-  {
-    flag: '--listen-port',
-    env: 'WG_PEERD_LISTEN_PORT',
-    value: 'PORT',
-    default: '51820',
-    meaning: 'WireGuard UDP port, only when wg-peerd creates the interface',
-  },
-  {
-    flag: '--allow-unauthenticated',
-    env: 'WG_PEERD_ALLOW_UNAUTHENTICATED',
-    boolean: true,
-    value: '',
-    default: 'off',
-    meaning: 'serve a non-loopback address without a token',
-  },
-  {
-    flag: '--list-max-age',
-    env: 'WG_PEERD_LIST_MAX_AGE_MS',
-    value: 'MS',
-    default: '1000',
-    meaning:
-      'lists share a kernel read this long (0-60000; 0: only reads in flight); higher costs less, data ages more; a change ends it',
-  },
-  {
-    flag: '--max-connections',
-    env: 'WG_PEERD_MAX_CONNECTIONS',
-    value: 'N',
-    default: '512',
-    meaning: 'open HTTP connections at most (1-65535); new ones over it are closed at once',
-  },
-  {
-    flag: '--log-level',
-    env: 'WG_PEERD_LOG_LEVEL',
-    value: 'LEVEL',
-    default: 'info',
-    meaning: `least severe log level written: ${LOG_LEVELS.join(', ')}`,
-  },
-  {
-    flag: '--metrics-per-peer',
-    env: 'WG_PEERD_METRICS_PER_PEER',
-    value: 'BOOL',
-    default: 'true',
-    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
-  },
-];
-
-/** Variables that hold a token itself rather than a file's path. */
-const TOKEN_VALUE_VARIABLES = ['WG_PEERD_TOKEN', 'WG_PEERD_READ_TOKEN'];
-
-export function helpText(): string {
-  const rows = OPTIONS.map((o) => [
-    o.boolean ? o.flag : `${o.flag} ${o.value}`,
-    TOKEN_VALUE_VARIABLES.includes(o.env)
-      ? `${o.env} (the token itself)`
-      : o.boolean
-        ? `${o.env}=1`
-        : o.env,
-    o.default,
-    o.meaning,
-  ]);
-  rows.push(['--help', '', '', 'print this table and exit']);
-  rows.push(['--version', '', '', 'print the version and exit']);
-  const header = ['flag', 'env', 'default', 'meaning'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]): string =>
-    cells
-      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [
-    'Usage: wg-peerd [options]',
-    '',
-    'Manages the peers of a WireGuard interface over an HTTP API (see the README).',
-    'Each flag has an environment variable of the same meaning; the flag wins.',
-    '',
-    line(header),
-    line(widths.map((w) => '-'.repeat(w))),
-    ...rows.map(line),
-    '',
-  ].join('\n');
-}
-
 const INTERFACE_NAME = /^[^\s/:]{1,15}$/;
 const HOSTNAME =
   /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
 
-function parsePort(text: string, what: string): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
-    throw new ConfigError(`${what} must be a port number from 1 to 65535, not "${text}"`);
-  }
-  return Number(text);
+/**
+ * A parse of whole numbers from `min` to `max`; `noun` says what one is in messages ("a port
+ * number"). Digits only: no sign, no fraction, no exponent.
+ */
+export function wholeNumber(
+  min: number,
+  max: number,
+  noun = 'a whole number',
+): (text: string, what: string) => number {
+  return (text, what) => {
+    const value = Number(text);
+    if (!/^\d{1,15}$/.test(text) || value < min || value > max) {
+      throw new ConfigError(`${what} must be ${noun} from ${min} to ${max}, not "${text}"`);
+    }
+    return value;
+  };
 }
+
+const parsePort = wholeNumber(1, 65535, 'a port number');
 
 export function parseInterfaceName(text: string, what: string): string {
   if (!INTERFACE_NAME.test(text) || text === '.' || text === '..') {
@@ -283,23 +140,6 @@ export function parseInterfaceAddress(
 /** The freshness window: 60 s bounds how stale a list may be (liveness has minute resolution). */
 export const LIST_MAX_AGE_MAX_MS = 60_000;
 
-function parseListMaxAge(text: string, what: string): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) > LIST_MAX_AGE_MAX_MS) {
-    throw new ConfigError(
-      `${what} must be a whole number of milliseconds from 0 to ${LIST_MAX_AGE_MAX_MS}, not "${text}"`,
-    );
-  }
-  return Number(text);
-}
-
-/** Each connection is a file descriptor: 65,535 is far past any sane open-file limit. */
-function parseMaxConnections(text: string, what: string): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
-    throw new ConfigError(`${what} must be a whole number from 1 to 65535, not "${text}"`);
-  }
-  return Number(text);
-}
-
 /** A token variable's value: one token, surrounding whitespace ignored. */
 function parseTokenVariable(text: string, where: string): string[] {
   const token = text.trim();
@@ -332,6 +172,299 @@ export function formatListen(listen: ListenAddress): string {
     : `${listen.host}:${listen.port}`;
 }
 
+/** A token flag names a file (re-read on SIGHUP); its variable holds the token itself. */
+function parseTokenSource(text: string, what: string, fromEnv: boolean): TokenSource {
+  return fromEnv
+    ? { kind: 'value', tokens: parseTokenVariable(text, what) }
+    : { kind: 'file', path: text, flag: what };
+}
+
+/** A switch: given as the flag alone, or as its variable set to 1 (on) or 0 (off). */
+function parseSwitch(text: string, what: string): boolean {
+  if (text !== '1' && text !== '0') {
+    throw new ConfigError(`${what} must be 1 or 0, not "${text}"`);
+  }
+  return text === '1';
+}
+
+function parseBoolean(text: string, what: string): boolean {
+  if (!/^(true|false|1|0)$/.test(text)) {
+    throw new ConfigError(`${what} must be true or false, not "${text}"`);
+  }
+  return text === 'true' || text === '1';
+}
+
+/**
+ * One option. `default` is text parsed like a given value (so it is written once, and --help
+ * shows it as written), or null for none; `T` is what `parse` makes of a value.
+ */
+interface Option<T, D extends string | null = string | null> {
+  flag: `--${string}`;
+  env: `WG_PEERD_${string}`;
+  /** The value's name in --help; absent for a switch (the flag alone; its variable 1 or 0). */
+  value?: string;
+  default: D;
+  /** What --help says of the default when the text alone would not say it. */
+  shown?: string;
+  /** What the variable holds when that is not what the flag takes (shown in --help). */
+  envHolds?: string;
+  meaning: string;
+  /** `what` names the flag or the variable as the operator wrote it, for messages. */
+  parse(text: string, what: string, fromEnv: boolean): T;
+}
+
+/** Ties a row's default to its parse, for the type of Config. */
+function option<T, D extends string | null>(row: Option<T, D>): Option<T, D> {
+  return row;
+}
+
+/** The table of DESIGN §4, in the order --help prints it. The keys are Config's fields. */
+export const OPTIONS = {
+  interfaceName: option({
+    flag: '--interface',
+    env: 'WG_PEERD_INTERFACE',
+    value: 'NAME',
+    default: 'wg0',
+    meaning: 'WireGuard interface whose peers are managed',
+    parse: parseInterfaceName,
+  }),
+  listen: option({
+    flag: '--listen',
+    env: 'WG_PEERD_LISTEN',
+    value: 'HOST:PORT',
+    default: '127.0.0.1:8080',
+    meaning: 'HTTP listen address (IPv6 as [::1]:8080)',
+    parse: parseListen,
+  }),
+  endpointHost: option({
+    flag: '--endpoint-host',
+    env: 'WG_PEERD_ENDPOINT_HOST',
+    value: 'HOST',
+    default: null,
+    shown: "the host's primary IPv4 address",
+    meaning: 'host part of server.endpoint handed to new peers',
+    parse: parseEndpointHost,
+  }),
+  adminTokens: option({
+    flag: '--token-file',
+    env: 'WG_PEERD_TOKEN',
+    value: 'PATH',
+    default: null,
+    envHolds: 'the token itself',
+    meaning: 'file of admin bearer tokens (all routes), one a line; re-read on SIGHUP',
+    parse: parseTokenSource,
+  }),
+  readTokens: option({
+    flag: '--read-token-file',
+    env: 'WG_PEERD_READ_TOKEN',
+    value: 'PATH',
+    default: null,
+    envHolds: 'the token itself',
+    meaning: 'file of read-only tokens (list, metrics), one a line; re-read on SIGHUP',
+    parse: parseTokenSource,
+  }),
+  address: option({
+    flag: '--address',
+    env: 'WG_PEERD_ADDRESS',
+    value: 'CIDR',
+    default: '10.8.0.1/24',
+    meaning: 'address of the interface, only when wg-peerd creates it',
+    parse: parseInterfaceAddress,
+  }),
+  listenPort: option({
+    flag: '--listen-port',
+    env: 'WG_PEERD_LISTEN_PORT',
+    value: 'PORT',
+    default: '51820',
+    meaning: 'WireGuard UDP port, only when wg-peerd creates the interface',
+    parse: parsePort,
+  }),
+  allowUnauthenticated: option({
+    flag: '--allow-unauthenticated',
+    env: 'WG_PEERD_ALLOW_UNAUTHENTICATED',
+    default: '0',
+    shown: 'off',
+    meaning: 'serve a non-loopback address without a token',
+    parse: parseSwitch,
+  }),
+  listMaxAgeMs: option({
+    flag: '--list-max-age',
+    env: 'WG_PEERD_LIST_MAX_AGE_MS',
+    value: 'MS',
+    default: '1000',
+    meaning:
+      `lists share a kernel read this long (0-${LIST_MAX_AGE_MAX_MS}; 0: only reads in ` +
+      'flight); higher costs less, data ages more; a change ends it',
+    parse: wholeNumber(0, LIST_MAX_AGE_MAX_MS, 'a whole number of milliseconds'),
+  }),
+  maxConnections: option({
+    flag: '--max-connections',
+    env: 'WG_PEERD_MAX_CONNECTIONS',
+    value: 'N',
+    default: '512',
+    // Each connection is a file descriptor: 65,535 is far past any sane open-file limit.
+    meaning: 'open HTTP connections at most (1-65535); new ones over it are closed at once',
+    parse: wholeNumber(1, 65535),
+  }),
+  logLevel: option({
+    flag: '--log-level',
+    env: 'WG_PEERD_LOG_LEVEL',
+    value: 'LEVEL',
+    default: 'info',
+    meaning: `least severe log level written: ${LOG_LEVELS.join(', ')}`,
+    parse: parseLogLevel,
+  }),
+  metricsPerPeer: option({
+    flag: '--metrics-per-peer',
+    env: 'WG_PEERD_METRICS_PER_PEER',
+    value: 'BOOL',
+    default: 'true',
+    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
+    parse: parseBoolean,
+  }),
+};
+
+type Options = typeof OPTIONS;
+type Key = keyof Options;
+type ValueOf<R> = R extends Option<infer T, infer D> ? (D extends null ? T | null : T) : never;
+
+/** Every option's value: what was given, else its default. */
+export type Settings = { [K in Key]: ValueOf<Options[K]> };
+
+/**
+ * What the daemon starts with. Admin and read tokens at start, both empty: no authentication
+ * (only allowed on loopback or with allowUnauthenticated); `tokenSources` is where they came
+ * from, for the SIGHUP re-read (files only; variables stay).
+ */
+export type Config = Omit<Settings, 'adminTokens' | 'readTokens'> & {
+  tokens: Tokens;
+  tokenSources: TokenSources;
+};
+
+/** The switches that need no value of their own, beside the options of the table. */
+const COMMANDS = [
+  { flag: '--help', short: 'h', meaning: 'print this help and exit', kind: 'help' },
+  { flag: '--version', short: 'V', meaning: 'print the version and exit', kind: 'version' },
+] as const;
+
+const WIDTH = 80;
+const INDENT = '      ';
+
+/** `text` in lines of at most WIDTH columns, the first starting with `first`, the rest indented. */
+function wrap(first: string, text: string): string[] {
+  const lines: string[] = [];
+  let line = first;
+  for (const word of text.split(' ')) {
+    const joined = line.trim() === '' ? `${line}${word}` : `${line} ${word}`;
+    if (joined.length > WIDTH && line.trim() !== '') {
+      lines.push(line);
+      line = `${INDENT}${word}`;
+    } else {
+      line = joined;
+    }
+  }
+  lines.push(line);
+  return lines;
+}
+
+/** --help: the table of DESIGN §4 as one block per option, within 80 columns. */
+export function helpText(): string {
+  const rows: Array<Option<unknown>> = Object.values(OPTIONS);
+  const blocks = rows.map((o) => {
+    const env = o.value === undefined ? `${o.env}=1` : o.env;
+    return [
+      `  ${o.value === undefined ? o.flag : `${o.flag} ${o.value}`}`,
+      ...wrap(INDENT, `${o.meaning}.`),
+      ...wrap(
+        INDENT,
+        `env: ${o.envHolds === undefined ? env : `${env} (${o.envHolds})`}; ` +
+          `default: ${o.shown ?? o.default ?? 'none'}`,
+      ),
+    ];
+  });
+  const commands = COMMANDS.map((c) => `  ${c.flag}, -${c.short}`.padEnd(24) + c.meaning);
+  return [
+    'Usage: wg-peerd [options]',
+    '',
+    'Manages the peers of a WireGuard interface over an HTTP API (see the README).',
+    'Each option has an environment variable of the same meaning; the flag wins and',
+    'an empty variable counts as unset. A value goes as --flag VALUE or --flag=VALUE.',
+    '',
+    ...blocks.flat(),
+    ...commands,
+    '',
+  ].join('\n');
+}
+
+/** One flag as given on the command line. */
+interface Given {
+  flag: string;
+  value: string;
+}
+
+/**
+ * The command line, split by util.parseArgs (non-strict, so every message below is our own and
+ * names what the operator typed): a help or version outcome, or the options given.
+ */
+function readArguments(argv: readonly string[]): ParseOutcome | Map<Key, Given> {
+  const byFlag = new Map<string, Key>();
+  for (const key of Object.keys(OPTIONS) as Key[]) byFlag.set(OPTIONS[key].flag, key);
+  const parseOptions: Record<string, { type: 'string' | 'boolean'; short?: string }> = {};
+  for (const [flag, key] of byFlag) {
+    const switchOnly = OPTIONS[key].value === undefined;
+    parseOptions[flag.slice(2)] = { type: switchOnly ? 'boolean' : 'string' };
+  }
+  for (const c of COMMANDS) parseOptions[c.flag.slice(2)] = { type: 'boolean', short: c.short };
+
+  const { tokens } = parseArgs({
+    args: [...argv],
+    options: parseOptions,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
+  const given = new Map<Key, Given>();
+  for (const token of tokens) {
+    if (token.kind === 'option-terminator') continue;
+    if (token.kind === 'positional') {
+      throw new ConfigError(
+        `unexpected argument "${token.value}"; wg-peerd takes only --flags (see --help)`,
+      );
+    }
+    const name = token.rawName;
+    const command = COMMANDS.find((c) => c.flag === name || `-${c.short}` === name);
+    const key = byFlag.get(name);
+    if (command === undefined && key === undefined) {
+      throw new ConfigError(`unknown option ${name} (see --help)`);
+    }
+    const switchOnly = command !== undefined || OPTIONS[key!].value === undefined;
+    if (switchOnly) {
+      if (token.value !== undefined) throw new ConfigError(`${name} takes no value`);
+      if (command !== undefined) return { kind: command.kind };
+    } else if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))) {
+      throw new ConfigError(`${name} needs a value: ${name} ${OPTIONS[key!].value}`);
+    }
+    if (given.has(key!)) throw new ConfigError(`${name} is given more than once`);
+    given.set(key!, { flag: name, value: token.value ?? '1' });
+  }
+  return given;
+}
+
+/** Every option's value: the flag's, else its non-empty variable's, else the default. */
+function settingsOf(given: Map<Key, Given>, env: Environment): Settings {
+  const settings: Record<string, unknown> = {};
+  for (const key of Object.keys(OPTIONS) as Key[]) {
+    const row: Option<unknown> = OPTIONS[key];
+    const flag = given.get(key);
+    const fromEnv = env[row.env];
+    if (flag !== undefined) settings[key] = row.parse(flag.value, flag.flag, false);
+    else if (fromEnv !== undefined && fromEnv !== '') {
+      settings[key] = row.parse(fromEnv, row.env, true);
+    } else settings[key] = row.default === null ? null : row.parse(row.default, row.flag, false);
+  }
+  return settings as Settings;
+}
+
 /**
  * argv without node and script. Throws ConfigError with one line a person can act on.
  */
@@ -340,88 +473,10 @@ export function parseConfig(
   env: Environment,
   readTokenFile: ReadTokenFile,
 ): ParseOutcome {
-  const flags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i]!;
-    if (arg === '--help' || arg === '-h') return { kind: 'help' };
-    if (arg === '--version' || arg === '-V') return { kind: 'version' };
-    if (!arg.startsWith('--')) {
-      throw new ConfigError(
-        `unexpected argument "${arg}"; wg-peerd takes only --flags (see --help)`,
-      );
-    }
-    const eq = arg.indexOf('=');
-    const name = eq === -1 ? arg : arg.slice(0, eq);
-    const option = OPTIONS.find((o) => o.flag === name);
-    if (option === undefined) throw new ConfigError(`unknown option ${name} (see --help)`);
-    if (flags.has(name)) throw new ConfigError(`${name} is given more than once`);
-    if (option.boolean) {
-      if (eq !== -1) throw new ConfigError(`${name} takes no value`);
-      flags.set(name, '1');
-      continue;
-    }
-    let value: string | undefined;
-    if (eq !== -1) {
-      value = arg.slice(eq + 1);
-    } else {
-      value = argv[i + 1];
-      if (value === undefined || value.startsWith('--')) {
-        throw new ConfigError(`${name} needs a value: ${name} ${option.value}`);
-      }
-      i += 1;
-    }
-    flags.set(name, value);
-  }
-
-  /** The flag's value, else its non-empty environment variable, with where it came from. */
-  const source = (flag: string): { value: string; what: string; fromEnv: boolean } | null => {
-    const option = OPTIONS.find((o) => o.flag === flag)!;
-    const fromFlag = flags.get(flag);
-    if (fromFlag !== undefined) return { value: fromFlag, what: flag, fromEnv: false };
-    const fromEnv = env[option.env];
-    if (fromEnv !== undefined && fromEnv !== '') {
-      return { value: fromEnv, what: option.env, fromEnv: true };
-    }
-    return null;
-  };
-
-  const ifname = source('--interface');
-  const listenSrc = source('--listen');
-  const endpoint = source('--endpoint-host');
-  const address = source('--address');
-  const port = source('--listen-port');
-  const allow = source('--allow-unauthenticated');
-  const listMaxAge = source('--list-max-age');
-  const perPeer = source('--metrics-per-peer');
-  const maxConnections = source('--max-connections');
-
-  let allowUnauthenticated = false;
-  if (allow !== null) {
-    if (allow.value !== '1' && allow.value !== '0') {
-      throw new ConfigError(`${allow.what} must be 1 or 0, not "${allow.value}"`);
-    }
-    allowUnauthenticated = allow.value === '1';
-  }
-
-  let metricsPerPeer = true;
-  if (perPeer !== null) {
-    if (!/^(true|false|1|0)$/.test(perPeer.value)) {
-      throw new ConfigError(`${perPeer.what} must be true or false, not "${perPeer.value}"`);
-    }
-    metricsPerPeer = perPeer.value === 'true' || perPeer.value === '1';
-  }
-
-  const tokenSource = (flag: string): TokenSource | null => {
-    const src = source(flag);
-    if (src === null) return null;
-    return src.fromEnv
-      ? { kind: 'value', tokens: parseTokenVariable(src.value, src.what) }
-      : { kind: 'file', path: src.value, flag };
-  };
-  const tokenSources: TokenSources = {
-    admin: tokenSource('--token-file'),
-    read: tokenSource('--read-token-file'),
-  };
+  const given = readArguments(argv);
+  if (!(given instanceof Map)) return given;
+  const { adminTokens, readTokens, ...settings } = settingsOf(given, env);
+  const tokenSources: TokenSources = { admin: adminTokens, read: readTokens };
   let tokens: Tokens;
   try {
     tokens = loadTokens(tokenSources, readTokenFile);
@@ -429,33 +484,12 @@ export function parseConfig(
     if (error instanceof TokenFileError) throw new ConfigError(error.message);
     throw error;
   }
-  const logLevel = source('--log-level');
-
-  const config: Config = {
-    interfaceName: ifname ? parseInterfaceName(ifname.value, ifname.what) : 'wg0',
-    listen: listenSrc
-      ? parseListen(listenSrc.value, listenSrc.what)
-      : { host: '127.0.0.1', port: 8080 },
-    endpointHost: endpoint ? parseEndpointHost(endpoint.value, endpoint.what) : null,
-    tokens,
-    tokenSources,
-    logLevel: logLevel ? parseLogLevel(logLevel.value, logLevel.what) : 'info',
-    address: address
-      ? parseInterfaceAddress(address.value, address.what)
-      : { address: '10.8.0.1', prefixLength: 24 },
-    listenPort: port ? parsePort(port.value, port.what) : 51820,
-    allowUnauthenticated,
-    listMaxAgeMs: listMaxAge ? parseListMaxAge(listMaxAge.value, listMaxAge.what) : 1000,
-    metricsPerPeer,
-    maxConnections: maxConnections
-      ? parseMaxConnections(maxConnections.value, maxConnections.what)
-      : 512,
-  };
+  const config: Config = { ...settings, tokens, tokenSources };
 
   // Read tokens alone count as authentication: the API then lists for read tokens and refuses
   // every change (no admin token exists), which is a safe monitoring-only deployment.
   const anyToken = tokens.admin.length + tokens.read.length > 0;
-  if (!isLoopback(config.listen.host) && !anyToken && !allowUnauthenticated) {
+  if (!isLoopback(config.listen.host) && !anyToken && !config.allowUnauthenticated) {
     throw new ConfigError(
       `refusing to serve ${formatListen(config.listen)} without authentication: give a token ` +
         '(--token-file PATH or WG_PEERD_TOKEN) or pass --allow-unauthenticated',

@@ -208,7 +208,7 @@ describe('config: flags and environment', () => {
       ['--interface NAME', 'WG_PEERD_INTERFACE', 'wg0'],
       ['--listen HOST:PORT', 'WG_PEERD_LISTEN', '127.0.0.1:8080'],
       ['--endpoint-host HOST', 'WG_PEERD_ENDPOINT_HOST', "the host's primary IPv4 address"],
-      ['--token-file PATH', 'WG_PEERD_TOKEN', 'none'],
+      ['--token-file PATH', 'WG_PEERD_TOKEN (the token itself)', 'none'],
       ['--address CIDR', 'WG_PEERD_ADDRESS', '10.8.0.1/24'],
       ['--listen-port PORT', 'WG_PEERD_LISTEN_PORT', '51820'],
       ['--allow-unauthenticated', 'WG_PEERD_ALLOW_UNAUTHENTICATED=1', 'off'],
@@ -216,12 +216,64 @@ describe('config: flags and environment', () => {
       ['--read-token-file PATH', 'WG_PEERD_READ_TOKEN (the token itself)', 'none'],
       ['--log-level LEVEL', 'WG_PEERD_LOG_LEVEL', 'info'],
       ['--max-connections N', 'WG_PEERD_MAX_CONNECTIONS', '512'],
+      ['--metrics-per-peer BOOL', 'WG_PEERD_METRICS_PER_PEER', 'true'],
     ];
+    // One block per option: the flag on its own line, then its indented lines.
+    const blocks = text.split(/\n(?= {2}--)/);
     for (const [flag, env, def] of table) {
-      const line = text.split('\n').find((l) => l.startsWith(`${flag} `));
-      expect(line, flag).to.be.a('string');
-      expect(line).to.contain(env).and.contain(def);
+      const block = blocks.find((b) => b.startsWith(`  ${flag}\n`));
+      expect(block, flag).to.be.a('string');
+      expect(block).to.contain(`env: ${env};`).and.contain(`default: ${def}`);
     }
+  });
+
+  // Issue 21: a terminal of 80 columns shows --help without wrapping.
+  it('fits --help in 80 columns', () => {
+    for (const line of helpText().split('\n')) {
+      expect(line.length, line).to.be.at.most(80);
+    }
+  });
+});
+
+// Issue 21: every option takes "--flag value" and "--flag=value", or refuses with the reason.
+describe('config: the command line (issue 21)', () => {
+  it('gives one message for every unknown option, long or short, with or without value', () => {
+    for (const [argv, name] of [
+      [['--port', '1'], '--port'],
+      [['--port=1'], '--port'],
+      [['--Interface', 'wg0'], '--Interface'],
+      [['-x'], '-x'],
+      [['-p', '1'], '-p'],
+      [['-i=wg0'], '-i'],
+    ] as Array<[string[], string]>) {
+      expect(failure(argv), argv.join(' ')).to.equal(`unknown option ${name} (see --help)`);
+    }
+  });
+
+  it('refuses a value given to --help, --version or a switch, naming it, not as unknown', () => {
+    for (const name of ['--version', '--help', '--allow-unauthenticated']) {
+      expect(failure([`${name}=1`])).to.equal(`${name} takes no value`);
+    }
+  });
+
+  it('takes --flag=value as --flag value, also for a value that starts with a dash', () => {
+    expect(parse(['--interface=wg1']).interfaceName).to.equal('wg1');
+    expect(parse(['--interface', 'wg1']).interfaceName).to.equal('wg1');
+    expect(parse(['--interface=-wg']).interfaceName).to.equal('-wg');
+    expect(parse(['--interface', '-wg']).interfaceName).to.equal('-wg');
+  });
+
+  it('refuses an empty --flag= with the reason of the value, not as a missing value', () => {
+    expect(failure(['--interface='])).to.match(/^--interface must be an interface name .* not ""$/);
+  });
+
+  it('refuses anything after "--" as an argument', () => {
+    expect(failure(['--', 'wg0'])).to.contain('unexpected argument "wg0"');
+  });
+
+  it('reads arguments in order: the first of -h, -V or a bad one decides', () => {
+    expect(parseConfig(['-V', '--bogus'], {}, files({}))).to.deep.equal({ kind: 'version' });
+    expect(failure(['--bogus', '-V'])).to.equal('unknown option --bogus (see --help)');
   });
 });
 

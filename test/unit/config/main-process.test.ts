@@ -34,6 +34,7 @@ describe('wg-peerd process: configuration errors', function () {
 
   const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
     ['an unknown flag', ['--bogus'], {}, /unknown option --bogus/],
+    ['a value given to --version', ['--version=1'], {}, /--version takes no value/],
     [
       'a non-loopback listen address without token',
       ['--listen', '0.0.0.0:8080'],

@@ -1,23 +1,19 @@
 /**
- * A whole daemon Config for in-process start-up tests: loopback on a free port, no tokens, the
- * DESIGN §4 defaults otherwise. One place, so a new Config field is added once.
+ * A whole daemon Config for in-process start-up tests: the defaults of the options table
+ * (src/config.ts), on a free loopback port with a fixed endpoint host. A new option needs
+ * nothing here.
  */
-import type { Config } from '../../../src/config';
+import { parseConfig, type Config } from '../../../src/config';
 
 export function testConfig(overrides: Partial<Config> = {}): Config {
+  const outcome = parseConfig([], {}, () => {
+    throw new Error('the defaults read no token file');
+  });
+  if (outcome.kind !== 'run') throw new Error('the defaults are a configuration');
   return {
-    interfaceName: 'wg0',
+    ...outcome.config,
     listen: { host: '127.0.0.1', port: 0 },
     endpointHost: 'vpn.example.net',
-    tokens: { admin: [], read: [] },
-    tokenSources: { admin: null, read: null },
-    logLevel: 'info',
-    address: { address: '10.8.0.1', prefixLength: 24 },
-    listenPort: 51820,
-    allowUnauthenticated: false,
-    listMaxAgeMs: 1000,
-    metricsPerPeer: true,
-    maxConnections: 512,
     ...overrides,
   };
 }
