@@ -10,12 +10,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
+import { DEFAULT_EVENT_HISTORY, Events } from './events';
 import {
   ListBodies,
   TokenStore,
   createApp,
   createMetrics,
   createServer,
+  eventStreamHandler,
   listFastPath,
 } from './http';
 import type { Kernel } from './kernel/types';
@@ -126,13 +128,23 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     service: { snapshot: () => service.snapshot() },
     perPeer: config.metricsPerPeer,
   });
-  const service = new PeerService({
+  // The event stream and webhooks read the same shared snapshot as the list and the metrics.
+  const events: Events = new Events({
+    interfaceName: config.interfaceName,
+    historySize: DEFAULT_EVENT_HISTORY,
+    snapshot: () => service.snapshot(),
+    listMaxAgeMs: config.listMaxAgeMs,
+    logger,
+    registry: metrics.registry,
+  });
+  const service: PeerService = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
     endpointHost: config.endpointHost,
     logger,
     listMaxAgeMs: config.listMaxAgeMs,
     observer: metrics.observer,
+    events: events.sink,
   });
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
@@ -148,6 +160,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     readiness,
     version: packageVersion(),
     listBodies: new ListBodies(),
+    handlers: { events: eventStreamHandler(events.streams) },
   };
   const server = createServer(
     createApp(api),
@@ -185,6 +198,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         server.closeAllConnections();
       }, graceMs);
       force.unref();
+      // Event streams never end by themselves: end them, and stop reading and delivering.
+      events.close();
       // Stops accepting; keep-alive connections close once their request is answered.
       server.close(() => {
         clearTimeout(force);

@@ -12,3 +12,4 @@ export { openApiDocument } from './openapi';
 export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';
 export { ListBodies } from './list-body';
 export { listFastPath, type FastPath, type ListFastPathOptions } from './list-fast-path';
+export { EVENTS_ROUTE, eventStreamHandler, eventPayload } from './events';

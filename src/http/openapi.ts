@@ -5,6 +5,7 @@
  * HTTP bearer has no OAuth-style scopes in OpenAPI.
  */
 import type { ValidateFunction } from 'ajv';
+import { eventPayload } from './events';
 import { errorResponse, keyParams } from './schemas';
 import { ROUTES, errorsOf, type RouteDef } from './routes';
 
@@ -56,16 +57,30 @@ function parameters(def: RouteDef): Json[] {
   return out;
 }
 
+function successContent(def: RouteDef): Json {
+  switch (def.success.contentType) {
+    case 'text/plain':
+      return { 'text/plain': { schema: { type: 'string' } } };
+    case 'text/event-stream':
+      // OpenAPI 3.1 has no schema for the events of a stream: the data of each is x-event-data.
+      return {
+        'text/event-stream': {
+          schema: { type: 'string' },
+          'x-event-data': { $ref: '#/components/schemas/Event' },
+        },
+      };
+    default:
+      return jsonContent(def.success.schema ?? { type: 'object' });
+  }
+}
+
 function operation(def: RouteDef): Json {
   const responses: Json = {};
   const errors = errorsOf(def);
   if (!errors.has(def.success.status)) {
     responses[String(def.success.status)] = {
       description: def.success.description,
-      content:
-        def.success.contentType === 'text/plain'
-          ? { 'text/plain': { schema: { type: 'string' } } }
-          : jsonContent(def.success.schema ?? { type: 'object' }),
+      content: successContent(def),
     };
   }
   for (const [status, codes] of errors) {
@@ -121,7 +136,33 @@ export function openApiDocument(info: OpenApiInfo): Json {
         'route answers 401/403 only when token files are configured.',
     },
     paths,
+    webhooks: {
+      event: {
+        post: {
+          operationId: 'webhookEvent',
+          summary: 'One event, POSTed to each target of --webhooks-file that wants its type',
+          description:
+            'Signed per the Standard Webhooks specification: webhook-id is the event id (the ' +
+            'same on every retry), webhook-timestamp the attempt time in UNIX seconds, ' +
+            'webhook-signature `v1,<base64 HMAC-SHA256>` of `<id>.<timestamp>.<body>` with the ' +
+            "target's whsec_ secret. Answer 2xx: anything else, or no answer within 10 s, is " +
+            'retried (first retry after 5 s, then doubling, for at most an hour).',
+          parameters: ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((name) => ({
+            name,
+            in: 'header',
+            required: true,
+            schema: { type: 'string' },
+          })),
+          requestBody: {
+            required: true,
+            content: jsonContent({ $ref: '#/components/schemas/Event' }),
+          },
+          responses: { '200': { description: 'Received (any 2xx)' } },
+        },
+      },
+    },
     components: {
+      schemas: { Event: eventPayload },
       securitySchemes: {
         bearer: {
           type: 'http',

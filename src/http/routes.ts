@@ -14,6 +14,7 @@ import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
 import type { Scope } from './auth';
 import { HttpError } from './errors';
 import { type BodyEncoding, type ListBodies, negotiateEncoding } from './list-body';
+import { EVENTS_ROUTE } from './events';
 import { REQUEST_ID_HEADER } from './request-log';
 import {
   check,
@@ -39,7 +40,8 @@ export type RouteId =
   | 'openapi'
   | 'healthz'
   | 'readyz'
-  | 'metrics';
+  | 'metrics'
+  | 'events';
 
 export type RouteScope = 'public' | Scope;
 export type Method = 'get' | 'post' | 'patch' | 'delete';
@@ -53,7 +55,7 @@ export interface RouteContext {
 export interface RouteResponse {
   status: number;
   description: string;
-  contentType: 'application/json' | 'text/plain';
+  contentType: 'application/json' | 'text/plain' | 'text/event-stream';
   /** JSON Schema of the body; null for text. */
   schema: Readonly<Record<string, unknown>> | null;
 }
@@ -400,6 +402,7 @@ export const ROUTES: readonly RouteDef[] = [
     },
     errors: { 500: KERNEL, 503: UNAVAILABLE },
   },
+  EVENTS_ROUTE,
 ];
 
 /** The body-parsing failures every /api route can answer (app.ts parses before routing). */

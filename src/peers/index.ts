@@ -7,3 +7,4 @@ export * from './readiness';
 export { renderClientConfig, formatEndpoint } from './client-config';
 export type { KernelObserver, PeerSnapshot } from './snapshot';
 export type { KernelDataCap, LimitState } from '../kernel/types';
+export type { PeerChange, PeerChangeSink, PeerChangeType } from './event-sink';

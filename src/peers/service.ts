@@ -33,6 +33,7 @@ import {
 import { networkCidr } from '../kernel/ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
+import type { PeerChangeSink } from './event-sink';
 import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { livenessOf, type FilterStatus, type PeerStatus } from './status';
@@ -144,6 +145,8 @@ export interface PeerServiceOptions {
   listMaxAgeMs?: number;
   /** Monotonic millisecond clock of the window; injectable for tests. */
   monotonicNow?: () => number;
+  /** Told of each change as it is made, beside its log line (src/events). */
+  events?: PeerChangeSink;
 }
 
 /** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
@@ -177,6 +180,7 @@ export class PeerService implements PeerServiceApi {
   private readonly random: RandomSource | undefined;
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
+  private readonly events: PeerChangeSink | undefined;
   /**
    * The caps the daemon last saw, per tunnel address with the owner's key. The kernel stays the
    * store of record; this memory is only what a cap lost with the nft table is listed as
@@ -198,6 +202,7 @@ export class PeerService implements PeerServiceApi {
     this.now = options.now ?? Date.now;
     this.random = options.random;
     this.observer = options.observer;
+    this.events = options.events;
     this.snapshots = new FreshRead(
       () => this.readSnapshot(),
       options.listMaxAgeMs ?? 0,
@@ -275,6 +280,7 @@ export class PeerService implements PeerServiceApi {
         { event: 'peer_created', interface: this.ifname, publicKey: keys.publicKey, ip },
         'peer created',
       );
+      this.events?.publish({ type: 'peer.created', publicKey: keys.publicKey, ipAddress: ip });
       return {
         ip,
         privateKey: keys.privateKey,
@@ -304,6 +310,7 @@ export class PeerService implements PeerServiceApi {
         { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
         'peer deleted',
       );
+      this.events?.publish({ type: 'peer.deleted', publicKey: key, ipAddress: ip });
       try {
         await this.removeLimitsAndCaps(hostAddressesOf(peer));
       } catch (error) {
@@ -331,6 +338,7 @@ export class PeerService implements PeerServiceApi {
         { event: 'speed_limit_set', interface: this.ifname, publicKey: key, ip, bytesPerSecond },
         'speed limit set',
       );
+      this.changed('peer.limit_changed', key, ip, { bytes_per_second: bytesPerSecond });
       return { publicKey: key, ip };
     });
   }
@@ -344,6 +352,7 @@ export class PeerService implements PeerServiceApi {
         { event: 'speed_limit_removed', interface: this.ifname, publicKey: key, ip },
         'speed limit removed',
       );
+      this.changed('peer.limit_changed', key, ip, { bytes_per_second: null });
       return { publicKey: key, ip };
     });
   }
@@ -365,6 +374,7 @@ export class PeerService implements PeerServiceApi {
         { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
         'data cap set',
       );
+      this.changed('peer.cap_changed', key, ip, { quota_bytes: quotaBytes });
       return { publicKey: key, ip };
     });
   }
@@ -379,8 +389,18 @@ export class PeerService implements PeerServiceApi {
         { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
         'data cap removed',
       );
+      this.changed('peer.cap_changed', key, ip, { quota_bytes: null });
       return { publicKey: key, ip };
     });
+  }
+
+  private changed(
+    type: 'peer.limit_changed' | 'peer.cap_changed',
+    publicKey: string,
+    ipAddress: string,
+    details: Record<string, number | null>,
+  ): void {
+    this.events?.publish({ type, publicKey, ipAddress, details });
   }
 
   /**

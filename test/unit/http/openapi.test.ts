@@ -169,6 +169,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       healthz: 'public',
       readyz: 'public',
       metrics: 'read',
+      events: 'read',
     });
   });
 

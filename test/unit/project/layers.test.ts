@@ -48,6 +48,14 @@ describe('src/ layers', () => {
     expect(offenders('peers', ['netlink', 'http'])).to.deep.equal([]);
   });
 
+  it('src/events is a room of its own: it imports the domain, never http, kernel or netlink', () => {
+    expect(offenders('events', ['http', 'kernel', 'netlink'])).to.deep.equal([]);
+  });
+
+  it('src/peers imports nothing from src/events (it hands changes to a sink it is given)', () => {
+    expect(offenders('peers', ['events'])).to.deep.equal([]);
+  });
+
   it('src/http imports nothing from src/kernel or src/netlink', () => {
     expect(offenders('http', ['kernel', 'netlink'])).to.deep.equal([]);
   });

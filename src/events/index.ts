@@ -1,0 +1,160 @@
+/**
+ * src/events — the event stream and webhooks (DESIGN §3 "Events"), a room of its own: it imports
+ * the domain's types and status rules from src/peers and nothing from http, kernel or netlink.
+ * Contract: every event gets an id `<run>.<seq>` whose seq increases in the order the daemon
+ * learned of the events; the last `historySize` events (`--event-history`) are kept, so a client
+ * that reconnects with `Last-Event-ID` gets every event after it and then the live ones, and an
+ * id the history no longer holds (older, from another daemon run, or not an id) gets exactly one
+ * `reset` event (re-list, then go on). `?types=` filters a stream (`reset` always passes). An
+ * event is serialized once, into one JSON text and one SSE frame, whatever the number of streams
+ * and targets; a stream whose reader falls behind by more than a bound is closed with a log line
+ * and a metric, never buffered without limit; a comment line every 15 s keeps idle streams open
+ * through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
+ * `sink`); connect, disconnect and behind-the-back changes come from the shared kernel read,
+ * read only while someone listens and at most once per --list-max-age (watcher.ts);
+ * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`).
+ * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
+ * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
+ * time, and a bounded queue per target whose drops are counted; a target that is down slows
+ * nothing else.
+ */
+import type { Registry } from 'prom-client';
+import type { PeerChange, PeerChangeSink, PeerSnapshot } from '../peers';
+import { EventHub } from './hub';
+import { createEventMetrics } from './metrics';
+import { EventStreams } from './streams';
+import type { EventInput } from './types';
+import { KernelWatcher } from './watcher';
+import { Webhooks, type DeliveryPolicy, type Send, type WebhookTarget } from './webhooks';
+
+export * from './types';
+export { EventHub, sseFrame, type Resumption } from './hub';
+export { EventStreams, KEEP_ALIVE_MS, MAX_BUFFERED_BYTES, type StreamSink } from './streams';
+export { KernelWatcher } from './watcher';
+export {
+  DEFAULT_DELIVERY_POLICY,
+  Webhooks,
+  WebhooksFileError,
+  loadWebhooksFile,
+  parseWebhooksText,
+  retryDelayMs,
+  targetLabel,
+  type DeliveryPolicy,
+  type WebhookTarget,
+} from './webhooks';
+export { EVENT_METRIC, createEventMetrics } from './metrics';
+
+/** `--event-history`'s default (DESIGN §4). */
+export const DEFAULT_EVENT_HISTORY = 10_000;
+
+export interface EventsLogger {
+  info(object: Record<string, unknown>, message: string): void;
+  warn(object: Record<string, unknown>, message: string): void;
+  error(object: Record<string, unknown>, message: string): void;
+}
+
+export interface EventsOptions {
+  interfaceName: string;
+  /** `--event-history`. */
+  historySize: number;
+  /** The shared kernel read (PeerServiceApi.snapshot). */
+  snapshot: () => Promise<PeerSnapshot>;
+  /** `--list-max-age`: the watcher reads at most this often (1 s when it is 0). */
+  listMaxAgeMs: number;
+  logger: EventsLogger;
+  /** Registers the room's series here (the daemon's /metrics registry). */
+  registry?: Registry;
+  webhookTargets?: readonly WebhookTarget[];
+  /** Tests shorten the delivery timings. */
+  webhookPolicy?: Partial<DeliveryPolicy>;
+  send?: Send;
+  /** Streams: keep-alive period and slow-reader bound (tests). */
+  keepAliveMs?: number;
+  maxBufferedBytes?: number;
+}
+
+/** What the kernel's notification tells of an exhausted cap. */
+export interface CapExhaustion {
+  address: string;
+  /** The owner's public key from the quota object's comment, when it has one. */
+  publicKey: string | null;
+  quotaBytes: number;
+  usedBytes: number;
+}
+
+/** The room, wired: the hub, its streams, the kernel watcher and the webhook targets. */
+export class Events {
+  readonly hub: EventHub;
+  readonly streams: EventStreams;
+  readonly watcher: KernelWatcher;
+  readonly webhooks: Webhooks;
+  /** Give it to PeerService (option `events`): the changes made through the daemon. */
+  readonly sink: PeerChangeSink;
+
+  constructor(options: EventsOptions) {
+    const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
+    this.hub = new EventHub({
+      interfaceName: options.interfaceName,
+      historySize: options.historySize,
+      observer: metrics?.hub,
+      onListenerError: (error) =>
+        options.logger.error(
+          {
+            event: 'event_listener_failed',
+            error: error instanceof Error ? error.message : String(error),
+          },
+          'delivering an event to a stream or webhook target failed',
+        ),
+    });
+    this.streams = new EventStreams(this.hub, {
+      logger: options.logger,
+      observer: metrics?.streams,
+      keepAliveMs: options.keepAliveMs,
+      maxBufferedBytes: options.maxBufferedBytes,
+    });
+    this.watcher = new KernelWatcher({
+      snapshot: options.snapshot,
+      publish: (input) => this.hub.publish(input),
+      intervalMs: options.listMaxAgeMs > 0 ? options.listMaxAgeMs : 1000,
+      logger: options.logger,
+    });
+    this.webhooks = new Webhooks(this.hub, {
+      logger: options.logger,
+      observer: metrics?.webhooks,
+      policy: options.webhookPolicy,
+      send: options.send,
+    });
+    this.hub.onListenerCount((count) => this.watcher.setListening(count > 0));
+    this.webhooks.setTargets(options.webhookTargets ?? []);
+    this.sink = {
+      publish: (change: PeerChange) => {
+        if (change.type === 'peer.created' || change.type === 'peer.deleted') {
+          this.watcher.note({
+            type: change.type,
+            publicKey: change.publicKey,
+            ipAddress: change.ipAddress,
+          });
+        }
+        this.hub.publish({ ...change, details: { origin: 'api', ...change.details } });
+      },
+    };
+  }
+
+  /** The kernel announced that a cap ran out (NFT_MSG_NEWOBJ to NFNLGRP_NFTABLES). */
+  capExhausted(cap: CapExhaustion): void {
+    const input: EventInput = {
+      type: 'peer.cap_exhausted',
+      publicKey: cap.publicKey,
+      ipAddress: cap.address,
+      details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+    };
+    this.hub.publish(input);
+  }
+
+  /** Shutdown: ends the streams, stops reading and delivering. */
+  close(): void {
+    this.streams.closeAll();
+    this.webhooks.close();
+    this.watcher.setListening(false);
+  }
+}

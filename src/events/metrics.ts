@@ -1,0 +1,98 @@
+/**
+ * The events room's series on /metrics (the daemon's prom-client registry): open streams,
+ * streams closed for falling behind, events by type, webhook deliveries by target and outcome,
+ * deliveries given up or dropped, queue depths.
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { HubObserver } from './hub';
+import type { StreamsObserver } from './streams';
+import { EVENT_TYPES } from './types';
+import type { AttemptOutcome, WebhooksObserver } from './webhooks';
+
+export const EVENT_METRIC = {
+  streams: 'wg_peerd_event_streams',
+  slowClosed: 'wg_peerd_event_streams_slow_closed_total',
+  events: 'wg_peerd_events_total',
+  deliveries: 'wg_peerd_webhook_deliveries_total',
+  givenUp: 'wg_peerd_webhook_given_up_total',
+  dropped: 'wg_peerd_webhook_dropped_total',
+  queueDepth: 'wg_peerd_webhook_queue_depth',
+} as const;
+
+const OUTCOMES: readonly AttemptOutcome[] = ['success', 'http_error', 'timeout', 'network_error'];
+
+export interface EventMetrics {
+  hub: HubObserver;
+  streams: StreamsObserver;
+  webhooks: WebhooksObserver;
+}
+
+export function createEventMetrics(registry: Registry): EventMetrics {
+  const registers = [registry];
+  const streams = new Gauge({
+    name: EVENT_METRIC.streams,
+    help: 'Open GET /api/events streams',
+    registers,
+  });
+  const slowClosed = new Counter({
+    name: EVENT_METRIC.slowClosed,
+    help: 'Event streams closed because their reader fell too far behind',
+    registers,
+  });
+  const events = new Counter({
+    name: EVENT_METRIC.events,
+    help: 'Events published, by type',
+    labelNames: ['type'] as const,
+    registers,
+  });
+  const deliveries = new Counter({
+    name: EVENT_METRIC.deliveries,
+    help: 'Webhook delivery attempts by target (URL without query) and outcome: success (2xx), http_error, timeout, network_error',
+    labelNames: ['target', 'outcome'] as const,
+    registers,
+  });
+  const givenUp = new Counter({
+    name: EVENT_METRIC.givenUp,
+    help: 'Webhook deliveries given up after retrying for the bounded time, by target',
+    labelNames: ['target'] as const,
+    registers,
+  });
+  const dropped = new Counter({
+    name: EVENT_METRIC.dropped,
+    help: 'Events not queued for a webhook target because its queue was full, by target',
+    labelNames: ['target'] as const,
+    registers,
+  });
+  const queueDepth = new Gauge({
+    name: EVENT_METRIC.queueDepth,
+    help: 'Events waiting for, or in, delivery to a webhook target',
+    labelNames: ['target'] as const,
+    registers,
+  });
+  streams.set(0);
+  for (const type of EVENT_TYPES) events.inc({ type }, 0);
+  return {
+    hub: { published: (type) => events.inc({ type }) },
+    streams: {
+      open: (count) => streams.set(count),
+      slowReaderClosed: () => slowClosed.inc(),
+    },
+    webhooks: {
+      attempt: (target, outcome) => deliveries.inc({ target, outcome }),
+      gaveUp: (target) => givenUp.inc({ target }),
+      dropped: (target) => dropped.inc({ target }),
+      queueDepth: (target, depth) => {
+        if (depth === 0) {
+          // Present from the target's start, so every outcome can be rated before it happens.
+          for (const outcome of OUTCOMES) deliveries.inc({ target, outcome }, 0);
+          givenUp.inc({ target }, 0);
+          dropped.inc({ target }, 0);
+        }
+        queueDepth.set({ target }, depth);
+      },
+      removed: (target) => {
+        queueDepth.remove({ target });
+      },
+    },
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * GET /api/events (DESIGN §3 "Events"): the Server-Sent Events stream of src/events, read scope.
+ * The route's table entry (documented in the OpenAPI document with the payload of every event
+ * type, and the webhooks that carry the same payloads), its query check, and its handler, which
+ * sends the headers and hands the response to the room's EventStreams.
+ */
+import Ajv, { type ValidateFunction } from 'ajv';
+import type { RequestHandler } from 'express';
+import {
+  EVENT_TYPES,
+  RESET_EVENT,
+  isEventType,
+  type EventStreams,
+  type EventType,
+} from '../events';
+import { ValidationError } from '../peers';
+import { check } from './schemas';
+import type { RouteDef } from './routes';
+
+const ajv = new Ajv({ allErrors: true, strict: true });
+
+export interface EventsQuery {
+  types?: string;
+}
+
+export const eventsQuery: ValidateFunction<EventsQuery> = ajv.compile<EventsQuery>({
+  type: 'object',
+  properties: {
+    types: {
+      type: 'string',
+      maxLength: 1024,
+      description: `Comma-separated event types to receive (default: all): ${EVENT_TYPES.join(', ')}`,
+    },
+  },
+  additionalProperties: false,
+});
+
+/** The set `?types=` asks for, null for all; an unknown type is 400. */
+export function parseTypes(query: EventsQuery): ReadonlySet<EventType> | null {
+  if (query.types === undefined) return null;
+  const types = new Set<EventType>();
+  for (const name of query.types.split(',')) {
+    const type = name.trim();
+    if (!isEventType(type)) {
+      throw new ValidationError(
+        `Invalid query: types holds ${JSON.stringify(type)}, which is not an event type; the types are ${EVENT_TYPES.join(', ')}`,
+        [{ field: '/types', message: `unknown event type ${JSON.stringify(type)}` }],
+      );
+    }
+    types.add(type);
+  }
+  return types;
+}
+
+type JsonSchema = Readonly<Record<string, unknown>>;
+const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
+const TIME: JsonSchema = { type: 'string', format: 'date-time' };
+const ORIGIN: JsonSchema = {
+  enum: ['api', 'kernel'],
+  description: 'api: made through wg-peerd; kernel: found in the kernel (made behind its back)',
+};
+
+function payload(type: string, peer: boolean, fields: Record<string, JsonSchema>): JsonSchema {
+  const properties: Record<string, JsonSchema> = {
+    type: { const: type },
+    at: { ...TIME, description: 'When it happened (ISO 8601 UTC)' },
+    interface: { type: 'string' },
+    ...(peer
+      ? { public_key: nullable({ type: 'string' }), ip_address: nullable({ type: 'string' }) }
+      : {}),
+    ...fields,
+  };
+  return {
+    type: 'object',
+    properties,
+    required: Object.keys(properties),
+  };
+}
+
+/** The `data:` of every event type (and the body of its webhook). */
+export const eventPayload: JsonSchema = {
+  oneOf: [
+    payload('peer.created', true, { origin: ORIGIN }),
+    payload('peer.deleted', true, { origin: ORIGIN }),
+    payload('peer.connected', true, {
+      last_handshake: { ...TIME, description: 'The handshake that made it ALIVE (also `at`)' },
+      endpoint: nullable({ type: 'string' }),
+    }),
+    payload('peer.disconnected', true, {
+      last_handshake: {
+        ...nullable(TIME),
+        description: '`at` is this plus 150 s: the moment the peer became DEAD',
+      },
+    }),
+    payload('peer.limit_changed', true, {
+      origin: ORIGIN,
+      bytes_per_second: nullable({ type: 'integer', minimum: 0 }),
+    }),
+    payload('peer.cap_changed', true, {
+      origin: ORIGIN,
+      quota_bytes: nullable({ type: 'integer', minimum: 0 }),
+    }),
+    payload('peer.cap_exhausted', true, {
+      quota_bytes: { type: 'integer', minimum: 0 },
+      used_bytes: { type: 'integer', minimum: 0 },
+    }),
+    ...['peer.cap_reset', 'peer.throttled', 'peer.suspended', 'peer.resumed'].map((type) =>
+      payload(type, true, {}),
+    ),
+    payload('interface.lost', false, { reason: { type: 'string' } }),
+    payload('interface.restored', false, {}),
+    payload(RESET_EVENT, false, {
+      reason: {
+        type: 'string',
+        description: 'Why the events missed cannot be replayed: list the peers again, then go on',
+      },
+    }),
+  ],
+};
+
+export const EVENTS_ROUTE: RouteDef = {
+  id: 'events',
+  method: 'get',
+  expressPath: '/api/events',
+  openapiPath: '/api/events',
+  scope: 'read',
+  summary:
+    'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
+    'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, interface.lost, interface.restored',
+  query: eventsQuery as ValidateFunction<unknown>,
+  success: {
+    status: 200,
+    description:
+      'A text/event-stream that stays open. Each event is `id:` (increasing), `event:` (its ' +
+      'type) and one `data:` line of JSON (see x-event-data). Send `Last-Event-ID` to resume: ' +
+      'the events missed are replayed from the history (--event-history), or one `reset` event ' +
+      'says they cannot be (list again, then go on). A comment line every 15 s keeps proxies ' +
+      'from closing an idle stream; a reader that falls too far behind is disconnected and ' +
+      'may resume',
+    contentType: 'text/event-stream',
+    schema: eventPayload,
+  },
+  errors: { 400: ['VALIDATION_FAILED'] },
+};
+
+/** The handler createApp serves EVENTS_ROUTE with. */
+export function eventStreamHandler(streams: Pick<EventStreams, 'open'>): RequestHandler {
+  return (req, res, next) => {
+    let types: ReadonlySet<EventType> | null;
+    try {
+      types = parseTypes(check(eventsQuery, req.query, 'query'));
+    } catch (error) {
+      next(error);
+      return;
+    }
+    const header = req.headers['last-event-id'];
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-store',
+      Connection: 'keep-alive',
+      // nginx buffers responses unless told not to.
+      'X-Accel-Buffering': 'no',
+    });
+    res.flushHeaders();
+    // A stream has no idle time: the keep-alive comments are its traffic.
+    req.socket.setTimeout(0);
+    streams.open(res, {
+      types,
+      lastEventId: typeof header === 'string' ? header.trim() : undefined,
+      client: req.socket.remoteAddress ?? null,
+    });
+  };
+}

@@ -1,0 +1,108 @@
+import { expect } from 'chai';
+import { Events, type StoredEvent } from '../../../src/events';
+import { PeerService, type PeerChange, type PeerSnapshot } from '../../../src/peers';
+import { FakeKernel } from '../support/fake-kernel';
+import { captureLog } from '../support/log-capture';
+
+describe('events: changes made through the daemon are published when made', () => {
+  it("PeerService tells its sink of each change, beside the change's log line, in order", async () => {
+    const kernel = FakeKernel.withInterface();
+    const log = captureLog();
+    const changes: PeerChange[] = [];
+    const service: PeerService = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      endpointHost: 'vpn.example.net',
+      logger: log.logger,
+      events: { publish: (c) => changes.push(c) },
+    });
+    const created = await service.createPeer();
+    const key = created.publicKey;
+    const ip = created.ip;
+    await service.setSpeedLimit(key, 125_000);
+    await service.removeSpeedLimit(key);
+    await service.setDataCap(key, 1_000_000);
+    await service.removeDataCap(key);
+    await service.deletePeer(key);
+    expect(changes).to.deep.equal([
+      { type: 'peer.created', publicKey: key, ipAddress: ip },
+      {
+        type: 'peer.limit_changed',
+        publicKey: key,
+        ipAddress: ip,
+        details: { bytes_per_second: 125_000 },
+      },
+      {
+        type: 'peer.limit_changed',
+        publicKey: key,
+        ipAddress: ip,
+        details: { bytes_per_second: null },
+      },
+      {
+        type: 'peer.cap_changed',
+        publicKey: key,
+        ipAddress: ip,
+        details: { quota_bytes: 1_000_000 },
+      },
+      { type: 'peer.cap_changed', publicKey: key, ipAddress: ip, details: { quota_bytes: null } },
+      { type: 'peer.deleted', publicKey: key, ipAddress: ip },
+    ]);
+    // Each one beside a log line of the same change.
+    const logged = log
+      .lines()
+      .map((l) => l.event)
+      .filter((e) => e !== undefined);
+    expect(logged).to.include.members([
+      'peer_created',
+      'speed_limit_set',
+      'speed_limit_removed',
+      'data_cap_set',
+      'data_cap_removed',
+      'peer_deleted',
+    ]);
+  });
+
+  it('a failed change publishes nothing', async () => {
+    const kernel = FakeKernel.withInterface();
+    const changes: PeerChange[] = [];
+    const service: PeerService = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      logger: captureLog().logger,
+      events: { publish: (c) => changes.push(c) },
+    });
+    await service.deletePeer(Buffer.alloc(32, 1).toString('base64')).catch(() => {});
+    expect(changes).to.deep.equal([]);
+  });
+
+  it('through the room: a stream-level event with origin api, and the watcher does not report it again', async () => {
+    const kernel = FakeKernel.withInterface();
+    const log = captureLog();
+    const events: Events = new Events({
+      interfaceName: 'wg0',
+      historySize: 100,
+      snapshot: (): Promise<PeerSnapshot> => service.snapshot(),
+      listMaxAgeMs: 1000,
+      logger: log.logger,
+    });
+    const service: PeerService = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      endpointHost: 'vpn.example.net',
+      logger: log.logger,
+      events: events.sink,
+    });
+    const seen: StoredEvent[] = [];
+    events.hub.subscribe((e) => seen.push(e));
+    await events.watcher.poll(); // baseline: no peer
+    const created = await service.createPeer();
+    await events.watcher.poll();
+    await service.deletePeer(created.publicKey);
+    await events.watcher.poll();
+    expect(seen.map((e) => [e.type, JSON.parse(e.json).origin])).to.deep.equal([
+      ['peer.created', 'api'],
+      ['peer.deleted', 'api'],
+    ]);
+    events.close();
+  });
+});

@@ -1,0 +1,176 @@
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import sinon from 'sinon';
+import { EventHub, EventStreams, type EventType } from '../../../src/events';
+
+/** A socket-like sink: takes writes until `stall()`, then holds them unread (a slow reader). */
+class Sink extends Writable {
+  readonly chunks: Buffer[] = [];
+  private stalled = false;
+  private readonly held: Array<() => void> = [];
+  constructor() {
+    super({ highWaterMark: 1024 });
+  }
+  override write(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    return super.write(chunk);
+  }
+  override _write(_chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
+    if (this.stalled) this.held.push(callback);
+    else callback();
+  }
+  stall(): void {
+    this.stalled = true;
+  }
+  text(): string {
+    return Buffer.concat(this.chunks).toString();
+  }
+  ids(): string[] {
+    return [...this.text().matchAll(/^id: (.*)$/gm)].map((m) => m[1]!);
+  }
+  events(): string[] {
+    return [...this.text().matchAll(/^event: (.*)$/gm)].map((m) => m[1]!);
+  }
+}
+
+function setup(options: { maxBufferedBytes?: number; historySize?: number } = {}) {
+  const hub = new EventHub({
+    interfaceName: 'wg0',
+    historySize: options.historySize ?? 100,
+    run: 'r',
+  });
+  const warnings: Array<Record<string, unknown>> = [];
+  let open = 0;
+  let slow = 0;
+  const streams = new EventStreams(hub, {
+    maxBufferedBytes: options.maxBufferedBytes,
+    logger: { warn: (object) => warnings.push(object) },
+    observer: { open: (n) => (open = n), slowReaderClosed: () => (slow += 1) },
+  });
+  return { hub, streams, warnings, open: () => open, slow: () => slow };
+}
+
+const publish = (hub: EventHub, type: EventType = 'interface.lost') => hub.publish({ type });
+
+describe('events: the streams (filtering, one serialization, keep-alive, slow readers)', () => {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => {
+    clock = sinon.useFakeTimers({
+      now: Date.parse('2026-03-01T12:00:00Z'),
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'],
+    });
+  });
+  afterEach(() => clock.restore());
+
+  it('starts with the retry hint, then sends live events as SSE frames', () => {
+    const { hub, streams } = setup();
+    const sink = new Sink();
+    streams.open(sink, { types: null });
+    publish(hub);
+    expect(sink.text()).to.match(/^retry: 2000\n\nid: r\.1\nevent: interface\.lost\ndata: \{/);
+  });
+
+  it('writes the very same Buffer of an event to every stream (serialized once)', () => {
+    const { hub, streams } = setup();
+    const sinks = [new Sink(), new Sink(), new Sink()];
+    for (const sink of sinks) streams.open(sink, { types: null });
+    const event = publish(hub);
+    for (const sink of sinks) expect(sink.chunks.at(-1)).to.equal(event.frame);
+  });
+
+  it('?types= filters: a stream gets only the types it asked for', () => {
+    const { hub, streams } = setup();
+    const sink = new Sink();
+    streams.open(sink, { types: new Set<EventType>(['interface.restored']) });
+    publish(hub, 'interface.lost');
+    publish(hub, 'interface.restored');
+    publish(hub, 'interface.lost');
+    expect(sink.events()).to.deep.equal(['interface.restored']);
+    expect(sink.ids()).to.deep.equal(['r.2']);
+  });
+
+  it('resumes: the missed events (filtered) come first, then the live ones, none twice', () => {
+    const { hub, streams } = setup();
+    publish(hub, 'interface.lost'); // r.1
+    publish(hub, 'interface.restored'); // r.2
+    publish(hub, 'interface.lost'); // r.3
+    const sink = new Sink();
+    streams.open(sink, { types: new Set<EventType>(['interface.lost']), lastEventId: 'r.1' });
+    publish(hub, 'interface.lost'); // r.4
+    expect(sink.ids()).to.deep.equal(['r.3', 'r.4']);
+  });
+
+  it('an id the history no longer holds gets one reset event, then the live ones', () => {
+    const { hub, streams } = setup({ historySize: 2 });
+    for (let i = 0; i < 5; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: new Set<EventType>(['interface.restored']), lastEventId: 'r.1' });
+    publish(hub, 'interface.restored');
+    expect(sink.events()).to.deep.equal(['reset', 'interface.restored']);
+    expect(sink.ids()).to.deep.equal(['r.5', 'r.6']);
+  });
+
+  it('writes a comment line every 15 s to every open stream, and stops when none is open', () => {
+    const { streams } = setup();
+    const a = new Sink();
+    const b = new Sink();
+    streams.open(a, { types: null });
+    streams.open(b, { types: null });
+    clock.tick(14_999);
+    expect(a.text()).to.not.include(': keep-alive');
+    clock.tick(1);
+    expect(a.text()).to.include(': keep-alive\n\n');
+    expect(b.text()).to.include(': keep-alive\n\n');
+    a.destroy();
+    b.destroy();
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      expect(streams.size).to.equal(0);
+      expect(clock.countTimers()).to.equal(0);
+    });
+  });
+
+  it('closes a reader that fell more than the bound behind, logs it and counts it; the others go on', () => {
+    const { hub, streams, warnings, slow, open } = setup({ maxBufferedBytes: 4096 });
+    const fast = new Sink();
+    const slowSink = new Sink();
+    streams.open(fast, { types: null });
+    streams.open(slowSink, { types: null });
+    expect(open()).to.equal(2);
+    slowSink.stall();
+    let published = 0;
+    while (!slowSink.destroyed && published < 1000) {
+      publish(hub);
+      published += 1;
+    }
+    expect(slowSink.destroyed).to.equal(true);
+    // About the bound's worth of frames, not everything: it was never buffered without limit.
+    expect(slowSink.writableLength).to.be.at.most(4096);
+    expect(slow()).to.equal(1);
+    expect(open()).to.equal(1);
+    expect(warnings).to.have.length(1);
+    expect(warnings[0]).to.include({ event: 'event_stream_slow_reader', maxBufferedBytes: 4096 });
+    publish(hub);
+    expect(fast.ids()).to.have.length(published + 1);
+  });
+
+  it('a replay larger than the bound is sent whole (the client asked for it), then the bound holds again', () => {
+    const { hub, streams, slow } = setup({ maxBufferedBytes: 1024, historySize: 1000 });
+    for (let i = 0; i < 200; i++) publish(hub);
+    const sink = new Sink();
+    sink.stall();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
+    expect(sink.ids()).to.have.length(200);
+    expect(sink.destroyed).to.equal(false);
+    while (!sink.destroyed) publish(hub);
+    expect(slow()).to.equal(1);
+  });
+
+  it('closeAll ends every stream (shutdown)', () => {
+    const { streams } = setup();
+    const sink = new Sink();
+    streams.open(sink, { types: null });
+    streams.closeAll();
+    expect(sink.writableEnded).to.equal(true);
+    expect(streams.size).to.equal(0);
+  });
+});

@@ -1,0 +1,278 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { Webhook } from 'standardwebhooks';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  EventHub,
+  Webhooks,
+  WebhooksFileError,
+  loadWebhooksFile,
+  parseWebhooksText,
+  retryDelayMs,
+  targetLabel,
+  type DeliveryPolicy,
+  type WebhookTarget,
+} from '../../../src/events';
+
+const T0 = Date.parse('2026-03-01T12:00:00.000Z');
+const SECRET = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
+const OTHER_SECRET = `whsec_${Buffer.alloc(32, 8).toString('base64')}`;
+
+interface Received {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  at: number;
+}
+
+type Answer = number | 'hang' | 'refuse';
+
+/** Targets answer as the test says, per URL, in turn; every request is kept. */
+function setup(policy: Partial<DeliveryPolicy> = {}) {
+  const hub = new EventHub({ interfaceName: 'wg0', historySize: 100, run: 'r' });
+  const received: Received[] = [];
+  const answers = new Map<string, Answer[]>();
+  const counts = { attempts: new Map<string, number>(), gaveUp: 0, dropped: 0 };
+  const depths = new Map<string, number>();
+  const warnings: Array<Record<string, unknown>> = [];
+  const webhooks = new Webhooks(hub, {
+    policy,
+    logger: { info: () => {}, warn: (o) => warnings.push(o) },
+    observer: {
+      attempt: (target, outcome) =>
+        counts.attempts.set(
+          `${target} ${outcome}`,
+          (counts.attempts.get(`${target} ${outcome}`) ?? 0) + 1,
+        ),
+      gaveUp: () => (counts.gaveUp += 1),
+      dropped: () => (counts.dropped += 1),
+      queueDepth: (target, depth) => depths.set(target, depth),
+      removed: (target) => depths.delete(target),
+    },
+    send: (request) => {
+      received.push({
+        url: request.url,
+        headers: request.headers,
+        body: request.body,
+        at: Date.now(),
+      });
+      const answer = answers.get(request.url)?.shift() ?? 200;
+      if (answer === 'refuse') return Promise.reject(new Error('ECONNREFUSED'));
+      if (answer === 'hang') {
+        return new Promise((_resolve, reject) =>
+          request.signal.addEventListener('abort', () => reject(new Error('aborted'))),
+        );
+      }
+      return Promise.resolve(answer);
+    },
+  });
+  const target = (url: string, types?: string[]): WebhookTarget => ({
+    url,
+    secret: SECRET,
+    types: types ? new Set(types as never[]) : null,
+  });
+  return { hub, webhooks, received, answers, counts, depths, warnings, target };
+}
+
+describe('events: webhooks (Standard Webhooks signatures, retries, bounded queues)', () => {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => {
+    clock = sinon.useFakeTimers({
+      now: T0,
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'],
+    });
+  });
+  afterEach(() => clock.restore());
+
+  it('POSTs each event signed so that the standardwebhooks library verifies it; webhook-id is the event id', async () => {
+    const w = setup();
+    w.webhooks.setTargets([w.target('http://a.example/hook')]);
+    const event = w.hub.publish({ type: 'peer.created', publicKey: 'k', ipAddress: '10.8.0.2' });
+    await clock.tickAsync(0);
+    expect(w.received).to.have.length(1);
+    const [got] = w.received;
+    expect(got!.body).to.equal(event.json);
+    expect(got!.headers['webhook-id']).to.equal(event.id);
+    expect(got!.headers['webhook-timestamp']).to.equal(String(T0 / 1000));
+    expect(got!.headers['content-type']).to.equal('application/json');
+    expect(new Webhook(SECRET).verify(got!.body, got!.headers)).to.deep.equal(
+      JSON.parse(event.json),
+    );
+    expect(() => new Webhook(OTHER_SECRET).verify(got!.body, got!.headers)).to.throw(/signature/);
+  });
+
+  it('sends a target only the types it asked for', async () => {
+    const w = setup();
+    w.webhooks.setTargets([w.target('http://a.example/', ['interface.restored'])]);
+    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.restored' });
+    await clock.tickAsync(0);
+    expect(w.received.map((r) => JSON.parse(r.body).type)).to.deep.equal(['interface.restored']);
+  });
+
+  it('retries a failed delivery with the same id: first retry after 5 s (within 30 s), then doubling', async () => {
+    const w = setup();
+    w.answers.set('http://a.example/', [500, 'refuse', 503, 200]);
+    w.webhooks.setTargets([w.target('http://a.example/')]);
+    const event = w.hub.publish({ type: 'interface.lost' });
+    await clock.tickAsync(60_000);
+    expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal([
+      event.id,
+      event.id,
+      event.id,
+      event.id,
+    ]);
+    expect(w.received.map((r) => r.at - T0)).to.deep.equal([0, 5_000, 15_000, 35_000]);
+    // Every attempt is signed afresh at its own time, and verifies.
+    for (const r of w.received)
+      expect(() => new Webhook(SECRET).verify(r.body, r.headers)).to.not.throw();
+    expect(w.counts.attempts.get('http://a.example/ http_error')).to.equal(2);
+    expect(w.counts.attempts.get('http://a.example/ network_error')).to.equal(1);
+    expect(w.counts.attempts.get('http://a.example/ success')).to.equal(1);
+    expect(w.depths.get('http://a.example/')).to.equal(0);
+  });
+
+  it('the default schedule: first retry within 30 s, exponential, no delay over 10 min, given up within an hour', () => {
+    const p = DEFAULT_DELIVERY_POLICY;
+    expect(retryDelayMs(p, 1)).to.be.at.most(30_000);
+    const delays = Array.from({ length: 12 }, (_, i) => retryDelayMs(p, i + 1));
+    expect(delays.slice(0, 5)).to.deep.equal([5_000, 10_000, 20_000, 40_000, 80_000]);
+    expect(Math.max(...delays)).to.equal(600_000);
+    expect(p.giveUpAfterMs).to.equal(3_600_000);
+  });
+
+  it('a target that never answers: each attempt times out, retries stop after the bounded time, and it is logged', async () => {
+    const w = setup({
+      timeoutMs: 1_000,
+      firstRetryMs: 1_000,
+      maxDelayMs: 4_000,
+      giveUpAfterMs: 20_000,
+    });
+    w.answers.set('http://down.example/', Array(100).fill('hang'));
+    w.webhooks.setTargets([w.target('http://down.example/')]);
+    w.hub.publish({ type: 'interface.lost' });
+    await clock.tickAsync(120_000);
+    // Attempts at 0, 2 (1 s timeout + 1 s), 5, 10, 15, 20 s: none after 20 s from the first.
+    expect(w.received.map((r) => r.at - T0)).to.deep.equal([
+      0, 2_000, 5_000, 10_000, 15_000, 20_000,
+    ]);
+    expect(w.counts.attempts.get('http://down.example/ timeout')).to.equal(6);
+    expect(w.counts.gaveUp).to.equal(1);
+    expect(w.depths.get('http://down.example/')).to.equal(0);
+    expect(w.warnings.map((x) => x.event)).to.include('webhook_given_up');
+  });
+
+  it('a target that is down slows neither another target nor the publisher', async () => {
+    const w = setup({ timeoutMs: 10_000 });
+    w.answers.set('http://down.example/', Array(100).fill('hang'));
+    w.webhooks.setTargets([w.target('http://down.example/'), w.target('http://up.example/')]);
+    const started = performance.now();
+    for (let i = 0; i < 20; i++) w.hub.publish({ type: 'interface.lost' });
+    expect(performance.now() - started).to.be.below(100);
+    await clock.tickAsync(0);
+    const up = w.received.filter((r) => r.url === 'http://up.example/');
+    // All delivered at once, while the other target's first attempts still hang.
+    expect(up).to.have.length(20);
+    expect(up.every((r) => r.at === T0)).to.equal(true);
+  });
+
+  it("bounds each target's queue: events over it are dropped and counted (logged once), nothing grows without limit", async () => {
+    const w = setup({ queueSize: 5, concurrency: 1, timeoutMs: 60_000 });
+    w.answers.set('http://slow.example/', Array(100).fill('hang'));
+    w.webhooks.setTargets([w.target('http://slow.example/')]);
+    for (let i = 0; i < 12; i++) w.hub.publish({ type: 'interface.lost' });
+    expect(w.depths.get('http://slow.example/')).to.equal(5);
+    expect(w.counts.dropped).to.equal(7);
+    expect(w.warnings.filter((x) => x.event === 'webhook_queue_full')).to.have.length(1);
+  });
+
+  it('delivers in event order to one target (one attempt at a time with concurrency 1)', async () => {
+    const w = setup({ concurrency: 1 });
+    w.webhooks.setTargets([w.target('http://a.example/')]);
+    const ids = [1, 2, 3].map(() => w.hub.publish({ type: 'interface.lost' }).id);
+    await clock.tickAsync(0);
+    expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal(ids);
+  });
+
+  it('SIGHUP: an unchanged target keeps its queue, a removed one stops, a new one starts', async () => {
+    const w = setup({ timeoutMs: 1_000 });
+    w.answers.set('http://gone.example/', Array(100).fill(500));
+    w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://gone.example/')]);
+    w.hub.publish({ type: 'interface.lost' });
+    await clock.tickAsync(0);
+    w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://new.example/')]);
+    w.hub.publish({ type: 'interface.restored' });
+    await clock.tickAsync(60_000);
+    const byUrl = (url: string) => w.received.filter((r) => r.url === url).length;
+    expect(byUrl('http://kept.example/')).to.equal(2);
+    expect(byUrl('http://gone.example/')).to.equal(1); // no retry after its removal
+    expect(byUrl('http://new.example/')).to.equal(1);
+    expect(w.depths.has('http://gone.example/')).to.equal(false);
+    w.webhooks.close();
+    expect(w.hub.listenerCount).to.equal(0);
+  });
+
+  it('names a target in metrics and logs without credentials or query', () => {
+    expect(targetLabel('https://user:pw@hooks.example:8443/in/x?token=s3cret')).to.equal(
+      'https://hooks.example:8443/in/x',
+    );
+  });
+});
+
+describe('events: the webhooks file', () => {
+  const read =
+    (text: string, mode = 0o100600) =>
+    () => ({ text, mode });
+
+  it('reads one target a line: URL, secret, optional types; # comments and blank lines', () => {
+    const targets = loadWebhooksFile(
+      '/etc/wg-peerd/webhooks',
+      read(
+        `# monitoring\n\nhttps://a.example/in ${SECRET}\nhttp://b.example/ ${SECRET} peer.connected,peer.disconnected\n`,
+      ),
+    );
+    expect(targets).to.have.length(2);
+    expect(targets[0]).to.deep.equal({ url: 'https://a.example/in', secret: SECRET, types: null });
+    expect([...targets[1]!.types!]).to.deep.equal(['peer.connected', 'peer.disconnected']);
+  });
+
+  it('refuses a file group or others may read (it holds secrets)', () => {
+    expect(() => loadWebhooksFile('/w', read('', 0o100640))).to.throw(
+      WebhooksFileError,
+      /may be read by group or others \(mode 0640\): chmod 600/,
+    );
+  });
+
+  it('refuses, naming the line and never the secret: bad URL, bad scheme, bad secret, unknown type, extra fields', () => {
+    const cases: Array<[string, RegExp]> = [
+      [`nota-url ${SECRET}`, /line 2: "nota-url" is not a URL/],
+      [`ftp://x.example/ ${SECRET}`, /must be http: or https:/],
+      ['https://x.example/ plainsecret', /whsec_<base64>/],
+      ['https://x.example/ whsec_c2hvcnQ=', /holds 5 bytes; it needs at least 16/],
+      [`https://x.example/ ${SECRET} peer.exploded`, /unknown event type "peer.exploded"/],
+      [`https://x.example/ ${SECRET} peer.created extra`, /expected "<url> <secret>/],
+      ['https://x.example/', /expected "<url> <secret>/],
+    ];
+    for (const [line, message] of cases) {
+      let error: unknown;
+      try {
+        parseWebhooksText(`# c\n${line}\n`, 'f');
+      } catch (e) {
+        error = e;
+      }
+      expect(error, line).to.be.instanceOf(WebhooksFileError);
+      expect((error as Error).message, line).to.match(message);
+      expect((error as Error).message, line).to.include('f line 2');
+      expect((error as Error).message).to.not.include(SECRET.slice(6));
+    }
+  });
+
+  it('says why a file cannot be read', () => {
+    const missing = () => {
+      throw Object.assign(new Error('nope'), { code: 'ENOENT' });
+    };
+    expect(() => loadWebhooksFile('/nope', missing)).to.throw(
+      /--webhooks-file \/nope cannot be read \(ENOENT\)/,
+    );
+  });
+});
