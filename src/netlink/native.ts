@@ -2,6 +2,7 @@
  * The C addon (native/netlink.c): an AF_NETLINK socket whose datagrams arrive through uv_poll.
  */
 import path from 'node:path';
+import nodeGypBuild from 'node-gyp-build';
 import {
   NETLINK_CAP_ACK,
   NETLINK_EXT_ACK,
@@ -39,7 +40,7 @@ export class NativeAddonMissingError extends Error {
     options?: { cause?: unknown },
   ) {
     super(
-      `the native netlink addon is not built: run \`npm ci\` in ${root} ` +
+      `the native netlink addon is not built and no prebuilt one fits this machine: run \`npm ci\` in ${root} ` +
         '(it needs gcc, make and python3)',
       options,
     );
@@ -48,26 +49,36 @@ export class NativeAddonMissingError extends Error {
 }
 
 export type RequireFunction = (file: string) => unknown;
+/** Where the addon of a package root is: node-gyp-build's `resolve`, or throws when none fits. */
+export type ResolveFunction = (root: string) => string;
 
 /**
- * Loads `<root>/build/Release/netlink.node`. Only a missing file becomes NativeAddonMissingError;
- * any other failure (a stale build for another Node.js ABI, a broken file) keeps its own message.
+ * node-gyp-build's choice of addon for `root`: `build/Release/netlink.node` (built here by
+ * `npm ci` or by the install script's fallback), else the prebuild of `prebuilds/<platform>-<arch>/`
+ * that fits this Node.js and libc (made by `npm pack`, so a release installs without a compiler).
+ * Only "nothing fits" becomes NativeAddonMissingError; a file that exists but does not load (a
+ * broken file, a libc it was not built for) keeps its own message.
  */
-export function loadNativeFrom(root: string, load: RequireFunction): NativeModule {
-  const file = path.join(root, 'build', 'Release', 'netlink.node');
+export function loadNativeFrom(
+  root: string,
+  load: RequireFunction,
+  resolve: ResolveFunction = nodeGypBuild.resolve,
+): NativeModule {
+  let file: string;
   try {
-    return load(file) as NativeModule;
+    file = resolve(root);
   } catch (error) {
-    const code = error instanceof Error && 'code' in error ? error.code : undefined;
-    if (code === 'MODULE_NOT_FOUND' && error instanceof Error && error.message.includes(file)) {
+    // node-gyp-build's own words: "No native build was found for platform=linux arch=x64 ...".
+    if (error instanceof Error && error.message.startsWith('No native build was found')) {
       throw new NativeAddonMissingError(root, { cause: error });
     }
     throw error;
   }
+  return load(file) as NativeModule;
 }
 
 function loadNative(): NativeModule {
-  // dist/src/netlink/native.js → <root>/build/Release/netlink.node
+  // dist/src/netlink/native.js → the package root, which holds build/ and prebuilds/
   nativeModule ??= loadNativeFrom(path.resolve(__dirname, '..', '..', '..'), require);
   return nativeModule;
 }

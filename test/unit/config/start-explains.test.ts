@@ -81,28 +81,41 @@ describe('a start that explains itself', function () {
       .and.contain('linux-image-amd64');
   });
 
-  it('names `npm ci` and its build tools when the addon file is missing', () => {
-    const missing: RequireFunction = (file) => {
-      throw Object.assign(new Error(`Cannot find module '${file}'`), { code: 'MODULE_NOT_FOUND' });
-    };
+  it('names `npm ci` and its build tools when neither a build nor a fitting prebuild exists', () => {
+    // node-gyp-build itself looks in /opt/wg-peerd: no build/Release, no prebuilds/linux-x64.
+    const loaded: string[] = [];
     let error: unknown;
     try {
-      loadNativeFrom('/opt/wg-peerd', missing);
+      loadNativeFrom('/opt/wg-peerd', (file) => loaded.push(file));
     } catch (e) {
       error = e;
     }
+    expect(loaded).to.deep.equal([]);
     expect(error).to.be.instanceOf(NativeAddonMissingError);
     expect((error as Error).message).to.equal(
-      'the native netlink addon is not built: run `npm ci` in /opt/wg-peerd ' +
-        '(it needs gcc, make and python3)',
+      'the native netlink addon is not built and no prebuilt one fits this machine: ' +
+        'run `npm ci` in /opt/wg-peerd (it needs gcc, make and python3)',
     );
+  });
+
+  it('loads the file node-gyp-build chose, a prebuild when there is no local build', () => {
+    const prebuild = '/opt/wg-peerd/prebuilds/linux-x64/node.napi.glibc.node';
+    const loaded: string[] = [];
+    loadNativeFrom(
+      '/opt/wg-peerd',
+      (file) => loaded.push(file),
+      () => prebuild,
+    );
+    expect(loaded).to.deep.equal([prebuild]);
   });
 
   it('keeps the own message of an addon that exists but does not load', () => {
     const stale: RequireFunction = () => {
       throw new Error('The module was compiled against a different Node.js version');
     };
-    expect(() => loadNativeFrom('/opt/wg-peerd', stale)).to.throw(/different Node\.js version/);
+    expect(() =>
+      loadNativeFrom('/opt/wg-peerd', stale, () => '/opt/wg-peerd/build/Release/netlink.node'),
+    ).to.throw(/different Node\.js version/);
   });
 
   it('prints that one line and exits 1 when the built daemon runs without build/Release', function () {
@@ -122,8 +135,8 @@ describe('a start that explains itself', function () {
       expect(result.status, result.stderr).to.equal(EXIT_FAILURE);
       const lines = result.stderr.split('\n').filter((l) => l !== '');
       expect(lines).to.deep.equal([
-        `wg-peerd: the native netlink addon is not built: run \`npm ci\` in ${dir} ` +
-          '(it needs gcc, make and python3)',
+        'wg-peerd: the native netlink addon is not built and no prebuilt one fits this machine: ' +
+          `run \`npm ci\` in ${dir} (it needs gcc, make and python3)`,
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -6,7 +6,8 @@ import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 const UNIT = path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.service');
-const INSTALLED_MAIN = '/opt/wg-peerd/dist/src/main.js';
+/** The command `npm install -g` of the release tarball puts on PATH (package.json `bin`). */
+const INSTALLED_COMMAND = 'wg-peerd';
 /** V8 flags of the daemon process (README, Performance: why single-threaded GC). */
 const DAEMON_NODE_FLAGS = '--single-threaded-gc --max-semi-space-size=24';
 
@@ -70,9 +71,9 @@ describe('contrib/systemd/wg-peerd.service', function () {
     for (const [key, value] of Object.entries(expected)) {
       expect(settings.get(key), key).to.equal(value);
     }
-    expect(settings.get('ExecStart')).to.equal(
-      `/usr/bin/node ${DAEMON_NODE_FLAGS} ${INSTALLED_MAIN} $WG_PEERD_ARGS`,
-    );
+    // The installed command itself, found by systemd in /usr/local/bin or /usr/bin; its shebang
+    // carries the daemon's node flags (checked below).
+    expect(settings.get('ExecStart')).to.equal(`${INSTALLED_COMMAND} $WG_PEERD_ARGS`);
   });
 
   it('passes systemd-analyze verify, without a word about our unit', function () {
@@ -80,12 +81,13 @@ describe('contrib/systemd/wg-peerd.service', function () {
       // CI installs systemd; a developer machine without it cannot run this check.
       this.skip();
     }
-    // verify checks that ExecStart's binary exists: point the copy at this node and this build
-    // (the unit's own /usr/bin/node and /opt/wg-peerd exist only once installed).
+    // verify checks that ExecStart's binary exists: point the copy at this node and this build,
+    // with the flags of the command's shebang (the command exists only once installed).
     const result = verify((command) =>
-      command
-        .replace(/^\/usr\/bin\/node /, `${process.execPath} `)
-        .replace(INSTALLED_MAIN, path.join(ROOT, 'dist', 'src', 'main.js')),
+      command.replace(
+        new RegExp(`^${INSTALLED_COMMAND} `),
+        `${process.execPath} ${DAEMON_NODE_FLAGS} ${path.join(ROOT, 'dist', 'src', 'main.js')} `,
+      ),
     );
     const said = `${result.stdout}${result.stderr}`;
     expect(result.status, said).to.equal(0);
