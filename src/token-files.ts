@@ -7,6 +7,13 @@
  * ("# grafana, added 2026-11") and keep the old one next to the new while rotating. A token is
  * visible ASCII without spaces (it travels in a header), at least 16 characters, and cannot
  * start with `#`.
+ *
+ * A line may name its token, `name:token` (issue 21): the name, never the token, is what the
+ * change lines of the log say made the change. The part before the first `:` is the name:
+ * letters, digits, `_ . @ -`, 1 to 64 characters, starting with a letter or digit; a token that
+ * holds a `:` itself therefore needs a name in front. Two lines may share a name (the old and
+ * the new token of a rotation); one token under two names is refused. A token without a name is
+ * shown in the log by its fingerprint instead (auth.ts).
  */
 import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 
@@ -14,6 +21,24 @@ import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 export const MIN_TOKEN_LENGTH = 16;
 
 const TOKEN = /^[\x21-\x7e]+$/;
+const NAME = /^[A-Za-z0-9][\w.@-]{0,63}$/;
+
+/** A token with the name its file gave it. */
+export interface NamedToken {
+  token: string;
+  name: string;
+}
+
+/** A token as a file or variable gives it: the bare token, or the token with its name. */
+export type TokenEntry = string | NamedToken;
+
+export function secretOf(entry: TokenEntry): string {
+  return typeof entry === 'string' ? entry : entry.token;
+}
+
+export function nameOf(entry: TokenEntry): string | null {
+  return typeof entry === 'string' ? null : entry.name;
+}
 
 /** A token file's text and permission bits, read from one open file (no race between the two). */
 export interface TokenFileContent {
@@ -56,21 +81,43 @@ export function checkToken(token: string, where: string): string {
   return token;
 }
 
+/** One line's token, with its name when the line is `name:token`. */
+function parseLine(line: string, where: string): TokenEntry {
+  const colon = line.indexOf(':');
+  if (colon === -1) return checkToken(line, where);
+  const name = line.slice(0, colon);
+  if (!NAME.test(name)) {
+    throw new TokenFileError(
+      `${where}: the name before ":" must be 1 to 64 letters, digits, "_", ".", "@" or "-" ` +
+        '(a token that holds ":" needs a name in front: name:token)',
+    );
+  }
+  return { name, token: checkToken(line.slice(colon + 1), where) };
+}
+
 /** The tokens of a file's text, in order, without duplicates. */
-export function parseTokenText(text: string, where: string): string[] {
-  const tokens: string[] = [];
+export function parseTokenText(text: string, where: string): TokenEntry[] {
+  const entries: TokenEntry[] = [];
   text.split('\n').forEach((raw, index) => {
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
-    const token = checkToken(line, `${where} line ${index + 1}`);
-    if (!tokens.includes(token)) tokens.push(token);
+    const lineWhere = `${where} line ${index + 1}`;
+    const entry = parseLine(line, lineWhere);
+    const twin = entries.find((e) => secretOf(e) === secretOf(entry));
+    if (twin === undefined) {
+      entries.push(entry);
+    } else if (nameOf(twin) !== nameOf(entry)) {
+      throw new TokenFileError(
+        `${lineWhere} repeats an earlier token under another name: a token has one name`,
+      );
+    }
   });
-  if (tokens.length === 0) throw new TokenFileError(`${where} holds no token`);
-  return tokens;
+  if (entries.length === 0) throw new TokenFileError(`${where} holds no token`);
+  return entries;
 }
 
 /** Reads, checks and parses a token file; `flag` names it in messages ("--token-file"). */
-export function loadTokenFile(path: string, flag: string, read: ReadTokenFile): string[] {
+export function loadTokenFile(path: string, flag: string, read: ReadTokenFile): TokenEntry[] {
   const where = `${flag} ${path}`;
   let content: TokenFileContent;
   try {
@@ -104,7 +151,7 @@ export function exposedFileReason(mode: number, where: string): string | null {
 
 /** Where the tokens come from: a file (re-read on SIGHUP) or the variable's own value. */
 export type TokenSource =
-  { kind: 'file'; path: string; flag: string } | { kind: 'value'; tokens: string[] };
+  { kind: 'file'; path: string; flag: string } | { kind: 'value'; tokens: TokenEntry[] };
 
 export interface TokenSources {
   admin: TokenSource | null;
@@ -112,11 +159,11 @@ export interface TokenSources {
 }
 
 export interface Tokens {
-  admin: string[];
-  read: string[];
+  admin: TokenEntry[];
+  read: TokenEntry[];
 }
 
-function load(source: TokenSource | null, read: ReadTokenFile): string[] {
+function load(source: TokenSource | null, read: ReadTokenFile): TokenEntry[] {
   if (source === null) return [];
   return source.kind === 'value' ? source.tokens : loadTokenFile(source.path, source.flag, read);
 }
@@ -127,6 +174,7 @@ function load(source: TokenSource | null, read: ReadTokenFile): string[] {
  */
 export function loadTokens(sources: TokenSources, read: ReadTokenFile): Tokens {
   const admin = load(sources.admin, read);
-  const readOnly = load(sources.read, read).filter((token) => !admin.includes(token));
+  const adminSecrets = new Set(admin.map(secretOf));
+  const readOnly = load(sources.read, read).filter((entry) => !adminSecrets.has(secretOf(entry)));
   return { admin, read: readOnly };
 }

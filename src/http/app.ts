@@ -11,7 +11,7 @@ import { HttpError, toErrorResponse } from './errors';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { probes } from './probes';
-import { logServerFault, requestIdOf, requestLog } from './request-log';
+import { logChanges, logServerFault, requestIdOf, requestLog } from './request-log';
 import { openApiDocument } from './openapi';
 import { ROUTES, type RouteContext, type RouteId } from './routes';
 
@@ -129,6 +129,8 @@ export function createApp(options: AppOptions): express.Express {
     const chain: RequestHandler[] = [];
     if (def.scope !== 'public') chain.push(requireScope(tokens, def.scope));
     if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson);
+    // Change lines name the request and the token (request-log.ts); reads need no context.
+    if (def.method !== 'get') chain.push(logChanges);
     app[def.method](def.expressPath, ...chain, handler);
   }
 

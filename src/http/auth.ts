@@ -3,10 +3,18 @@
  * list peers and read metrics. Only SHA-256 digests of the tokens are kept, and a given token is
  * compared with every one of them in constant time, so neither the comparison nor the number of
  * comparisons depends on which token (if any) matched.
+ *
+ * Each token also has a name for the log (issue 21): the one its file gave it (`name:token`,
+ * token-files.ts), else its fingerprint, `sha256:` and the first 8 hex digits of its SHA-256
+ * (`printf %s "$TOKEN" | sha256sum | cut -c1-8` finds it); never the token. requireScope puts
+ * the name in the request's context (request-log.ts), so the request line and every change line
+ * say which token made the change.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
+import { nameOf, secretOf, type TokenEntry } from '../token-files';
 import { HttpError } from './errors';
+import { requestContextOf } from './request-log';
 
 export type Scope = 'read' | 'admin';
 
@@ -19,14 +27,38 @@ export function tokenMatches(given: string, expectedDigest: Buffer): boolean {
 }
 
 export interface ScopedTokens {
-  admin: readonly string[];
-  read: readonly string[];
+  admin: readonly TokenEntry[];
+  read: readonly TokenEntry[];
+}
+
+/** Hex digits of the SHA-256 that name a token without a name: 32 bits, nothing to guess from. */
+const FINGERPRINT_HEX_DIGITS = 8;
+
+/** How the log names a token without a name of its own: `sha256:` and 8 hex digits. */
+export function tokenFingerprint(token: string): string {
+  return `sha256:${digest(token).toString('hex').slice(0, FINGERPRINT_HEX_DIGITS)}`;
+}
+
+/** Who a token is: its scope and the name the log gives it. */
+export interface TokenIdentity {
+  scope: Scope;
+  name: string;
+}
+
+interface StoredToken {
+  digest: Buffer;
+  name: string;
+}
+
+function stored(entry: TokenEntry): StoredToken {
+  const token = secretOf(entry);
+  return { digest: digest(token), name: nameOf(entry) ?? tokenFingerprint(token) };
 }
 
 /** The accepted tokens, swapped as a whole on SIGHUP (`replace`). */
 export class TokenStore {
-  private admin: Buffer[] = [];
-  private read: Buffer[] = [];
+  private admin: StoredToken[] = [];
+  private read: StoredToken[] = [];
 
   constructor(tokens: ScopedTokens) {
     this.replace(tokens);
@@ -34,23 +66,29 @@ export class TokenStore {
 
   /** Installs a new set; requests that arrive afterwards see only the new tokens. */
   replace(tokens: ScopedTokens): void {
-    this.admin = tokens.admin.map(digest);
-    this.read = tokens.read.map(digest);
+    this.admin = tokens.admin.map(stored);
+    this.read = tokens.read.map(stored);
   }
 
   counts(): { admin: number; read: number } {
     return { admin: this.admin.length, read: this.read.length };
   }
 
+  /** The token's scope and name, or null for an unknown token. Admin wins over read. */
+  identify(token: string): TokenIdentity | null {
+    const given = digest(token);
+    let admin: string | null = null;
+    let read: string | null = null;
+    // No early exit: every digest is compared whatever matches.
+    for (const t of this.admin) if (timingSafeEqual(given, t.digest)) admin ??= t.name;
+    for (const t of this.read) if (timingSafeEqual(given, t.digest)) read ??= t.name;
+    if (admin !== null) return { scope: 'admin', name: admin };
+    return read === null ? null : { scope: 'read', name: read };
+  }
+
   /** The token's scope, or null for an unknown token. */
   scopeOf(token: string): Scope | null {
-    const given = digest(token);
-    let admin = false;
-    let read = false;
-    // No early exit: every digest is compared whatever matches.
-    for (const d of this.admin) admin = timingSafeEqual(given, d) || admin;
-    for (const d of this.read) read = timingSafeEqual(given, d) || read;
-    return admin ? 'admin' : read ? 'read' : null;
+    return this.identify(token)?.scope ?? null;
   }
 }
 
@@ -74,7 +112,7 @@ export function covers(granted: Scope, needed: Scope): boolean {
  * bearerToken and covers, and leaves every refusal to this middleware.
  */
 export function requireScope(store: TokenStore | null, scope: Scope): RequestHandler {
-  return (req, _res, next) => {
+  return (req, res, next) => {
     if (store === null) {
       next();
       return;
@@ -91,8 +129,8 @@ export function requireScope(store: TokenStore | null, scope: Scope): RequestHan
       );
       return;
     }
-    const granted = store.scopeOf(token);
-    if (granted === null) {
+    const identity = store.identify(token);
+    if (identity === null) {
       next(
         new HttpError(401, 'AUTH_INVALID', 'The bearer token is wrong', {
           'WWW-Authenticate': 'Bearer realm="wg-peerd", error="invalid_token"',
@@ -100,7 +138,10 @@ export function requireScope(store: TokenStore | null, scope: Scope): RequestHan
       );
       return;
     }
-    if (!covers(granted, scope)) {
+    // Named even when refused below: the request line then says which token was refused.
+    const context = requestContextOf(res);
+    if (context !== undefined) context.tokenName = identity.name;
+    if (!covers(identity.scope, scope)) {
       next(
         new HttpError(
           403,

@@ -27,11 +27,17 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log';
 import { ALIVE, DEAD, type PeerServiceApi } from '../peers';
-import { bearerToken, covers, type TokenStore } from './auth';
+import { bearerToken, covers, type TokenIdentity, type TokenStore } from './auth';
 import { toErrorResponse, type ErrorResponse } from './errors';
 import { negotiateEncoding, type ListBodies, type ListFilter } from './list-body';
 import type { Metrics, RequestTimer } from './metrics';
-import { REQUEST_ID_HEADER, logClosedResponse, logServerFault, requestIdFrom } from './request-log';
+import {
+  REQUEST_ID_HEADER,
+  logClosedResponse,
+  logServerFault,
+  requestIdFrom,
+  type RequestContext,
+} from './request-log';
 import { writeListResponse } from './routes';
 
 /** Answers the request and returns true, or returns false having touched nothing. */
@@ -71,12 +77,12 @@ function bodiless(headers: IncomingHttpHeaders): boolean {
   return length === undefined || (length === '0' && headers['content-type'] === undefined);
 }
 
-/** Whether requireScope(tokens, 'read') would let the request through. */
-function mayRead(tokens: TokenStore, authorization: string | undefined): boolean {
+/** The token, when requireScope(tokens, 'read') would let the request through; else null. */
+function readerOf(tokens: TokenStore, authorization: string | undefined): TokenIdentity | null {
   const token = bearerToken(authorization);
-  if (token === null) return false;
-  const granted = tokens.scopeOf(token);
-  return granted !== null && covers(granted, 'read');
+  if (token === null) return null;
+  const identity = tokens.identify(token);
+  return identity !== null && covers(identity.scope, 'read') ? identity : null;
 }
 
 /**
@@ -140,12 +146,16 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
     const headers = req.headers;
     if (!bodiless(headers)) return false;
     const started = process.hrtime.bigint();
-    if (tokens !== null && !mayRead(tokens, headers.authorization)) return false;
+    const reader = tokens === null ? null : readerOf(tokens, headers.authorization);
+    if (tokens !== null && reader === null) return false;
     const requestId = requestIdFrom(headers['x-request-id']);
+    // The request line's fields as requestLog and requireScope give them.
+    const context: RequestContext =
+      reader === null ? { requestId } : { requestId, tokenName: reader.name };
     // One listener for both, as requestLog and requestMetrics each add one on 'close': the
     // line and the duration of a finished or cut response, in that order.
     res.on('close', () => {
-      logClosedResponse(logger, req, res, LIST_PATH, requestId, started);
+      logClosedResponse(logger, req, res, LIST_PATH, requestId, started, context);
       if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
     });
     // Inside the window with the body built (most polls): answered now, without a promise or

@@ -10,11 +10,17 @@
  * Polls (GET or HEAD of the list, /metrics, /healthz, /readyz) that succeed are logged at
  * `debug`: a monitoring system asking ten times a second would otherwise write 864,000 lines a
  * day at `info`. A poll that fails (status 400 and up), and every other request, is at `info`.
+ *
+ * Each request has a context (issue 21): its id, and who made it once that is known (the
+ * token's name, set by auth.ts). The request line carries it, and `logChanges` puts it on every
+ * line logged while a change runs (the service's `peer_created`, `speed_limit_set`, ...), so a
+ * change line says which request and which token made it. Another "who" (a TLS client
+ * certificate's subject) is one more optional field of RequestContext, set where it is known.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler, Response } from 'express';
-import type { Logger } from '../log';
+import { withLogFields, type Logger } from '../log';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 
@@ -34,6 +40,19 @@ export function requestIdOf(res: Response): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
+/** Which request, and who made it: fields of its request line and of its change lines. */
+export interface RequestContext {
+  requestId: string;
+  /** The bearer token's name (auth.ts: its file's name for it, else its fingerprint). */
+  tokenName?: string;
+}
+
+/** The context `requestLog` opened for this response (undefined before it ran). */
+export function requestContextOf(res: Response): RequestContext | undefined {
+  const context: unknown = res.locals['requestContext'];
+  return typeof context === 'object' && context !== null ? (context as RequestContext) : undefined;
+}
+
 export function isPoll(method: string, path: string): boolean {
   const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
   return (method === 'GET' || method === 'HEAD') && POLLED_PATHS.includes(trimmed);
@@ -49,6 +68,8 @@ export interface RequestLine {
   /** The TCP peer; behind a reverse proxy that is the proxy (the id links the two logs). */
   client: string | null;
   requestId: string;
+  /** Who made it (requestContextOf), when known. */
+  context?: RequestContext | undefined;
   /** The connection closed before the answer was all sent. */
   aborted: boolean;
 }
@@ -81,6 +102,7 @@ export function logRequest(logger: Logger, request: RequestLine): void {
     status: request.status,
     ms: Math.round(request.ms * 1000) / 1000,
     client: request.client,
+    ...request.context,
     requestId: request.requestId,
     ...(request.aborted ? { aborted: true } : {}),
   };
@@ -100,6 +122,7 @@ export function logClosedResponse(
   path: string,
   requestId: string,
   started: bigint,
+  context?: RequestContext,
 ): void {
   const method = req.method ?? '';
   // Decided before the line (and the socket's address, a system call) is made.
@@ -111,6 +134,7 @@ export function logClosedResponse(
     ms: Number(process.hrtime.bigint() - started) / 1e6,
     client: req.socket.remoteAddress ?? null,
     requestId,
+    context,
     aborted: !res.writableFinished,
   });
 }
@@ -134,11 +158,30 @@ export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     const started = process.hrtime.bigint();
     const requestId = requestIdFrom(req.headers['x-request-id']);
+    const context: RequestContext = { requestId };
     res.locals['requestId'] = requestId;
+    res.locals['requestContext'] = context;
     res.setHeader(REQUEST_ID_HEADER, requestId);
     res.on('close', () => {
-      logClosedResponse(logger, req, res, req.originalUrl.split('?')[0] ?? '', requestId, started);
+      const path = req.originalUrl.split('?')[0] ?? '';
+      logClosedResponse(logger, req, res, path, requestId, started, context);
     });
     next();
   };
 }
+
+/**
+ * Mounted last before a change's handler (after authentication and the body): every line
+ * logged while the change runs carries the request's context (log.ts withLogFields). Only
+ * changes hold one, so polls keep Node's async hooks off.
+ */
+export const logChanges: RequestHandler = (_req, res, next) => {
+  const context = requestContextOf(res);
+  if (context === undefined) {
+    next();
+    return;
+  }
+  // A copy: the context is complete here, and a line must not change under the logger.
+  const end = withLogFields({ ...context }, next);
+  res.on('close', end);
+};

@@ -124,11 +124,25 @@ describe('TokenStore', () => {
     }
   });
 
-  it('keeps no token in clear, only their SHA-256 digests', () => {
-    const store = new TokenStore({ admin: [ADMIN], read: [READ] });
+  it('keeps no token in clear, only their SHA-256 digests and names for the log', () => {
+    const store = new TokenStore({ admin: [ADMIN], read: [{ name: 'grafana', token: READ }] });
     const held = Object.values(store as unknown as Record<string, unknown>).flat();
     const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
-    expect(held).to.deep.equal([sha256(ADMIN), sha256(READ)]);
+    const fingerprint = `sha256:${sha256(ADMIN).toString('hex').slice(0, 8)}`;
+    expect(held).to.deep.equal([
+      { digest: sha256(ADMIN), name: fingerprint },
+      { digest: sha256(READ), name: 'grafana' },
+    ]);
+    expect(JSON.stringify(held)).to.not.contain(ADMIN).and.not.contain(READ);
     expect(store.counts()).to.deep.equal({ admin: 1, read: 1 });
+  });
+
+  it('names a token listed in both scopes by its admin entry', () => {
+    const store = new TokenStore({
+      admin: [{ name: 'ops', token: ADMIN }],
+      read: [{ name: 'grafana', token: ADMIN }, READ],
+    });
+    expect(store.identify(ADMIN)).to.deep.equal({ scope: 'admin', name: 'ops' });
+    expect(store.identify('not-a-token-of-this-store')).to.equal(null);
   });
 });
