@@ -322,6 +322,23 @@ export const OPTIONS = {
     meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
     parse: parseBoolean,
   }),
+  eventHistory: option({
+    flag: '--event-history',
+    env: 'WG_PEERD_EVENT_HISTORY',
+    value: 'N',
+    default: '10000',
+    meaning: 'events kept for GET /api/events clients resuming with Last-Event-ID (1-1000000)',
+    parse: wholeNumber(1, 1_000_000),
+  }),
+  webhooksFile: option({
+    flag: '--webhooks-file',
+    env: 'WG_PEERD_WEBHOOKS_FILE',
+    value: 'PATH',
+    default: null,
+    meaning:
+      'webhook targets, one a line: <url> <whsec_secret> [<type>,...]; mode 0600; re-read on SIGHUP',
+    parse: (text: string) => text,
+  }),
 };
 
 type Options = typeof OPTIONS;

@@ -10,7 +10,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
-import { DEFAULT_EVENT_HISTORY, Events } from './events';
+import { Events, loadWebhooksFile, type DeliveryPolicy, type WebhookTarget } from './events';
 import {
   ListBodies,
   TokenStore,
@@ -49,6 +49,8 @@ export interface DaemonDeps {
   graceMs?: number;
   /** How token files are read on reload; from disk when absent. */
   readTokenFile?: ReadTokenFile;
+  /** Webhook delivery timings (tests shorten them); DESIGN §3's defaults when absent. */
+  webhookPolicy?: Partial<DeliveryPolicy>;
 }
 
 export interface Daemon {
@@ -60,6 +62,8 @@ export interface Daemon {
    * how many of each scope); a failure keeps the old ones and logs why at warn. True on success.
    */
   reloadTokens(): boolean;
+  /** What SIGHUP also does: re-reads --webhooks-file; a bad file keeps the old targets. */
+  reloadWebhooks(): boolean;
 }
 
 /** The version of package.json, next to dist/ (dist/src/main.js → ../../package.json). */
@@ -94,6 +98,16 @@ function listen(server: http.Server, config: Config): Promise<void> {
 
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
   const { logger } = deps;
+  const readWebhooks = (): WebhookTarget[] =>
+    config.webhooksFile === null
+      ? []
+      : loadWebhooksFile(config.webhooksFile, deps.readTokenFile ?? readTokenFileFromDisk);
+  let webhookTargets: WebhookTarget[];
+  try {
+    webhookTargets = readWebhooks();
+  } catch (error) {
+    throw new StartupError(messageOf(error), EXIT_CONFIG);
+  }
   let kernel: Kernel;
   try {
     kernel = await deps.openKernel();
@@ -131,11 +145,13 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // The event stream and webhooks read the same shared snapshot as the list and the metrics.
   const events: Events = new Events({
     interfaceName: config.interfaceName,
-    historySize: DEFAULT_EVENT_HISTORY,
+    historySize: config.eventHistory,
     snapshot: () => service.snapshot(),
     listMaxAgeMs: config.listMaxAgeMs,
     logger,
     registry: metrics.registry,
+    webhookTargets,
+    webhookPolicy: deps.webhookPolicy,
   });
   const service: PeerService = new PeerService({
     kernel,
@@ -231,7 +247,24 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     logger.info({ event: 'tokens_reloaded', ...tokens.counts() }, 'SIGHUP: token files re-read');
     return true;
   };
-  return { address, shutdown, reloadTokens };
+  const reloadWebhooks = (): boolean => {
+    if (config.webhooksFile === null) return false;
+    try {
+      events.webhooks.setTargets(readWebhooks());
+    } catch (error) {
+      logger.warn(
+        { event: 'webhooks_reload_failed', reason: messageOf(error) },
+        `SIGHUP: keeping the old webhook targets: ${messageOf(error)}`,
+      );
+      return false;
+    }
+    logger.info(
+      { event: 'webhooks_reloaded', targets: events.webhooks.targetCount },
+      'SIGHUP: webhooks file re-read',
+    );
+    return true;
+  };
+  return { address, shutdown, reloadTokens, reloadWebhooks };
 }
 
 function readConfig(): Config {
@@ -267,6 +300,7 @@ async function cli(): Promise<void> {
       logger.warn({ signal: 'SIGHUP' }, 'SIGHUP while starting: the token files were just read');
     } else {
       running.daemon.reloadTokens();
+      running.daemon.reloadWebhooks();
     }
   });
   let daemon: Daemon;

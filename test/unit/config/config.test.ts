@@ -65,6 +65,8 @@ describe('config: defaults of DESIGN §4', () => {
       listMaxAgeMs: 1000,
       metricsPerPeer: true,
       maxConnections: 512,
+      eventHistory: 10000,
+      webhooksFile: null,
     });
   });
 });
@@ -91,6 +93,9 @@ describe('config: flags and environment', () => {
         '--log-level',
         'debug',
         '--metrics-per-peer=false',
+        '--event-history',
+        '500',
+        '--webhooks-file=/etc/wg-peerd/webhooks',
       ],
       {},
       { '/etc/wg-peerd/admin.tokens': `${ADMIN}\n`, '/etc/wg-peerd/read.tokens': `${READ}\n` },
@@ -111,6 +116,8 @@ describe('config: flags and environment', () => {
       listMaxAgeMs: 0,
       metricsPerPeer: false,
       maxConnections: 100,
+      eventHistory: 500,
+      webhooksFile: '/etc/wg-peerd/webhooks',
     });
   });
 
@@ -128,6 +135,8 @@ describe('config: flags and environment', () => {
       WG_PEERD_LOG_LEVEL: 'warn',
       WG_PEERD_METRICS_PER_PEER: 'false',
       WG_PEERD_MAX_CONNECTIONS: '64',
+      WG_PEERD_EVENT_HISTORY: '20',
+      WG_PEERD_WEBHOOKS_FILE: '/w',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -145,6 +154,8 @@ describe('config: flags and environment', () => {
       listMaxAgeMs: 60000,
       metricsPerPeer: false,
       maxConnections: 64,
+      eventHistory: 20,
+      webhooksFile: '/w',
     });
   });
 
@@ -217,6 +228,8 @@ describe('config: flags and environment', () => {
       ['--log-level LEVEL', 'WG_PEERD_LOG_LEVEL', 'info'],
       ['--max-connections N', 'WG_PEERD_MAX_CONNECTIONS', '512'],
       ['--metrics-per-peer BOOL', 'WG_PEERD_METRICS_PER_PEER', 'true'],
+      ['--event-history N', 'WG_PEERD_EVENT_HISTORY', '10000'],
+      ['--webhooks-file PATH', 'WG_PEERD_WEBHOOKS_FILE', 'none'],
     ];
     // One block per option: the flag on its own line, then its indented lines.
     const blocks = text.split(/\n(?= {2}--)/);
@@ -484,6 +497,20 @@ describe('config: bad configuration is one clear line', () => {
       /--log-level must be one of fatal, error, warn, info, debug, trace, silent, not "verbose"/,
     ],
     ['a bad allow value', [], { WG_PEERD_ALLOW_UNAUTHENTICATED: 'yes' }, {}, /must be 1 or 0/],
+    [
+      'an event history of no event',
+      ['--event-history', '0'],
+      {},
+      {},
+      /--event-history must be a whole number from 1 to 1000000, not "0"/,
+    ],
+    [
+      'an event history too large for memory',
+      [],
+      { WG_PEERD_EVENT_HISTORY: '5000000' },
+      {},
+      /WG_PEERD_EVENT_HISTORY must be a whole number from 1 to 1000000/,
+    ],
     [
       'a metrics-per-peer value other than true or false',
       ['--metrics-per-peer=no'],

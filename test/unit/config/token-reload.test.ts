@@ -147,3 +147,60 @@ describe('token rotation (what SIGHUP does)', () => {
     });
   }
 });
+
+// Issue 20: --webhooks-file is read at start (a bad one stops it with exit status 2) and again
+// on SIGHUP (a bad one keeps the old targets and says why).
+describe('webhooks file (start and SIGHUP)', () => {
+  const SECRET = `whsec_${Buffer.alloc(32, 3).toString('base64')}`;
+  let daemon: Daemon | undefined;
+  afterEach(async () => {
+    await daemon?.shutdown();
+    daemon = undefined;
+  });
+
+  function config(): Config {
+    const outcome = parseConfig(['--webhooks-file', '/etc/wg-peerd/webhooks'], {}, () => {
+      throw new Error('no token file');
+    });
+    if (outcome.kind !== 'run') throw new Error('expected a configuration');
+    return { ...outcome.config, listen: { host: '127.0.0.1', port: 0 } };
+  }
+
+  it('stops the start with exit status 2 and one line for a file others may read', async () => {
+    const files = new Files();
+    files.set('/etc/wg-peerd/webhooks', `https://hooks.example/ ${SECRET}\n`, 0o644);
+    let error: unknown;
+    try {
+      daemon = await startDaemon(config(), {
+        openKernel: async () => FakeKernel.withInterface(),
+        logger: captureLog().logger,
+        readTokenFile: files.read,
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).to.include({ exitStatus: 2 });
+    expect((error as Error).message).to.match(/--webhooks-file .* may be read by group or others/);
+  });
+
+  it('re-reads the targets on SIGHUP; a broken file keeps the old ones, logged at warn', async () => {
+    const files = new Files();
+    files.set('/etc/wg-peerd/webhooks', `https://a.example/ ${SECRET}\n`);
+    const log = captureLog();
+    daemon = await startDaemon(config(), {
+      openKernel: async () => FakeKernel.withInterface(),
+      logger: log.logger,
+      readTokenFile: files.read,
+    });
+    files.set(
+      '/etc/wg-peerd/webhooks',
+      `https://a.example/ ${SECRET}\nhttps://b.example/ ${SECRET}\n`,
+    );
+    expect(daemon.reloadWebhooks()).to.equal(true);
+    expect(log.lines().find((l) => l.event === 'webhooks_reloaded')).to.include({ targets: 2 });
+    files.set('/etc/wg-peerd/webhooks', 'https://c.example/ not-a-secret\n');
+    expect(daemon.reloadWebhooks()).to.equal(false);
+    const warning = log.lines().find((l) => l.event === 'webhooks_reload_failed');
+    expect(String(warning?.reason)).to.match(/line 1: the secret must be whsec_/);
+  });
+});
