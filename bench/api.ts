@@ -55,7 +55,7 @@ import {
   openNativeTransport,
 } from '../src/netlink';
 import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/peers';
-import { toPeerJson } from '../src/http/app';
+import { listPeers, toPeerJson } from '../test/support/peer-list';
 import { PEERS_PER_SLICE, PreviousBodies, buildListBody } from '../src/http/list-body';
 import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard-dump';
 
@@ -236,7 +236,7 @@ function referenceBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
   } as unknown as PeerServiceOptions['kernel'];
   const service = new PeerService({ kernel, interfaceName: IFNAME, logger: silentLogger });
   return async () => {
-    const peers = await service.listPeers(null);
+    const peers = await listPeers(service, null);
     return Buffer.from(
       JSON.stringify({
         success: true,

@@ -10,7 +10,7 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { toPeerJson } from '../src/http/app';
+import { listPeers, toPeerJson } from '../test/support/peer-list';
 import { BROTLI_OPTIONS, GZIP_OPTIONS, buildListBody } from '../src/http/list-body';
 import { parseDevice } from '../src/kernel/wireguard';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
     const snapshot: PeerSnapshot = await service.snapshot();
     const [reference, build] = await alternating(
       async () => {
-        const entries = await service.listPeers(null);
+        const entries = await listPeers(service, null);
         const text = JSON.stringify({
           success: true,
           peers: entries.map(toPeerJson),

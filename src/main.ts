@@ -11,15 +11,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
 import { Events, loadWebhooksFile, type DeliveryPolicy, type WebhookTarget } from './events';
-import {
-  ListBodies,
-  TokenStore,
-  createApp,
-  createMetrics,
-  createServer,
-  eventStreamHandler,
-  listFastPath,
-} from './http';
+import { TokenStore, createHttpServer, createMetrics, eventStreamHandler } from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
@@ -166,23 +158,16 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
   const readiness = new ReadinessCheck(kernel, config.interfaceName);
-  // One set of options, one ListBodies: the list fast path answers as the Express route would
-  // (list-fast-path.ts), from the same memoized bodies.
-  const api = {
+  const server = createHttpServer({
     service,
     tokens,
     logger,
     metrics,
     readiness,
     version: packageVersion(),
-    listBodies: new ListBodies(),
     handlers: { events: eventStreamHandler(events.streams) },
-  };
-  const server = createServer(
-    createApp(api),
-    { maxConnections: config.maxConnections, logger },
-    listFastPath(api),
-  );
+    limits: { maxConnections: config.maxConnections },
+  });
   try {
     await listen(server, config);
   } catch (error) {

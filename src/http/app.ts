@@ -4,16 +4,17 @@
  */
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import type { Logger } from '../log';
-import type { PeerEntry, PeerServiceApi, ReadinessApi } from '../peers';
+import type { PeerServiceApi, ReadinessApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
-import { cutLongBodies } from './body-limit';
+import { DEFAULT_BODY_LIMIT_BYTES, cutLongBodies } from './body-limit';
 import { HttpError, toErrorResponse } from './errors';
+import { listRoute } from './list';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { probes } from './probes';
-import { logChanges, logServerFault, requestIdOf, requestLog } from './request-log';
+import { logChanges, logServerFault, markRoute, requestIdOf, requestLog } from './request-log';
 import { openApiDocument } from './openapi';
-import { ROUTES, type RouteContext, type RouteId } from './routes';
+import { ROUTES, type RouteId } from './routes';
 
 export { CONFIG_NOT_STORED_MESSAGE, toCreatedJson } from './routes';
 
@@ -36,8 +37,6 @@ export interface AppOptions {
   readiness?: ReadinessApi | null;
 }
 
-export const DEFAULT_BODY_LIMIT_BYTES = 4096;
-
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
@@ -58,35 +57,6 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
   next();
 };
 
-/**
- * The reference twin of the list body (src/http/list-body.ts builds the same bytes without
- * these objects); the tests hold the two equal, so a field added here must be added there.
- */
-export function toPeerJson(entry: PeerEntry) {
-  return {
-    public_key: entry.publicKey,
-    ip_address: entry.ipAddress,
-    last_handshake: entry.lastHandshake,
-    minutes_since_handshake: entry.minutesSinceHandshake,
-    status: entry.status,
-    allowed_ips: entry.allowedIps,
-    endpoint: entry.endpoint,
-    rx_bytes: entry.rxBytes,
-    tx_bytes: entry.txBytes,
-    persistent_keepalive_seconds: entry.persistentKeepalive,
-    speed_limit_bytes_per_second: entry.speedLimitBytesPerSecond,
-    speed_limit_holds: entry.speedLimitHolds,
-    data_cap:
-      entry.dataCap === null
-        ? null
-        : {
-            quota_bytes: entry.dataCap.quotaBytes,
-            used_bytes: entry.dataCap.usedBytes,
-            enforced: entry.dataCap.enforced,
-          },
-  };
-}
-
 /** The document is built once per app: the table does not change while it runs. */
 function serveOpenApi(version: string): RequestHandler {
   let body: string | null = null;
@@ -105,9 +75,6 @@ export function createApp(options: AppOptions): express.Express {
   app.set('query parser', 'simple');
 
   app.use(requestLog(logger));
-  // Before authentication: probes need no token.
-  app.use(probes(options.readiness ?? null));
-
   if (options.metrics) app.use(options.metrics.requestMetrics);
   // Each route's own scope from the table, checked before its body is parsed.
   const tokens = options.tokens ?? null;
@@ -117,16 +84,24 @@ export function createApp(options: AppOptions): express.Express {
     bodyLimit,
     express.json({ limit: bodyLimit, strict: true, type: 'application/json' }),
   );
-  const context: RouteContext = { service, listBodies };
   const given: Partial<Record<RouteId, RequestHandler>> = {
+    listPeers: listRoute({ service, listBodies }),
     openapi: serveOpenApi(options.version ?? 'unknown'),
+    ...probes(options.readiness ?? null),
     ...(options.metrics ? { metrics: options.metrics.handler } : {}),
     ...options.handlers,
   };
   for (const def of ROUTES) {
-    const handler = given[def.id] ?? def.handler?.(context);
+    const handler = given[def.id] ?? def.handler?.({ service });
     if (handler === undefined) continue; // documented only (served by another branch's piece)
-    const chain: RequestHandler[] = [];
+    // First: the route's facts for its log line and duration series, even when refused.
+    const chain: RequestHandler[] = [
+      (_req, res, next) => {
+        markRoute(res, def);
+        next();
+      },
+    ];
+    // Public routes (the probes) need no token.
     if (def.scope !== 'public') chain.push(requireScope(tokens, def.scope));
     if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson);
     // Change lines name the request and the token (request-log.ts); reads need no context.

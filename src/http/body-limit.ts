@@ -7,6 +7,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { HttpError, toErrorResponse } from './errors';
 
+/** Largest accepted request body by default: bodies here are small JSON objects. */
+export const DEFAULT_BODY_LIMIT_BYTES = 4096;
+
 export function bodyTooLarge(limitBytes: number): HttpError {
   return new HttpError(
     413,

@@ -123,6 +123,8 @@ export const EVENTS_ROUTE: RouteDef = {
   method: 'get',
   expressPath: '/api/events',
   openapiPath: '/api/events',
+  label: '/api/events',
+  polled: false,
   scope: 'read',
   summary:
     'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +

@@ -1,15 +1,47 @@
-export {
-  createApp,
-  CONFIG_NOT_STORED_MESSAGE,
-  DEFAULT_BODY_LIMIT_BYTES,
-  type AppOptions,
-} from './app';
+/**
+ * The HTTP layer's face: `createHttpServer` puts the Express app (app.ts), the fast path of the
+ * list poll (list.ts) and the Node server with its limits (server.ts) together, sharing one
+ * ListBodies, so main.ts starts the API with one call.
+ */
+import type http from 'node:http';
+import { createApp, type AppOptions } from './app';
+import { listFastPath } from './list';
+import { ListBodies } from './list-body';
+import type { Metrics } from './metrics';
+import { createServer, type HttpLimits } from './server';
+
+export { createApp, type AppOptions } from './app';
 export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
+export { DEFAULT_BODY_LIMIT_BYTES } from './body-limit';
+export { CONFIG_NOT_STORED_MESSAGE } from './routes';
 export { requestLog, REQUEST_ID_HEADER } from './request-log';
 export { createMetrics, METRICS_CONTENT_TYPE, type Metrics, type MetricsOptions } from './metrics';
 export { ROUTES, type RouteDef, type RouteId } from './routes';
 export { openApiDocument } from './openapi';
 export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';
 export { ListBodies } from './list-body';
-export { listFastPath, type FastPath, type ListFastPathOptions } from './list-fast-path';
+export { listFastPath, type FastPath, type ListFastPathOptions } from './list';
 export { EVENTS_ROUTE, eventStreamHandler, eventPayload } from './events';
+
+export interface HttpServerOptions extends AppOptions {
+  /** The app's metrics, whose request timer the fast path feeds too. */
+  metrics?: Pick<Metrics, 'handler' | 'requestMetrics' | 'requestTimer'>;
+  /** The server's limits (issue 10); each left out keeps DEFAULT_HTTP_LIMITS'. */
+  limits?: Partial<Omit<HttpLimits, 'bodyLimitBytes'>>;
+}
+
+/**
+ * The daemon's HTTP server, not yet listening: every request the limits let through is tried
+ * on the list fast path, then the app. The fast path is the route's twin (list.ts), answering
+ * from the same ListBodies, tokens, metrics and logger as the app.
+ */
+export function createHttpServer(options: HttpServerOptions): http.Server {
+  const { limits, ...app } = options;
+  const api = { ...app, listBodies: app.listBodies ?? new ListBodies() };
+  const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
+  return createServer(
+    createApp(api),
+    { ...limits, ...bodyLimit, logger: app.logger },
+    listFastPath(api),
+  );
+}

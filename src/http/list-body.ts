@@ -4,34 +4,32 @@
  * per encoding. Every request that shares the read (in flight or within the freshness window)
  * gets the same bytes; a request that arrives while a body is being built joins that build.
  *
- * The bytes are exactly what the reference twin in app.ts gives:
- *   JSON.stringify({ success: true, peers: entries.map(toPeerJson), total_count, filter })
- * and the unit tests hold the two equal, so a field added to toPeerJson must be added to
- * `peerJson` below (the one place that lists the fields) or the tests fail.
+ * Each peer is written from its view (src/peers/view.ts: `viewOf`). The bytes are exactly
+ * what the test oracle gives (test/support/peer-list.ts: plain objects through JSON.stringify,
+ * derived without the view), and the unit tests hold the two equal, so a field added to the
+ * view must be written in `peerJson` below (the one place that lists the fields) and in the
+ * oracle, or the tests fail.
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import {
+  PEERS_PER_SLICE,
+  inSlices,
   limitOf,
-  statusAt,
-  tunnelAddressOf,
+  sameView,
+  viewOf,
   type FilterStatus,
-  type KernelDataCap,
-  type LimitState,
   type PeerSnapshot,
+  type PeerView,
 } from '../peers';
+
+export { PEERS_PER_SLICE } from '../peers';
 
 /** A peer as the snapshot holds it (the http layer names no kernel module). */
 type SnapshotPeer = PeerSnapshot['device']['peers'][number];
 
 export type ListFilter = FilterStatus | null;
 export type BodyEncoding = 'identity' | 'gzip' | 'br';
-
-/**
- * Peers serialized per slice before the build yields to the event loop: ~4 ms on the host,
- * 40-200 ms in an emulated VM ten to fifty times slower; a yield costs microseconds.
- */
-export const PEERS_PER_SLICE = 1000;
 
 const gzip = promisify(zlib.gzip);
 const brotli = promisify(zlib.brotliCompress);
@@ -50,8 +48,6 @@ export const BROTLI_OPTIONS: zlib.BrotliOptions = {
   },
 };
 
-const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
 /** Characters JSON.stringify would escape: '"', '\\', controls and lone surrogates. */
 // eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
@@ -67,23 +63,15 @@ function numberOrNull(value: number | null): string {
 }
 
 /**
- * One peer, fields in the order of toPeerJson (app.ts). No escaping is needed for what the
+ * One peer, fields in the order of the test oracle's (test/support/peer-list.ts). No escaping is needed for what the
  * kernel decoder produces: public keys are base64 ([A-Za-z0-9+/=]), tunnel addresses dotted
  * decimal, allowed IPs "address/cidr" in dotted or hexadecimal-colon text, handshakes ISO 8601
  * from Date#toISOString, statuses constants, counters numbers. The endpoint is text the snapshot
  * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
- * The fields that do not come from the peer itself are given: its tunnel address, its status and
- * minutes at the snapshot's time, its limit state and its cap (fragmentOf has them already).
  */
-function peerJson(
-  peer: SnapshotPeer,
-  ip: string | null,
-  status: string,
-  minutes: number | null,
-  state: LimitState | undefined,
-  cap: KernelDataCap | undefined,
-): string {
-  const limit = limitOf(state);
+function peerJson(view: PeerView): string {
+  const { peer, ip, status, minutesSinceHandshake, cap } = view;
+  const limit = limitOf(view.limit);
   let allowed = '';
   for (const prefix of peer.allowedIps) {
     allowed += `${allowed === '' ? '' : ','}"${prefix.address}/${prefix.cidr}"`;
@@ -92,7 +80,7 @@ function peerJson(
     `{"public_key":"${peer.publicKey}"` +
     `,"ip_address":${ip === null ? 'null' : `"${ip}"`}` +
     `,"last_handshake":${peer.lastHandshake === null ? 'null' : `"${peer.lastHandshake.toISOString()}"`}` +
-    `,"minutes_since_handshake":${numberOrNull(minutes)}` +
+    `,"minutes_since_handshake":${numberOrNull(minutesSinceHandshake)}` +
     `,"status":"${status}"` +
     `,"allowed_ips":[${allowed}]` +
     `,"endpoint":${peer.endpoint === null ? 'null' : quoted(peer.endpoint)}` +
@@ -101,17 +89,18 @@ function peerJson(
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === undefined ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
+    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
     '}'
   );
 }
 
 /**
- * A peer's JSON as built for an earlier snapshot, with what it was built from besides the peer
- * itself: the minute of its handshake age and its status (time moves), its speed limit and its
- * data cap (other facilities). The kernel layer hands out the very same peer object for a peer
- * whose dump entry did not change between reads (DumpMemo, src/kernel/wireguard-dump.ts), so an
- * idle peer's JSON is built once and reused by every later body, as long as these match.
+ * A peer's JSON as built for an earlier snapshot, with the view it was built from. The kernel
+ * layer hands out the very same peer object for a peer whose dump entry did not change between
+ * reads (DumpMemo, src/kernel/wireguard-dump.ts), so an idle peer's JSON is built once and
+ * reused by every later body, as long as its view is the same (`sameView`: the minute of its
+ * handshake age and its status, as time moves; its speed limit and its data cap, read from
+ * other facilities).
  */
 interface Fragment {
   /** The peer's JSON. Text, not a Buffer of its own: 50,000 small Buffers are slices of Node's
@@ -120,63 +109,25 @@ interface Fragment {
   json: string;
   /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice). */
   bytes: number;
-  ip: string | null;
-  minutes: number | null;
-  status: string;
-  download: number | null;
-  upload: number | null;
-  quotaBytes: number;
-  usedBytes: number;
-  enforced: boolean;
+  view: PeerView;
 }
 
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
 const fragments = new WeakMap<SnapshotPeer, Fragment>();
 
-// Module-local copies: the peers index re-exports through getters, one call per use.
-const statusOf = statusAt;
-const addressOf = tunnelAddressOf;
-
-/** The peer's fragment (`peerJson`), from the memo when nothing it was built from changed. */
+/** The peer's fragment (`peerJson`), from the memo when its view is the same. */
 function fragmentOf(
   peer: SnapshotPeer,
   snapshot: PeerSnapshot,
-  now: number,
   filter: ListFilter,
 ): Fragment | null {
-  const { status, minutesSinceHandshake } = statusOf(peer.lastHandshake, now);
-  if (filter !== null && status !== filter) return null;
   const known = fragments.get(peer);
-  const ip = known === undefined ? addressOf(peer) : known.ip;
-  const limit = ip === null || snapshot.limits.size === 0 ? undefined : snapshot.limits.get(ip);
-  const cap = ip === null || snapshot.caps.size === 0 ? undefined : snapshot.caps.get(ip);
-  const download = limit?.download ?? null;
-  const upload = limit?.upload ?? null;
-  if (
-    known !== undefined &&
-    known.minutes === minutesSinceHandshake &&
-    known.status === status &&
-    known.download === download &&
-    known.upload === upload &&
-    known.quotaBytes === (cap === undefined ? -1 : cap.quotaBytes) &&
-    known.usedBytes === (cap === undefined ? -1 : cap.usedBytes) &&
-    known.enforced === (cap === undefined ? false : cap.enforced)
-  ) {
-    return known;
-  }
-  const json = peerJson(peer, ip, status, minutesSinceHandshake, limit, cap);
-  const fragment: Fragment = {
-    json,
-    bytes: Buffer.byteLength(json, 'utf8'),
-    ip,
-    minutes: minutesSinceHandshake,
-    status,
-    download,
-    upload,
-    quotaBytes: cap === undefined ? -1 : cap.quotaBytes,
-    usedBytes: cap === undefined ? -1 : cap.usedBytes,
-    enforced: cap === undefined ? false : cap.enforced,
-  };
+  // The tunnel address depends on the peer object alone: known once its fragment is.
+  const view = known === undefined ? viewOf(peer, snapshot) : viewOf(peer, snapshot, known.view.ip);
+  if (filter !== null && view.status !== filter) return null;
+  if (known !== undefined && sameView(known.view, view)) return known;
+  const json = peerJson(view);
+  const fragment: Fragment = { json, bytes: Buffer.byteLength(json, 'utf8'), view };
   fragments.set(peer, fragment);
   return fragment;
 }
@@ -198,20 +149,18 @@ export async function buildListBody(
   peersPerSlice = PEERS_PER_SLICE,
   previous: PreviousBodies | null = null,
 ): Promise<Buffer> {
-  const peers = snapshot.device.peers;
-  const now = snapshot.takenAt;
   const parts: Fragment[] = [];
   let size = 0;
-  for (let start = 0; start < peers.length; start += peersPerSlice) {
-    if (start > 0) await yieldToEventLoop();
-    const end = Math.min(peers.length, start + peersPerSlice);
-    for (let i = start; i < end; i++) {
-      const fragment = fragmentOf(peers[i]!, snapshot, now, filter);
-      if (fragment === null) continue;
+  await inSlices(
+    snapshot.device.peers,
+    (peer) => {
+      const fragment = fragmentOf(peer, snapshot, filter);
+      if (fragment === null) return;
       parts.push(fragment);
       size += fragment.bytes;
-    }
-  }
+    },
+    { perSlice: peersPerSlice },
+  );
   const count = parts.length;
   const again = previous === null ? null : previous.same(filter, parts);
   if (again !== null) return again;

@@ -7,9 +7,10 @@
  * (spaces, quotes, control characters, longer) is replaced rather than trusted into the log. It
  * is echoed in the `X-Request-Id` response header.
  *
- * Polls (GET or HEAD of the list, /metrics, /healthz, /readyz) that succeed are logged at
- * `debug`: a monitoring system asking ten times a second would otherwise write 864,000 lines a
- * day at `info`. A poll that fails (status 400 and up), and every other request, is at `info`.
+ * Polls (the routes the route table marks `polled`: GET or HEAD of the list, /metrics, /healthz,
+ * /readyz) that succeed are logged at `debug`: a monitoring system asking ten times a second
+ * would otherwise write 864,000 lines a day at `info`. A poll that fails (status 400 and up),
+ * and every other request, is at `info`.
  *
  * Each request has a context (issue 21): its id, and who made it once that is known (the
  * token's name, set by auth.ts). The request line carries it, and `logChanges` puts it on every
@@ -26,8 +27,26 @@ export const REQUEST_ID_HEADER = 'X-Request-Id';
 
 const SANE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 
-/** Paths polled by monitoring, without the query. */
-export const POLLED_PATHS: readonly string[] = ['/api/peers', '/metrics', '/healthz', '/readyz'];
+/**
+ * What the route table (routes.ts) says of the route a request matched, for its log line and
+ * its duration series: set on the response when the route matches (app.ts), read when it closes.
+ */
+export interface RouteFacts {
+  /** The route pattern, never the raw path (which holds a key): the metrics' route label. */
+  readonly label: string;
+  /** Asked by monitoring many times a second: a success is logged at debug. */
+  readonly polled: boolean;
+}
+
+/** Marks the response with the facts of the route its request matched. */
+export function markRoute(res: Response, facts: RouteFacts): void {
+  res.locals['route'] = facts;
+}
+
+/** The facts markRoute set; undefined when no route matched (401 before routing, 404). */
+export function routeOf(res: Response): RouteFacts | undefined {
+  return res.locals['route'] as RouteFacts | undefined;
+}
 
 /** The client's id when it is sane, else a new one. */
 export function requestIdFrom(header: string | string[] | undefined): string {
@@ -53,11 +72,6 @@ export function requestContextOf(res: Response): RequestContext | undefined {
   return typeof context === 'object' && context !== null ? (context as RequestContext) : undefined;
 }
 
-export function isPoll(method: string, path: string): boolean {
-  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-  return (method === 'GET' || method === 'HEAD') && POLLED_PATHS.includes(trimmed);
-}
-
 /** What one request line says. */
 export interface RequestLine {
   method: string;
@@ -72,6 +86,8 @@ export interface RequestLine {
   context?: RequestContext | undefined;
   /** The connection closed before the answer was all sent. */
   aborted: boolean;
+  /** The route is polled (RouteFacts): a success is logged at debug. */
+  polled: boolean;
 }
 
 /**
@@ -82,20 +98,20 @@ export interface RequestLine {
 /**
  * Whether the line of this request is written at debug: a successful poll. That level is off by
  * default, and then the line is not built at all (it was a few per cent of a poll of a small
- * list); `path` is without its query.
+ * list).
  */
-function atDebug(method: string, path: string, status: number): boolean {
-  return status < 400 && isPoll(method, path);
+function atDebug(polled: boolean, status: number): boolean {
+  return polled && status < 400;
 }
 
 /** Whether logRequest would write nothing for this request (a debug line, debug off). */
-function unlogged(logger: Logger, method: string, path: string, status: number): boolean {
-  return atDebug(method, path, status) && !logger.isLevelEnabled('debug');
+function unlogged(logger: Logger, polled: boolean, status: number): boolean {
+  return atDebug(polled, status) && !logger.isLevelEnabled('debug');
 }
 
 export function logRequest(logger: Logger, request: RequestLine): void {
   const path = request.path.split('?')[0] ?? '';
-  if (unlogged(logger, request.method, path, request.status)) return;
+  if (unlogged(logger, request.polled, request.status)) return;
   const line = {
     method: request.method,
     path,
@@ -106,14 +122,14 @@ export function logRequest(logger: Logger, request: RequestLine): void {
     requestId: request.requestId,
     ...(request.aborted ? { aborted: true } : {}),
   };
-  if (atDebug(request.method, path, request.status)) logger.debug(line, 'request');
+  if (atDebug(request.polled, request.status)) logger.debug(line, 'request');
   else logger.info(line, 'request');
 }
 
 /**
  * logRequest for a request whose response closed (finished or cut), its fields read off req and
  * res: the Express middleware below and the list fast path (list-fast-path.ts). `path` is
- * without the query; `started` is process.hrtime.bigint() at arrival.
+ * without the query; `started` is process.hrtime.bigint() at arrival; `polled` the route's fact.
  */
 export function logClosedResponse(
   logger: Logger,
@@ -122,11 +138,12 @@ export function logClosedResponse(
   path: string,
   requestId: string,
   started: bigint,
+  polled: boolean,
   context?: RequestContext,
 ): void {
   const method = req.method ?? '';
   // Decided before the line (and the socket's address, a system call) is made.
-  if (unlogged(logger, method, path, res.statusCode)) return;
+  if (unlogged(logger, polled, res.statusCode)) return;
   logRequest(logger, {
     method,
     path,
@@ -136,6 +153,7 @@ export function logClosedResponse(
     requestId,
     context,
     aborted: !res.writableFinished,
+    polled,
   });
 }
 
@@ -164,7 +182,8 @@ export function requestLog(logger: Logger): RequestHandler {
     res.setHeader(REQUEST_ID_HEADER, requestId);
     res.on('close', () => {
       const path = req.originalUrl.split('?')[0] ?? '';
-      logClosedResponse(logger, req, res, path, requestId, started, context);
+      const polled = routeOf(res)?.polled ?? false;
+      logClosedResponse(logger, req, res, path, requestId, started, polled, context);
     });
     next();
   };

@@ -3,19 +3,21 @@
  * success response and the error codes it can answer. createApp (app.ts) registers Express
  * routes from it and openapi.ts generates the OpenAPI document from it, so the two cannot drift.
  *
+ * The table also holds each route's facts (RouteFacts): the label of its duration series and
+ * whether monitoring polls it (its successes are logged at debug).
+ *
  * A route without `handler` is documented here but served by a handler given to createApp
- * (AppOptions.handlers): the OpenAPI document itself, and the probes and metrics built on other
- * branches. A route with neither is documented only and not registered.
+ * (AppOptions.handlers, or its own module: the list answer is list.ts's, the probes probes.ts's,
+ * the OpenAPI document openapi.ts's, the metrics metrics.ts's). A route with neither is
+ * documented only and not registered.
  */
-import type { ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import type { ValidateFunction } from 'ajv';
 import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
 import type { Scope } from './auth';
 import { HttpError } from './errors';
-import { type BodyEncoding, type ListBodies, negotiateEncoding } from './list-body';
 import { EVENTS_ROUTE } from './events';
-import { REQUEST_ID_HEADER } from './request-log';
+import type { RouteFacts } from './request-log';
 import {
   check,
   checkPublicKey,
@@ -49,7 +51,6 @@ export type Method = 'get' | 'post' | 'patch' | 'delete';
 /** What route handlers work with. */
 export interface RouteContext {
   service: PeerServiceApi;
-  listBodies: ListBodies;
 }
 
 export interface RouteResponse {
@@ -60,7 +61,7 @@ export interface RouteResponse {
   schema: Readonly<Record<string, unknown>> | null;
 }
 
-export interface RouteDef {
+export interface RouteDef extends RouteFacts {
   id: RouteId;
   method: Method;
   /** What Express matches; the key is the first capture group of a RegExp path. */
@@ -83,37 +84,6 @@ export const CONFIG_NOT_STORED_MESSAGE =
   'response of POST /api/peer, and never kept';
 
 type Handler = (req: Request, res: Response) => Promise<void>;
-
-/**
- * The 200 answer of GET /api/peers, written by this route and by the list fast path
- * (list-fast-path.ts), so the two send the same headers in the same order. `requestId` is for
- * the fast path, which sets no header before this one call (the route's requestLog set it
- * already: null). A flat array, not an object: no object per request is built and spread.
- */
-export function writeListResponse(
-  res: ServerResponse,
-  requestId: string | null,
-  body: Buffer,
-  encoding: BodyEncoding,
-  takenAt: number,
-): void {
-  // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
-  // pollers that want to know precisely how old the data is (the freshness window).
-  const ageMs = Math.max(0, Date.now() - takenAt);
-  const headers: Array<string | number> = requestId === null ? [] : [REQUEST_ID_HEADER, requestId];
-  headers.push(
-    'Content-Type',
-    'application/json; charset=utf-8',
-    'Content-Length',
-    body.length,
-    'Vary',
-    'Accept-Encoding',
-  );
-  if (encoding !== 'identity') headers.push('Content-Encoding', encoding);
-  headers.push('Age', Math.floor(ageMs / 1000), 'X-Data-Age-Ms', Math.round(ageMs));
-  res.writeHead(200, headers);
-  res.end(body);
-}
 
 /** Hands a rejected promise to the error handler (express 4 does not). */
 function route(handler: Handler): RequestHandler {
@@ -160,13 +130,19 @@ const MESSAGE: RouteResponse = {
 
 const KEY_ERRORS = { 400: ['INVALID_PUBLIC_KEY'], 404: ['PEER_NOT_FOUND'] } as const;
 
-function keyPath(suffix: string): { expressPath: RegExp; openapiPath: string } {
+/** A path without parameters: Express, OpenAPI and the label say it alike. */
+function at(path: string): { expressPath: string; openapiPath: string; label: string } {
+  return { expressPath: path, openapiPath: path, label: path };
+}
+
+function keyPath(suffix: string): { expressPath: RegExp; openapiPath: string; label: string } {
   return {
     // The key may hold '/', so it is matched greedily up to the known suffix.
     expressPath: new RegExp(
       `^\\/api\\/peer\\/(.+${suffix === '' ? '?' : ''})${suffix.replace(/\//g, '\\/')}\\/?$`,
     ),
     openapiPath: `/api/peer/{publicKey}${suffix}`,
+    label: `/api/peer/:publicKey${suffix}`,
   };
 }
 
@@ -182,6 +158,7 @@ function limitRoute(
     id,
     method,
     ...keyPath(suffix),
+    polled: false,
     scope: 'admin',
     summary,
     body,
@@ -204,8 +181,8 @@ export const ROUTES: readonly RouteDef[] = [
   {
     id: 'listPeers',
     method: 'get',
-    expressPath: '/api/peers',
-    openapiPath: '/api/peers',
+    ...at('/api/peers'),
+    polled: true,
     scope: 'read',
     summary: 'List the peers with their traffic, liveness, speed limit and data cap',
     query: listQuery as ValidateFunction<unknown>,
@@ -218,22 +195,13 @@ export const ROUTES: readonly RouteDef[] = [
       schema: listResponse,
     },
     errors: { 400: ['VALIDATION_FAILED'], 500: KERNEL, 503: UNAVAILABLE },
-    handler: ({ service, listBodies }) =>
-      route(async (req, res) => {
-        const query = check(listQuery, req.query, 'query');
-        const filter = query.status ?? null;
-        const snapshot = await service.snapshot();
-        const encoding = negotiateEncoding(req.headers['accept-encoding']);
-        const body = await listBodies.body(snapshot, filter, encoding);
-        // requestLog set X-Request-Id already.
-        writeListResponse(res, null, body, encoding, snapshot.takenAt);
-      }),
+    // The answer is list.ts's (the Express route and the fast path of the poll).
   },
   {
     id: 'createPeer',
     method: 'post',
-    expressPath: '/api/peer',
-    openapiPath: '/api/peer',
+    ...at('/api/peer'),
+    polled: false,
     scope: 'admin',
     summary: 'Create a peer; the response holds its private key, which is never kept',
     body: emptyBody as ValidateFunction<unknown>,
@@ -260,6 +228,7 @@ export const ROUTES: readonly RouteDef[] = [
     id: 'peerConfig',
     method: 'get',
     ...keyPath('/config'),
+    polled: false,
     scope: 'read',
     summary: 'Always 404: client configurations are not stored (SPEC §4.4)',
     success: {
@@ -347,8 +316,8 @@ export const ROUTES: readonly RouteDef[] = [
   {
     id: 'openapi',
     method: 'get',
-    expressPath: '/api/openapi.json',
-    openapiPath: '/api/openapi.json',
+    ...at('/api/openapi.json'),
+    polled: false,
     scope: 'read',
     summary: 'This OpenAPI 3.1 document',
     success: {
@@ -370,8 +339,8 @@ export const ROUTES: readonly RouteDef[] = [
   {
     id: 'healthz',
     method: 'get',
-    expressPath: '/healthz',
-    openapiPath: '/healthz',
+    ...at('/healthz'),
+    polled: true,
     scope: 'public',
     summary: 'Liveness: the process answers (no kernel call)',
     success: { status: 200, description: 'Alive', contentType: 'application/json', schema: null },
@@ -380,8 +349,8 @@ export const ROUTES: readonly RouteDef[] = [
   {
     id: 'readyz',
     method: 'get',
-    expressPath: '/readyz',
-    openapiPath: '/readyz',
+    ...at('/readyz'),
+    polled: true,
     scope: 'public',
     summary: 'Readiness: the interface is present and WireGuard, tc and nf_tables are usable',
     success: { status: 200, description: 'Ready', contentType: 'application/json', schema: null },
@@ -390,8 +359,8 @@ export const ROUTES: readonly RouteDef[] = [
   {
     id: 'metrics',
     method: 'get',
-    expressPath: '/metrics',
-    openapiPath: '/metrics',
+    ...at('/metrics'),
+    polled: true,
     scope: 'read',
     summary: 'Prometheus metrics (text exposition format)',
     success: {
@@ -431,4 +400,11 @@ export function errorsOf(def: RouteDef): ReadonlyMap<number, readonly string[]> 
   if (def.scope === 'admin') add(403, ['FORBIDDEN_READ_ONLY']);
   add(500, ['INTERNAL_ERROR']);
   return new Map([...all].sort(([a], [b]) => a - b).map(([s, codes]) => [s, [...codes]]));
+}
+
+/** The route of `id` (the table holds each once). */
+export function routeById(id: RouteId): RouteDef {
+  const def = ROUTES.find((d) => d.id === id);
+  if (def === undefined) throw new Error(`no route ${id} in the table`);
+  return def;
 }

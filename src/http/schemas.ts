@@ -124,7 +124,7 @@ type JsonSchema = Readonly<Record<string, unknown>>;
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
 const BYTES: JsonSchema = { type: 'integer', minimum: 0 };
 
-/** One peer of the list: every field of toPeerJson (app.ts) and of list-body.ts's bytes. */
+/** One peer of the list: every field list-body.ts writes (and the test oracle gives). */
 export const peerResponse: JsonSchema = {
   type: 'object',
   properties: {

@@ -7,11 +7,10 @@ import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log';
-import { DEFAULT_BODY_LIMIT_BYTES } from './app';
 import { HttpError, toErrorResponse } from './errors';
-import { announcedTooLarge, refuseBody } from './body-limit';
+import { DEFAULT_BODY_LIMIT_BYTES, announcedTooLarge, refuseBody } from './body-limit';
 import { REQUEST_ID_HEADER, logRequest, requestIdFrom } from './request-log';
-import type { FastPath } from './list-fast-path';
+import type { FastPath } from './list';
 
 export interface HttpLimits {
   /** Largest accepted request body. */
@@ -122,7 +121,7 @@ function logRefusal(
 
 /**
  * `fastPath`, when given, is tried before `app` for every request the limits let through
- * (list-fast-path.ts: the common poll of the list, answered without Express).
+ * (list.ts: the common poll of the list, answered without Express).
  */
 export function createServer(
   app: http.RequestListener,
@@ -156,6 +155,7 @@ export function createServer(
           client: req.socket.remoteAddress ?? null,
           requestId,
           aborted: !res.writableFinished,
+          polled: false,
         });
       });
       refuseBody(res, l.bodyLimitBytes);

@@ -2,6 +2,7 @@ export * from './errors';
 export * from './keys';
 export * from './status';
 export * from './service';
+export * from './view';
 export * from './bootstrap';
 export * from './readiness';
 export { renderClientConfig, formatEndpoint } from './client-config';

@@ -8,7 +8,6 @@ import type {
   DataCap,
   Kernel,
   KernelDataCap,
-  LimitState,
   PeerRef,
   Repair,
   WireGuardDevice,
@@ -36,7 +35,7 @@ import { FreshRead } from './fresh-read';
 import type { PeerChangeSink } from './event-sink';
 import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
-import { livenessOf, type FilterStatus, type PeerStatus } from './status';
+import { limitOf, tunnelAddressOf } from './view';
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
 export const SPEED_LIMIT_MIN = 1_000;
@@ -50,47 +49,6 @@ export interface EventLogger {
   info(object: Record<string, unknown>, message: string): void;
   warn(object: Record<string, unknown>, message: string): void;
   error(object: Record<string, unknown>, message: string): void;
-}
-
-export interface PeerEntry {
-  publicKey: string;
-  /** The peer's tunnel address: its first IPv4 /32 allowed IP; null when it has none. */
-  ipAddress: string | null;
-  lastHandshake: string | null;
-  minutesSinceHandshake: number | null;
-  status: PeerStatus;
-  /** CIDR texts, as the kernel holds them. */
-  allowedIps: string[];
-  endpoint: string | null;
-  rxBytes: number;
-  txBytes: number;
-  /** Seconds, 0 when off. */
-  persistentKeepalive: number;
-  /** The rate when a limit holds in at least one direction, else null. */
-  speedLimitBytesPerSecond: number | null;
-  /** Where the limit holds: both directions, one only (the other was lost), or none. */
-  speedLimitHolds: LimitHolds;
-  dataCap: ListedDataCap | null;
-}
-
-export type LimitHolds = 'both' | 'download' | 'upload' | null;
-
-export interface ListedDataCap extends DataCap {
-  /** false: the kernel no longer enforces it (table, object or map element gone); values last seen. */
-  enforced: boolean;
-}
-
-/** How a limit read from both devices is listed (README "Product decisions"). */
-export function limitOf(state: LimitState | undefined): {
-  rate: number | null;
-  holds: LimitHolds;
-} {
-  const download = state?.download ?? null;
-  const upload = state?.upload ?? null;
-  if (download !== null && upload !== null) return { rate: download, holds: 'both' };
-  if (download !== null) return { rate: download, holds: 'download' };
-  if (upload !== null) return { rate: upload, holds: 'upload' };
-  return { rate: null, holds: null };
 }
 
 export interface CreatedPeer {
@@ -117,7 +75,6 @@ export interface PeerServiceApi {
   snapshot(): Promise<PeerSnapshot>;
   /** The snapshot snapshot() would answer at once (inside the window), or null. */
   freshSnapshot(): PeerSnapshot | null;
-  listPeers(filter: FilterStatus | null): Promise<PeerEntry[]>;
   createPeer(): Promise<CreatedPeer>;
   deletePeer(publicKey: string): Promise<ChangedPeer>;
   setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer>;
@@ -147,12 +104,6 @@ export interface PeerServiceOptions {
   monotonicNow?: () => number;
   /** Told of each change as it is made, beside its log line (src/events). */
   events?: PeerChangeSink;
-}
-
-/** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
-export function tunnelAddressOf(peer: WireGuardPeer): string | null {
-  const prefix = peer.allowedIps.find((p) => p.family === 4 && p.cidr === 32);
-  return prefix ? prefix.address : null;
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -216,33 +167,6 @@ export class PeerService implements PeerServiceApi {
 
   freshSnapshot(): PeerSnapshot | null {
     return this.snapshots.peek();
-  }
-
-  async listPeers(filter: FilterStatus | null): Promise<PeerEntry[]> {
-    const snapshot = await this.snapshots.get();
-    // Statuses at the moment of the read, as the list body computes them (DESIGN §5).
-    const now = snapshot.takenAt;
-    const entries: PeerEntry[] = [];
-    for (const peer of snapshot.device.peers) {
-      const liveness = livenessOf(peer.lastHandshake, now);
-      if (filter !== null && liveness.status !== filter) continue;
-      const ipAddress = tunnelAddressOf(peer);
-      entries.push({
-        publicKey: peer.publicKey,
-        ipAddress,
-        lastHandshake: liveness.lastHandshake,
-        minutesSinceHandshake: liveness.minutesSinceHandshake,
-        status: liveness.status,
-        allowedIps: peer.allowedIps.map((p) => `${p.address}/${p.cidr}`),
-        endpoint: peer.endpoint,
-        rxBytes: peer.rxBytes,
-        txBytes: peer.txBytes,
-        persistentKeepalive: peer.persistentKeepalive,
-        ...this.limitFields(ipAddress === null ? undefined : snapshot.limits.get(ipAddress)),
-        dataCap: ipAddress === null ? null : this.capOf(peer.publicKey, ipAddress, snapshot),
-      });
-    }
-    return entries;
   }
 
   async createPeer(): Promise<CreatedPeer> {
@@ -578,14 +502,6 @@ export class PeerService implements PeerServiceApi {
     }
   }
 
-  private limitFields(state: LimitState | undefined): {
-    speedLimitBytesPerSecond: number | null;
-    speedLimitHolds: LimitHolds;
-  } {
-    const { rate, holds } = limitOf(state);
-    return { speedLimitBytesPerSecond: rate, speedLimitHolds: holds };
-  }
-
   /**
    * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
    * enforced). noticeLosses has already dropped what it remembered of peers that are gone.
@@ -596,16 +512,6 @@ export class PeerService implements PeerServiceApi {
       if (!listed.has(address)) listed.set(address, { ...seen.cap, enforced: false });
     }
     return listed;
-  }
-
-  /** The kernel's cap; else the one last seen for this very peer, listed as not enforced. */
-  private capOf(publicKey: string, address: string, snapshot: PeerSnapshot): ListedDataCap | null {
-    const cap = snapshot.caps.get(address);
-    if (cap)
-      return { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced: cap.enforced };
-    const seen = this.lastCaps.get(address);
-    if (seen?.publicKey === publicKey) return { ...seen.cap, enforced: false };
-    return null;
   }
 
   /**

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import request from 'supertest';
 import { createApp } from '../../src/http';
 import { recording as recordingResponses } from '../support/response-recorder';
-import { toPeerJson } from '../../src/http/app';
+import { listPeers, toPeerJson } from '../support/peer-list';
 import { openKernel } from '../../src/kernel';
 import { ticksPerMicrosecond } from '../../src/kernel/tc/htb';
 import { createLogger } from '../../src/log';
@@ -93,7 +93,7 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
     const listStep = async (query: '' | '?status=DEAD'): Promise<ApiStep> => {
       const listed = await step(request(app).get(`/api/peers${query}`));
       const filter = query === '' ? null : 'DEAD';
-      const entries = await service.listPeers(filter);
+      const entries = await listPeers(service, filter);
       const reference = JSON.stringify({
         success: true,
         peers: entries.map(toPeerJson),

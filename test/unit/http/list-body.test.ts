@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { createApp } from '../../../src/http';
-import { toPeerJson } from '../../../src/http/app';
+import { listPeers, toPeerJson } from '../../support/peer-list';
 import {
   ListBodies,
   PreviousBodies,
@@ -109,7 +109,7 @@ function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
 
 /** Today's serializer, the reference: PeerEntry objects through toPeerJson and JSON.stringify. */
 async function reference(service: PeerService, filter: ListFilter): Promise<string> {
-  const entries = await service.listPeers(filter);
+  const entries = await listPeers(service, filter);
   return JSON.stringify({
     success: true,
     peers: entries.map(toPeerJson),

@@ -4,7 +4,7 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import { expect } from 'chai';
 import request from 'supertest';
 import { TokenStore, createApp } from '../../../src/http';
-import { toPeerJson } from '../../../src/http/app';
+import { toPeerJson } from '../../support/peer-list';
 import { openApiDocument } from '../../../src/http/openapi';
 import { ROUTES, errorsOf, type RouteDef } from '../../../src/http/routes';
 import { PeerService } from '../../../src/peers';

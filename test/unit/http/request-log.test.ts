@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { isPoll, logRequest, requestIdFrom } from '../../../src/http/request-log';
+import { ROUTES } from '../../../src/http';
+import { logRequest, requestIdFrom } from '../../../src/http/request-log';
 import { captureLog } from '../support/log-capture';
 import { setup } from './helpers';
 
@@ -83,14 +84,27 @@ describe('http log levels of polls', () => {
     expect(requestLines(log).map((l) => [l['status'], l['level']])).to.deep.equal([[401, 30]]);
   });
 
-  it('counts GET and HEAD of the list, /metrics, /healthz and /readyz as polls', () => {
-    for (const path of ['/api/peers', '/api/peers/', '/metrics', '/healthz', '/readyz']) {
-      expect(isPoll('GET', path), path).to.equal(true);
-      expect(isPoll('HEAD', path), path).to.equal(true);
-    }
-    expect(isPoll('POST', '/api/peer')).to.equal(false);
-    expect(isPoll('GET', '/api/peer/x/config')).to.equal(false);
-    expect(isPoll('DELETE', '/api/peers')).to.equal(false);
+  it('takes the polled routes from the route table: the list, /metrics, /healthz, /readyz', () => {
+    expect(ROUTES.filter((d) => d.polled).map((d) => `${d.method} ${d.label}`)).to.have.members([
+      'get /api/peers',
+      'get /metrics',
+      'get /healthz',
+      'get /readyz',
+    ]);
+  });
+
+  it('logs HEAD of the list, the list with a trailing slash and /healthz at debug too', async () => {
+    const { http, log } = setup();
+    await http.head('/api/peers');
+    await http.get('/api/peers/');
+    await http.get('/healthz');
+    await http.get('/api/peer/x/config');
+    expect(requestLines(log).map((l) => [l['method'], l['path'], l['level']])).to.deep.equal([
+      ['HEAD', '/api/peers', 20],
+      ['GET', '/api/peers/', 20],
+      ['GET', '/healthz', 20],
+      ['GET', '/api/peer/x/config', 30],
+    ]);
   });
 });
 
@@ -107,6 +121,7 @@ describe('http request line (logRequest)', () => {
       client: '127.0.0.1',
       requestId: 'r-1',
       aborted: false,
+      polled: false,
     };
     logRequest(log.logger, request);
     logRequest(log.logger, { ...request, aborted: true });
@@ -119,7 +134,14 @@ describe('http request line (logRequest)', () => {
 
   it('writes a successful poll at debug and a failed one at info', () => {
     const log = captureLog();
-    const poll = { method: 'GET', path: '/metrics', ms: 0, client: null, requestId: 'r' };
+    const poll = {
+      method: 'GET',
+      path: '/metrics',
+      ms: 0,
+      client: null,
+      requestId: 'r',
+      polled: true,
+    };
     logRequest(log.logger, { ...poll, status: 200, aborted: false });
     logRequest(log.logger, { ...poll, status: 401, aborted: false });
     expect(log.lines().map((l) => l['level'])).to.deep.equal([20, 30]);

@@ -15,8 +15,8 @@ import {
   PeerWithoutAddressError,
   PoolExhaustedError,
   ValidationError,
-  type PeerEntry,
 } from '../../../src/peers';
+import { listPeers, type PeerEntry } from '../../support/peer-list';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 
@@ -61,7 +61,7 @@ describe('peers/service: list', () => {
       persistentKeepalive: 25,
     });
     const { svc } = service(kernel);
-    const [entry] = await svc.listPeers(null);
+    const [entry] = await listPeers(svc, null);
     expect(entry).to.deep.equal({
       publicKey: key(1),
       ipAddress: '10.8.0.2',
@@ -82,7 +82,7 @@ describe('peers/service: list', () => {
   it('gives null handshake fields and "No handshake yet" for a peer that never shook hands', async () => {
     const kernel = FakeKernel.withInterface();
     kernel.putPeer(key(1), ['10.8.0.2/32']);
-    const [entry] = await service(kernel).svc.listPeers(null);
+    const [entry] = await listPeers(service(kernel).svc, null);
     expect(entry).to.include({
       status: 'No handshake yet',
       lastHandshake: null,
@@ -94,7 +94,7 @@ describe('peers/service: list', () => {
     const kernel = FakeKernel.withInterface();
     kernel.putPeer(key(1), ['10.8.0.2/32'], { lastHandshake: new Date(NOW - 150_000) });
     kernel.putPeer(key(2), ['10.8.0.3/32'], { lastHandshake: new Date(NOW - 151_000) });
-    const entries = await service(kernel).svc.listPeers(null);
+    const entries = await listPeers(service(kernel).svc, null);
     expect(entries.map((e) => e.status)).to.deep.equal(['ALIVE', 'DEAD']);
   });
 
@@ -106,10 +106,10 @@ describe('peers/service: list', () => {
       const log = captureLog();
       const svc = new PeerService({ kernel, interfaceName: 'wg0', logger: log.logger });
       clock.tick(150_000);
-      expect((await svc.listPeers(null))[0]!.status).to.equal('ALIVE');
+      expect((await listPeers(svc, null))[0]!.status).to.equal('ALIVE');
       clock.tick(1_000);
-      expect((await svc.listPeers(null))[0]!.status).to.equal('DEAD');
-      expect((await svc.listPeers(null))[0]!.minutesSinceHandshake).to.equal(2);
+      expect((await listPeers(svc, null))[0]!.status).to.equal('DEAD');
+      expect((await listPeers(svc, null))[0]!.minutesSinceHandshake).to.equal(2);
     } finally {
       clock.restore();
     }
@@ -121,9 +121,9 @@ describe('peers/service: list', () => {
     kernel.putPeer(key(2), ['10.8.0.3/32'], { lastHandshake: new Date(NOW - 600_000) });
     kernel.putPeer(key(3), ['10.8.0.4/32']);
     const { svc } = service(kernel);
-    expect((await svc.listPeers('ALIVE')).map((e) => e.publicKey)).to.deep.equal([key(1)]);
-    expect((await svc.listPeers('DEAD')).map((e) => e.publicKey)).to.deep.equal([key(2)]);
-    expect(await svc.listPeers(null)).to.have.length(3);
+    expect((await listPeers(svc, 'ALIVE')).map((e) => e.publicKey)).to.deep.equal([key(1)]);
+    expect((await listPeers(svc, 'DEAD')).map((e) => e.publicKey)).to.deep.equal([key(2)]);
+    expect(await listPeers(svc, null)).to.have.length(3);
   });
 
   it('shows the speed limit and the data cap with bytes used, read from the kernel', async () => {
@@ -134,7 +134,7 @@ describe('peers/service: list', () => {
     await svc.setSpeedLimit(key(1), 200_000);
     await svc.setDataCap(key(1), 1_000_000);
     kernel.setUsed('10.8.0.2', 4096);
-    const [one, two] = await svc.listPeers(null);
+    const [one, two] = await listPeers(svc, null);
     expect(one).to.include({ speedLimitBytesPerSecond: 200_000 });
     expect(one!.dataCap).to.deep.equal({ quotaBytes: 1_000_000, usedBytes: 4096, enforced: true });
     expect(two).to.include({ speedLimitBytesPerSecond: null, dataCap: null });
@@ -143,7 +143,7 @@ describe('peers/service: list', () => {
   it('gives ip_address null for a peer without an IPv4 /32 allowed IP and lists its prefixes', async () => {
     const kernel = FakeKernel.withInterface();
     kernel.putPeer(key(1), ['192.168.50.0/24', 'fd00::/64']);
-    const [entry] = await service(kernel).svc.listPeers(null);
+    const [entry] = await listPeers(service(kernel).svc, null);
     expect(entry).to.include({ ipAddress: null });
     expect(entry!.allowedIps).to.deep.equal(['192.168.50.0/24', 'fd00::/64']);
   });
@@ -156,14 +156,14 @@ describe('peers/service: list', () => {
       'quota.listCaps',
       new FacilityUnavailableError('nfnetlink (NETLINK_NETFILTER sockets)', 'modprobe nf_tables'),
     );
-    const [entry] = await service(kernel).svc.listPeers(null);
+    const [entry] = await listPeers(service(kernel).svc, null);
     expect(entry).to.include({ speedLimitBytesPerSecond: null, dataCap: null });
   });
 
   it('fails with a kernel failure carrying the kernel text when the limits dump fails otherwise', async () => {
     const kernel = FakeKernel.withInterface();
     kernel.fail('shaper.listLimits', kernelFailure('EINVAL', 'RTM_GETTCLASS wg0', 'bad handle'));
-    const error = await rejected(service(kernel).svc.listPeers(null));
+    const error = await rejected(listPeers(service(kernel).svc, null));
     expect(error).to.be.instanceOf(KernelFailureError);
     expect((error as Error).message).to.contain('bad handle');
   });
@@ -182,14 +182,14 @@ describe('peers/service: list', () => {
       await new Promise((resolve) => setImmediate(resolve));
       return getDevice(name);
     };
-    const error = await rejected(service(kernel).svc.listPeers(null));
+    const error = await rejected(listPeers(service(kernel).svc, null));
     expect(error).to.be.instanceOf(InterfaceMissingError);
     expect(kernel.count('shaper.listLimits')).to.equal(1);
   });
 
   it('answers InterfaceMissing (503 family) when the interface is gone', async () => {
     const kernel = new FakeKernel();
-    const error = await rejected(service(kernel).svc.listPeers(null));
+    const error = await rejected(listPeers(service(kernel).svc, null));
     expect(error).to.be.instanceOf(InterfaceMissingError);
     expect(error).to.have.property('category', 'unavailable');
     expect((error as Error).message).to.contain('wg0');
@@ -202,7 +202,7 @@ describe('peers/service: list single-flight (DESIGN §5)', () => {
     kernel.putPeer(key(1), ['10.8.0.2/32']);
     const { svc } = service(kernel);
     const release = kernel.hold('getDevice');
-    const calls = [svc.listPeers(null), svc.listPeers('ALIVE'), svc.listPeers(null)];
+    const calls = [listPeers(svc, null), listPeers(svc, 'ALIVE'), listPeers(svc, null)];
     await new Promise((resolve) => setTimeout(resolve, 5));
     release();
     const [all, alive, again] = await Promise.all(calls);
@@ -217,9 +217,9 @@ describe('peers/service: list single-flight (DESIGN §5)', () => {
   it('keeps nothing once the dump is done: the next call dumps again', async () => {
     const kernel = FakeKernel.withInterface();
     const { svc } = service(kernel);
-    await svc.listPeers(null);
+    await listPeers(svc, null);
     kernel.putPeer(key(1), ['10.8.0.2/32']);
-    expect(await svc.listPeers(null)).to.have.length(1);
+    expect(await listPeers(svc, null)).to.have.length(1);
     expect(kernel.count('getDevice')).to.equal(2);
   });
 
@@ -227,11 +227,11 @@ describe('peers/service: list single-flight (DESIGN §5)', () => {
     const kernel = FakeKernel.withInterface();
     const { svc } = service(kernel, { endpointHost: 'vpn.example.net' });
     const release = kernel.hold('getDevice');
-    const early = svc.listPeers(null); // dump in flight, taken before the create
+    const early = listPeers(svc, null); // dump in flight, taken before the create
     await new Promise((resolve) => setTimeout(resolve, 5));
     // The create's own reads must not wait for the held dump; hold applies to the first call only.
     const created = await svc.createPeer();
-    const late = await svc.listPeers(null);
+    const late = await listPeers(svc, null);
     expect(late.map((e) => e.publicKey)).to.deep.equal([created.publicKey]);
     release();
     expect(await early).to.deep.equal([]);
@@ -299,14 +299,14 @@ describe('peers/service: the freshness window (--list-max-age, DESIGN §5)', () 
 
   it('lists what a write changed at once, inside the window', async () => {
     const { svc } = windowed();
-    await svc.listPeers(null);
+    await listPeers(svc, null);
     const created = await svc.createPeer();
-    expect((await svc.listPeers(null)).map((p) => p.publicKey)).to.include(created.publicKey);
+    expect((await listPeers(svc, null)).map((p) => p.publicKey)).to.include(created.publicKey);
     await svc.setSpeedLimit(created.publicKey, 125_000);
-    const limited = (await svc.listPeers(null)).find((p) => p.publicKey === created.publicKey);
+    const limited = (await listPeers(svc, null)).find((p) => p.publicKey === created.publicKey);
     expect(limited?.speedLimitBytesPerSecond).to.equal(125_000);
     await svc.deletePeer(created.publicKey);
-    expect((await svc.listPeers(null)).map((p) => p.publicKey)).to.not.include(created.publicKey);
+    expect((await listPeers(svc, null)).map((p) => p.publicKey)).to.not.include(created.publicKey);
   });
 });
 
@@ -579,14 +579,14 @@ describe('peers/service: speed limit and data cap', () => {
     await svc.setDataCap(key(1), 1_000_000);
     kernel.setUsed('10.8.0.2', 999_999);
     await svc.setDataCap(key(1), 5_000_000);
-    const [entry] = await svc.listPeers(null);
+    const [entry] = await listPeers(svc, null);
     expect(entry!.dataCap).to.deep.equal({
       quotaBytes: 5_000_000,
       usedBytes: 999_999,
       enforced: true,
     });
     await svc.removeDataCap(key(1));
-    expect((await svc.listPeers(null))[0]!.dataCap).to.equal(null);
+    expect((await listPeers(svc, null))[0]!.dataCap).to.equal(null);
   });
 
   it('checks the range 1 to 2^53-1 bytes (DESIGN §3)', async () => {

@@ -1,4 +1,9 @@
 /**
+ * The answer of GET /api/peers (issue 17: the list module owns it): the Express route's handler
+ * (`listRoute`), the fast path of the common poll (`listFastPath`) and the one 200 writer both
+ * use (`writeListResponse`). The body itself is list-body.ts's; the route's facts (path, label,
+ * polled) are the route table's.
+ *
  * The fast path of the common poll: `GET /api/peers` (optionally `?status=ALIVE` or
  * `?status=DEAD`), without a body, with a token that may read. Monitoring asks this many times
  * a second and its body is memoized per kernel read (list-body.ts), so what a poll costs is the
@@ -7,7 +12,7 @@
  * (server.ts) tries this before the Express app; it answers what it takes, and everything else
  * goes to Express untouched.
  *
- * It is a twin of the Express route (`listPeers` in routes.ts), not a second implementation: the
+ * It is a twin of the Express route (`listRoute` below), not a second implementation: the
  * same ListBodies and service.snapshot(), the same 200 writer (writeListResponse), the same
  * request id (requestIdFrom), log line (logClosedResponse), server-fault line (logServerFault), error
  * envelope (toErrorResponse), token check (bearerToken, covers) and duration series (the
@@ -25,11 +30,17 @@
  *   goes to Express, so 401 and 403 are answered in one place.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
 import type { Logger } from '../log';
 import { ALIVE, DEAD, type PeerServiceApi } from '../peers';
 import { bearerToken, covers, type TokenIdentity, type TokenStore } from './auth';
 import { toErrorResponse, type ErrorResponse } from './errors';
-import { negotiateEncoding, type ListBodies, type ListFilter } from './list-body';
+import {
+  negotiateEncoding,
+  type BodyEncoding,
+  type ListBodies,
+  type ListFilter,
+} from './list-body';
 import type { Metrics, RequestTimer } from './metrics';
 import {
   REQUEST_ID_HEADER,
@@ -38,7 +49,8 @@ import {
   requestIdFrom,
   type RequestContext,
 } from './request-log';
-import { writeListResponse } from './routes';
+import { routeById, type RouteContext } from './routes';
+import { check, listQuery } from './schemas';
 
 /** Answers the request and returns true, or returns false having touched nothing. */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -53,8 +65,59 @@ export interface ListFastPathOptions {
   metrics?: Pick<Metrics, 'requestTimer'> | undefined;
 }
 
-/** The route's path, which is also its log path and its metric route label (routeLabel). */
-const LIST_PATH = '/api/peers';
+const LIST_ROUTE = routeById('listPeers');
+/** The route's path, which is also its log path; the fast path takes only this exact path. */
+const LIST_PATH = LIST_ROUTE.openapiPath;
+
+/**
+ * The 200 answer of GET /api/peers, written by the route and by the fast path, so the two send
+ * the same headers in the same order. `requestId` is for the fast path, which sets no header
+ * before this one call (the route's requestLog set it already: null). A flat array, not an
+ * object: no object per request is built and spread.
+ */
+export function writeListResponse(
+  res: ServerResponse,
+  requestId: string | null,
+  body: Buffer,
+  encoding: BodyEncoding,
+  takenAt: number,
+): void {
+  // Age (RFC 9111 §5.1) in whole seconds for caches; X-Data-Age-Ms in milliseconds for
+  // pollers that want to know precisely how old the data is (the freshness window).
+  const ageMs = Math.max(0, Date.now() - takenAt);
+  const headers: Array<string | number> = requestId === null ? [] : [REQUEST_ID_HEADER, requestId];
+  headers.push(
+    'Content-Type',
+    'application/json; charset=utf-8',
+    'Content-Length',
+    body.length,
+    'Vary',
+    'Accept-Encoding',
+  );
+  if (encoding !== 'identity') headers.push('Content-Encoding', encoding);
+  headers.push('Age', Math.floor(ageMs / 1000), 'X-Data-Age-Ms', Math.round(ageMs));
+  res.writeHead(200, headers);
+  res.end(body);
+}
+
+/** The Express route of GET /api/peers (every request the fast path leaves to Express). */
+export function listRoute({
+  service,
+  listBodies,
+}: RouteContext & { listBodies: ListBodies }): RequestHandler {
+  return (req, res, next) => {
+    const answer = async (): Promise<void> => {
+      const query = check(listQuery, req.query, 'query');
+      const filter = query.status ?? null;
+      const snapshot = await service.snapshot();
+      const encoding = negotiateEncoding(req.headers['accept-encoding']);
+      const body = await listBodies.body(snapshot, filter, encoding);
+      // requestLog set X-Request-Id already.
+      writeListResponse(res, null, body, encoding, snapshot.takenAt);
+    };
+    answer().catch(next);
+  };
+}
 
 /** The filter of a URL the fast path takes; undefined for every other URL. */
 function filterOf(url: string | undefined): ListFilter | undefined {
@@ -107,7 +170,7 @@ function writeError(res: ServerResponse, response: ErrorResponse, requestId: str
 export function listFastPath(options: ListFastPathOptions): FastPath {
   const { service, listBodies, logger } = options;
   const tokens = options.tokens ?? null;
-  const timer: RequestTimer | null = options.metrics?.requestTimer('GET', LIST_PATH) ?? null;
+  const timer: RequestTimer | null = options.metrics?.requestTimer('GET', LIST_ROUTE.label) ?? null;
 
   // A failed snapshot or build is answered here rather than handed to Express: Express would
   // call service.snapshot() again, a second kernel read (a failed one is not kept) counted a
@@ -155,7 +218,16 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
     // One listener for both, as requestLog and requestMetrics each add one on 'close': the
     // line and the duration of a finished or cut response, in that order.
     res.on('close', () => {
-      logClosedResponse(logger, req, res, LIST_PATH, requestId, started, context);
+      logClosedResponse(
+        logger,
+        req,
+        res,
+        LIST_PATH,
+        requestId,
+        started,
+        LIST_ROUTE.polled,
+        context,
+      );
       if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
     });
     // Inside the window with the body built (most polls): answered now, without a promise or

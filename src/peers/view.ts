@@ -1,0 +1,119 @@
+/**
+ * One peer as the list and the metrics show it (issue 17): the kernel's peer, and what a
+ * snapshot adds to it (its tunnel address, its status and minutes at the snapshot's time, its
+ * speed limit and its data cap). `viewOf` is the one place that derives these; the list body
+ * (src/http/list-body.ts) and the metrics (src/http/peer-metrics.ts) write what it gives, and
+ * `sameView` says when a peer's list fragment built for an earlier view can be reused.
+ *
+ * A new list field is a field of the kernel's types (and its decoder) or a line here, then the
+ * body and the schema.
+ */
+import type { KernelDataCap, LimitState, WireGuardPeer } from '../kernel/types';
+import type { PeerSnapshot } from './snapshot';
+import { statusAt, type PeerStatus } from './status';
+
+export interface PeerView {
+  /** The kernel's own fields (key, handshake time, endpoint, counters, allowed IPs). */
+  readonly peer: WireGuardPeer;
+  /** The tunnel address: the first IPv4 /32 allowed IP; null when the peer has none. */
+  readonly ip: string | null;
+  readonly status: PeerStatus;
+  /** Whole minutes since the handshake at the snapshot's time; null without a handshake. */
+  readonly minutesSinceHandshake: number | null;
+  /** The speed limit per direction as the kernel holds it; null without one. */
+  readonly limit: LimitState | null;
+  /** The data cap (a cap the kernel lost is listed as last seen, `enforced: false`). */
+  readonly cap: KernelDataCap | null;
+}
+
+/** Where a limit holds: both directions, one only (the other was lost), or none. */
+export type LimitHolds = 'both' | 'download' | 'upload' | null;
+
+/** The first IPv4 /32 allowed IP: the address limits, caps and the list key on. */
+export function tunnelAddressOf(peer: WireGuardPeer): string | null {
+  const prefix = peer.allowedIps.find((p) => p.family === 4 && p.cidr === 32);
+  return prefix ? prefix.address : null;
+}
+
+/**
+ * The peer at the snapshot's time. `ip` may be given when already known for this very peer
+ * object (it depends on the peer alone). Pure: the same peer and snapshot give an equal view.
+ */
+export function viewOf(
+  peer: WireGuardPeer,
+  snapshot: PeerSnapshot,
+  ip: string | null = tunnelAddressOf(peer),
+): PeerView {
+  const { status, minutesSinceHandshake } = statusAt(peer.lastHandshake, snapshot.takenAt);
+  // No Map lookup on a device without limits or caps (the common large idle host).
+  const limit = ip === null || snapshot.limits.size === 0 ? undefined : snapshot.limits.get(ip);
+  const cap = ip === null || snapshot.caps.size === 0 ? undefined : snapshot.caps.get(ip);
+  return { peer, ip, status, minutesSinceHandshake, limit: limit ?? null, cap: cap ?? null };
+}
+
+/**
+ * Whether two views of one peer object show the same: what time and the other facilities
+ * change (the peer's own fields are the same object's). Each comparison here is held by a test
+ * of the list body's fragment reuse (test/unit/http/list-body.test.ts).
+ */
+export function sameView(a: PeerView, b: PeerView): boolean {
+  return (
+    a.minutesSinceHandshake === b.minutesSinceHandshake &&
+    a.status === b.status &&
+    (a.limit?.download ?? null) === (b.limit?.download ?? null) &&
+    (a.limit?.upload ?? null) === (b.limit?.upload ?? null) &&
+    (a.cap?.quotaBytes ?? -1) === (b.cap?.quotaBytes ?? -1) &&
+    (a.cap?.usedBytes ?? -1) === (b.cap?.usedBytes ?? -1) &&
+    (a.cap?.enforced ?? null) === (b.cap?.enforced ?? null)
+  );
+}
+
+/** How a limit is listed (README "Product decisions"): its rate and where it holds. */
+export function limitOf(state: LimitState | null | undefined): {
+  rate: number | null;
+  holds: LimitHolds;
+} {
+  const download = state?.download ?? null;
+  const upload = state?.upload ?? null;
+  if (download !== null && upload !== null) return { rate: download, holds: 'both' };
+  if (download !== null) return { rate: download, holds: 'download' };
+  if (upload !== null) return { rate: upload, holds: 'upload' };
+  return { rate: null, holds: null };
+}
+
+/**
+ * Peers visited between two turns of the event loop: ~4 ms of list serialization on the host,
+ * 40-200 ms in an emulated VM ten to fifty times slower; a yield costs microseconds.
+ */
+export const PEERS_PER_SLICE = 1000;
+
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+export interface SliceOptions {
+  perSlice?: number;
+  /** What runs between slices; a turn of the event loop (setImmediate) by default. */
+  pause?: () => Promise<void>;
+  /** Called before each pause (e.g. to flush what the slice wrote). */
+  between?: () => void;
+}
+
+/**
+ * Visits every item, pausing between slices, so a walk over 50,000 peers never blocks the
+ * requests that arrive meanwhile (DESIGN §5): the one slicing of the list body and the metrics.
+ */
+export async function inSlices<T>(
+  items: readonly T[],
+  visit: (item: T) => void,
+  options: SliceOptions = {},
+): Promise<void> {
+  const perSlice = options.perSlice ?? PEERS_PER_SLICE;
+  const pause = options.pause ?? yieldToEventLoop;
+  for (let start = 0; start < items.length; start += perSlice) {
+    if (start > 0) {
+      options.between?.();
+      await pause();
+    }
+    const end = Math.min(items.length, start + perSlice);
+    for (let i = start; i < end; i++) visit(items[i]!);
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The reference list (test oracle, issue 17): GET /api/peers as the daemon answered it before
+ * the list body was written by hand (issue 8), plain objects through JSON.stringify, derived
+ * here from a snapshot without src/peers/view.ts, so that the list body, the view and this
+ * agree only if each is right. No production code uses it.
+ */
+import {
+  livenessOf,
+  type FilterStatus,
+  type KernelDataCap,
+  type PeerSnapshot,
+  type PeerStatus,
+} from '../../src/peers';
+
+/** One peer of the list, as the domain would hand it over. */
+export interface PeerEntry {
+  publicKey: string;
+  /** The peer's tunnel address: its first IPv4 /32 allowed IP; null when it has none. */
+  ipAddress: string | null;
+  lastHandshake: string | null;
+  minutesSinceHandshake: number | null;
+  status: PeerStatus;
+  /** CIDR texts, as the kernel holds them. */
+  allowedIps: string[];
+  endpoint: string | null;
+  rxBytes: number;
+  txBytes: number;
+  /** Seconds, 0 when off. */
+  persistentKeepalive: number;
+  /** The rate when a limit holds in at least one direction (download's when both), else null. */
+  speedLimitBytesPerSecond: number | null;
+  /** Where the limit holds: both directions, one only (the other was lost), or none. */
+  speedLimitHolds: 'both' | 'download' | 'upload' | null;
+  dataCap: KernelDataCap | null;
+}
+
+/** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
+export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): PeerEntry[] {
+  const entries: PeerEntry[] = [];
+  for (const peer of snapshot.device.peers) {
+    const liveness = livenessOf(peer.lastHandshake, snapshot.takenAt);
+    if (filter !== null && liveness.status !== filter) continue;
+    const host = peer.allowedIps.filter((p) => p.family === 4 && p.cidr === 32)[0];
+    const ipAddress = host === undefined ? null : host.address;
+    const limit = ipAddress === null ? undefined : snapshot.limits.get(ipAddress);
+    const download = limit?.download ?? null;
+    const upload = limit?.upload ?? null;
+    const cap = ipAddress === null ? undefined : snapshot.caps.get(ipAddress);
+    entries.push({
+      publicKey: peer.publicKey,
+      ipAddress,
+      lastHandshake: liveness.lastHandshake,
+      minutesSinceHandshake: liveness.minutesSinceHandshake,
+      status: liveness.status,
+      allowedIps: peer.allowedIps.map((p) => `${p.address}/${p.cidr}`),
+      endpoint: peer.endpoint,
+      rxBytes: peer.rxBytes,
+      txBytes: peer.txBytes,
+      persistentKeepalive: peer.persistentKeepalive,
+      speedLimitBytesPerSecond: download ?? upload,
+      speedLimitHolds:
+        download !== null && upload !== null
+          ? 'both'
+          : download !== null
+            ? 'download'
+            : upload !== null
+              ? 'upload'
+              : null,
+      dataCap:
+        cap === undefined
+          ? null
+          : { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced: cap.enforced },
+    });
+  }
+  return entries;
+}
+
+/** The entries of the service's shared read (what PeerService.listPeers answered). */
+export async function listPeers(
+  service: { snapshot(): Promise<PeerSnapshot> },
+  filter: FilterStatus | null,
+): Promise<PeerEntry[]> {
+  return entriesOf(await service.snapshot(), filter);
+}
+
+/** One peer of the list body, fields in the body's order. */
+export function toPeerJson(entry: PeerEntry) {
+  return {
+    public_key: entry.publicKey,
+    ip_address: entry.ipAddress,
+    last_handshake: entry.lastHandshake,
+    minutes_since_handshake: entry.minutesSinceHandshake,
+    status: entry.status,
+    allowed_ips: entry.allowedIps,
+    endpoint: entry.endpoint,
+    rx_bytes: entry.rxBytes,
+    tx_bytes: entry.txBytes,
+    persistent_keepalive_seconds: entry.persistentKeepalive,
+    speed_limit_bytes_per_second: entry.speedLimitBytesPerSecond,
+    speed_limit_holds: entry.speedLimitHolds,
+    data_cap:
+      entry.dataCap === null
+        ? null
+        : {
+            quota_bytes: entry.dataCap.quotaBytes,
+            used_bytes: entry.dataCap.usedBytes,
+            enforced: entry.dataCap.enforced,
+          },
+  };
+}
+
+/** The whole list body the reference gives, bytes. */
+export function referenceBody(entries: readonly PeerEntry[], filter: FilterStatus | null): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      success: true,
+      peers: entries.map(toPeerJson),
+      total_count: entries.length,
+      filter,
+    }),
+  );
+}
