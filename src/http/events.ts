@@ -1,8 +1,8 @@
 /**
  * GET /api/events (DESIGN §3 "Events"): the Server-Sent Events stream of src/events, read scope.
- * The route's table entry (documented in the OpenAPI document with the payload of every event
- * type, and the webhooks that carry the same payloads), its query check, and its handler, which
- * sends the headers and hands the response to the room's EventStreams.
+ * Its query check and the payload of every event type (for its entry in the route table, so the
+ * OpenAPI document shows them, and the webhooks that carry the same payloads), and its handler,
+ * which sends the headers and hands the response to the room's EventStreams.
  */
 import Ajv, { type ValidateFunction } from 'ajv';
 import type { RequestHandler } from 'express';
@@ -15,7 +15,6 @@ import {
 } from '../events';
 import { ValidationError } from '../peers';
 import { check } from './schemas';
-import type { RouteDef } from './routes';
 
 const ajv = new Ajv({ allErrors: true, strict: true });
 
@@ -116,33 +115,6 @@ export const eventPayload: JsonSchema = {
       },
     }),
   ],
-};
-
-export const EVENTS_ROUTE: RouteDef = {
-  id: 'events',
-  method: 'get',
-  expressPath: '/api/events',
-  openapiPath: '/api/events',
-  label: '/api/events',
-  polled: false,
-  scope: 'read',
-  summary:
-    'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
-    'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, interface.lost, interface.restored',
-  query: eventsQuery as ValidateFunction<unknown>,
-  success: {
-    status: 200,
-    description:
-      'A text/event-stream that stays open. Each event is `id:` (increasing), `event:` (its ' +
-      'type) and one `data:` line of JSON (see x-event-data). Send `Last-Event-ID` to resume: ' +
-      'the events missed are replayed from the history (--event-history), or one `reset` event ' +
-      'says they cannot be (list again, then go on). A comment line every 15 s keeps proxies ' +
-      'from closing an idle stream; a reader that falls too far behind is disconnected and ' +
-      'may resume',
-    contentType: 'text/event-stream',
-    schema: eventPayload,
-  },
-  errors: { 400: ['VALIDATION_FAILED'] },
 };
 
 /** The handler createApp serves EVENTS_ROUTE with. */

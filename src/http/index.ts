@@ -21,7 +21,7 @@ export { openApiDocument } from './openapi';
 export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';
 export { ListBodies } from './list-body';
 export { listFastPath, type FastPath, type ListFastPathOptions } from './list';
-export { EVENTS_ROUTE, eventStreamHandler, eventPayload } from './events';
+export { eventStreamHandler, eventPayload } from './events';
 
 export interface HttpServerOptions extends AppOptions {
   /** The app's metrics, whose request timer the fast path feeds too. */

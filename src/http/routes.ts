@@ -16,7 +16,7 @@ import type { ValidateFunction } from 'ajv';
 import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
 import type { Scope } from './auth';
 import { HttpError } from './errors';
-import { EVENTS_ROUTE } from './events';
+import { eventPayload, eventsQuery } from './events';
 import type { RouteFacts } from './request-log';
 import {
   check,
@@ -371,7 +371,30 @@ export const ROUTES: readonly RouteDef[] = [
     },
     errors: { 500: KERNEL, 503: UNAVAILABLE },
   },
-  EVENTS_ROUTE,
+  {
+    id: 'events',
+    method: 'get',
+    ...at('/api/events'),
+    polled: false,
+    scope: 'read',
+    summary:
+      'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
+      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, interface.lost, interface.restored',
+    query: eventsQuery as ValidateFunction<unknown>,
+    success: {
+      status: 200,
+      description:
+        'A text/event-stream that stays open. Each event is `id:` (increasing), `event:` (its ' +
+        'type) and one `data:` line of JSON (see x-event-data). Send `Last-Event-ID` to resume: ' +
+        'the events missed are replayed from the history (--event-history), or one `reset` event ' +
+        'says they cannot be (list again, then go on). A comment line every 15 s keeps proxies ' +
+        'from closing an idle stream; a reader that falls too far behind is disconnected and ' +
+        'may resume',
+      contentType: 'text/event-stream',
+      schema: eventPayload,
+    },
+    errors: { 400: ['VALIDATION_FAILED'] },
+  },
 ];
 
 /** The body-parsing failures every /api route can answer (app.ts parses before routing). */
