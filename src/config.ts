@@ -20,6 +20,7 @@ import {
   type TokenSources,
   type Tokens,
 } from './token-files';
+import { TlsFileError, loadTlsFiles, type TlsMaterial, type TlsSources } from './tls-files';
 
 export interface ListenAddress {
   /** IP literal without brackets, or "localhost". */
@@ -160,7 +161,7 @@ export function parseLogLevel(text: string, what: string): LogLevel {
   return level;
 }
 
-function isLoopback(host: string): boolean {
+export function isLoopback(host: string): boolean {
   if (host === 'localhost' || host === '::1') return true;
   return isIpv4(host) && host.startsWith('127.');
 }
@@ -233,7 +234,7 @@ export const OPTIONS = {
     env: 'WG_PEERD_LISTEN',
     value: 'HOST:PORT',
     default: '127.0.0.1:8080',
-    meaning: 'HTTP listen address (IPv6 as [::1]:8080)',
+    meaning: 'HTTP (HTTPS with --tls-cert) listen address (IPv6 as [::1]:8080)',
     parse: parseListen,
   }),
   endpointHost: option({
@@ -262,6 +263,38 @@ export const OPTIONS = {
     envHolds: 'the token itself',
     meaning: 'file of read-only tokens (list, metrics), one a line; re-read on SIGHUP',
     parse: parseTokenSource,
+  }),
+  tlsCert: option({
+    flag: '--tls-cert',
+    env: 'WG_PEERD_TLS_CERT',
+    value: 'PATH',
+    default: null,
+    shown: 'none (plain HTTP)',
+    meaning:
+      'serve HTTPS (TLS 1.2 or 1.3) on --listen with this PEM certificate, intermediates ' +
+      'after it; needs --tls-key; re-read on SIGHUP',
+    parse: tlsPath,
+  }),
+  tlsKey: option({
+    flag: '--tls-key',
+    env: 'WG_PEERD_TLS_KEY',
+    value: 'PATH',
+    default: null,
+    meaning:
+      "the certificate's PEM private key, unencrypted and private to the daemon's user " +
+      '(chmod 600); re-read on SIGHUP',
+    parse: tlsPath,
+  }),
+  tlsClientCa: option({
+    flag: '--tls-client-ca',
+    env: 'WG_PEERD_TLS_CLIENT_CA',
+    value: 'PATH',
+    default: null,
+    meaning:
+      'mutual TLS: refuse the handshake to a client without a certificate signed by a CA ' +
+      'of this PEM file (tokens still apply); probes need one too: curl --cacert CA.pem ' +
+      '--cert CLIENT.pem --key CLIENT.key https://HOST:PORT/readyz; re-read on SIGHUP',
+    parse: tlsPath,
   }),
   address: option({
     flag: '--address',
@@ -353,9 +386,14 @@ export type Settings = { [K in Key]: ValueOf<Options[K]> };
  * (only allowed on loopback or with allowUnauthenticated); `tokenSources` is where they came
  * from, for the SIGHUP re-read (files only; variables stay).
  */
-export type Config = Omit<Settings, 'adminTokens' | 'readTokens'> & {
+export type Config = Omit<
+  Settings,
+  'adminTokens' | 'readTokens' | 'tlsCert' | 'tlsKey' | 'tlsClientCa'
+> & {
   tokens: Tokens;
   tokenSources: TokenSources;
+  /** HTTPS (issue 22): where the files are (re-read on SIGHUP) and what they held at start. */
+  tls: { sources: TlsSources; material: TlsMaterial } | null;
 };
 
 /** The switches that need no value of their own, beside the options of the table. */
@@ -482,6 +520,47 @@ function settingsOf(given: Map<Key, Given>, env: Environment): Settings {
   return settings as Settings;
 }
 
+/** A TLS file's path and how the operator named it (the flag or its variable). */
+export interface TlsPath {
+  path: string;
+  what: string;
+}
+
+function tlsPath(text: string, what: string): TlsPath {
+  return { path: text, what };
+}
+
+/**
+ * The TLS options: both of the pair or neither, the client CA only with them; the files read
+ * and checked (src/tls-files.ts). null: plain HTTP.
+ */
+function loadTls(
+  cert: TlsPath | null,
+  key: TlsPath | null,
+  clientCa: TlsPath | null,
+  read: ReadTokenFile,
+): Config['tls'] {
+  if (cert === null && key === null) {
+    if (clientCa === null) return null;
+    throw new ConfigError(
+      `${clientCa.what} needs --tls-cert and --tls-key: mutual TLS runs over HTTPS`,
+    );
+  }
+  if (cert === null || key === null) {
+    const given = (cert ?? key)!.what;
+    const missing =
+      cert === null ? '--tls-cert (WG_PEERD_TLS_CERT)' : '--tls-key (WG_PEERD_TLS_KEY)';
+    throw new ConfigError(`${given} needs ${missing}: HTTPS takes a certificate and its key`);
+  }
+  const sources: TlsSources = { cert: cert.path, key: key.path, clientCa: clientCa?.path ?? null };
+  try {
+    return { sources, material: loadTlsFiles(sources, read) };
+  } catch (error) {
+    if (error instanceof TlsFileError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
 /**
  * argv without node and script. Throws ConfigError with one line a person can act on.
  */
@@ -492,7 +571,10 @@ export function parseConfig(
 ): ParseOutcome {
   const given = readArguments(argv);
   if (!(given instanceof Map)) return given;
-  const { adminTokens, readTokens, ...settings } = settingsOf(given, env);
+  const { adminTokens, readTokens, tlsCert, tlsKey, tlsClientCa, ...settings } = settingsOf(
+    given,
+    env,
+  );
   const tokenSources: TokenSources = { admin: adminTokens, read: readTokens };
   let tokens: Tokens;
   try {
@@ -501,7 +583,8 @@ export function parseConfig(
     if (error instanceof TokenFileError) throw new ConfigError(error.message);
     throw error;
   }
-  const config: Config = { ...settings, tokens, tokenSources };
+  const tls = loadTls(tlsCert, tlsKey, tlsClientCa, readTokenFile);
+  const config: Config = { ...settings, tokens, tokenSources, tls };
 
   // Read tokens alone count as authentication: the API then lists for read tokens and refuses
   // every change (no admin token exists), which is a safe monitoring-only deployment.

@@ -6,16 +6,32 @@
  * sockets, exit 0.
  */
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { ConfigError, formatListen, helpText, parseConfig, type Config } from './config';
+import {
+  ConfigError,
+  formatListen,
+  helpText,
+  isLoopback,
+  parseConfig,
+  type Config,
+} from './config';
 import { Events, loadWebhooksFile, type DeliveryPolicy, type WebhookTarget } from './events';
-import { TokenStore, createHttpServer, createMetrics, eventStreamHandler } from './http';
+import {
+  TokenStore,
+  createHttpServer,
+  createMetrics,
+  eventStreamHandler,
+  registerTlsMetrics,
+  replaceCertificate,
+  type ApiServer,
+} from './http';
 import type { Kernel } from './kernel/types';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
 import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
+import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
@@ -39,8 +55,10 @@ export interface DaemonDeps {
   openKernel: () => Promise<Kernel>;
   logger: Logger;
   graceMs?: number;
-  /** How token files are read on reload; from disk when absent. */
+  /** How token files (and TLS files) are read on reload; from disk when absent. */
   readTokenFile?: ReadTokenFile;
+  /** The clock of the certificate's expiry warning; the system's when absent. */
+  now?: () => Date;
   /** Webhook delivery timings (tests shorten them); DESIGN §3's defaults when absent. */
   webhookPolicy?: Partial<DeliveryPolicy>;
 }
@@ -56,6 +74,12 @@ export interface Daemon {
   reloadTokens(): boolean;
   /** What SIGHUP also does: re-reads --webhooks-file; a bad file keeps the old targets. */
   reloadWebhooks(): boolean;
+  /**
+   * What SIGHUP also does with HTTPS: re-reads certificate, key and client CA together. Success
+   * serves them to every new connection (connections open keep theirs) and is logged at info; a
+   * bad file keeps the old ones and logs why at warn. True on success; false without TLS.
+   */
+  reloadTls(): boolean;
 }
 
 /** The version of package.json, next to dist/ (dist/src/main.js → ../../package.json). */
@@ -78,7 +102,7 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function listen(server: http.Server, config: Config): Promise<void> {
+function listen(server: ApiServer, config: Config): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.listen.port, config.listen.host, () => {
@@ -158,6 +182,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
   const readiness = new ReadinessCheck(kernel, config.interfaceName);
+  // The TLS files being served: those of the start, then of each good SIGHUP re-read.
+  let tls: TlsMaterial | null = config.tls?.material ?? null;
+  if (tls !== null) registerTlsMetrics(metrics.registry, () => tls!.certificate);
   const server = createHttpServer({
     service,
     tokens,
@@ -167,6 +194,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     version: packageVersion(),
     handlers: { events: eventStreamHandler(events.streams) },
     limits: { maxConnections: config.maxConnections },
+    tls,
   });
   try {
     await listen(server, config);
@@ -185,9 +213,24 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       interface: config.interfaceName,
       authentication: tokens === null ? 'none' : 'bearer tokens',
       ...(tokens === null ? {} : { tokens: tokens.counts() }),
+      tls: tls === null ? 'off' : tls.ca === undefined ? 'on' : 'mutual',
+      ...(tls === null ? {} : certificateFields(tls)),
     },
     'wg-peerd is serving',
   );
+  const now = deps.now ?? (() => new Date());
+  if (tls === null && !isLoopback(config.listen.host)) {
+    logger.warn(
+      { event: 'plain_http', listen: formatListen(config.listen) },
+      'serving plain HTTP on a non-loopback address: bearer tokens travel in clear; ' +
+        'give --tls-cert and --tls-key to serve HTTPS',
+    );
+  }
+  const warnValidity = (material: TlsMaterial): void => {
+    const warning = validityWarning(material.certificate, now());
+    if (warning !== null) logger.warn({ event: 'tls_certificate_expired' }, warning);
+  };
+  if (tls !== null) warnValidity(tls);
 
   let stopped: Promise<void> | null = null;
   const shutdown = (): Promise<void> => {
@@ -249,7 +292,37 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     );
     return true;
   };
-  return { address, shutdown, reloadTokens, reloadWebhooks };
+  const reloadTls = (): boolean => {
+    if (config.tls === null || !(server instanceof https.Server)) return false;
+    try {
+      const next = loadTlsFiles(config.tls.sources, deps.readTokenFile ?? readTokenFileFromDisk);
+      replaceCertificate(server, next);
+      tls = next;
+    } catch (error) {
+      logger.warn(
+        { event: 'tls_reload_failed', reason: messageOf(error) },
+        `SIGHUP: keeping the old TLS certificate and key: ${messageOf(error)}`,
+      );
+      return false;
+    }
+    logger.info(
+      { event: 'tls_reloaded', ...certificateFields(tls) },
+      'SIGHUP: TLS certificate, key and client CA re-read',
+    );
+    warnValidity(tls);
+    return true;
+  };
+  return { address, shutdown, reloadTokens, reloadWebhooks, reloadTls };
+}
+
+/** What the log says of the certificate served: whose it is, until when, which one. */
+function certificateFields(material: TlsMaterial): Record<string, string> {
+  const { subject, notAfter, fingerprint256 } = material.certificate;
+  return {
+    certificateSubject: subject,
+    certificateNotAfter: notAfter.toISOString(),
+    certificateSha256: fingerprint256,
+  };
 }
 
 function readConfig(): Config {
@@ -278,14 +351,19 @@ async function cli(): Promise<void> {
   const logger = createLogger({ level: config.logLevel });
   // Filled once the daemon is up; the SIGHUP handler exists before that.
   const running: { daemon?: Daemon } = {};
-  // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens without a restart.
+  // systemd's ExecReload (contrib/systemd) and `kill -HUP`: rotate tokens and TLS certificates
+  // without a restart.
   // Installed before the start: SIGHUP's default action would kill a daemon still starting.
   process.on('SIGHUP', () => {
     if (running.daemon === undefined) {
-      logger.warn({ signal: 'SIGHUP' }, 'SIGHUP while starting: the token files were just read');
+      logger.warn(
+        { signal: 'SIGHUP' },
+        'SIGHUP while starting: the token and TLS files were just read',
+      );
     } else {
       running.daemon.reloadTokens();
       running.daemon.reloadWebhooks();
+      running.daemon.reloadTls();
     }
   });
   let daemon: Daemon;

@@ -3,12 +3,13 @@
  * list poll (list.ts) and the Node server with its limits (server.ts) together, sharing one
  * ListBodies, so main.ts starts the API with one call.
  */
-import type http from 'node:http';
 import { createApp, type AppOptions } from './app';
 import { listFastPath } from './list';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { createServer, type HttpLimits } from './server';
+import type { ApiServer } from './tls';
+import type { TlsMaterial } from '../tls-files';
 
 export { createApp, type AppOptions } from './app';
 export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
@@ -22,12 +23,21 @@ export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions 
 export { ListBodies } from './list-body';
 export { listFastPath, type FastPath, type ListFastPathOptions } from './list';
 export { eventStreamHandler, eventPayload } from './events';
+export {
+  clientCertificateSubject,
+  registerTlsMetrics,
+  replaceCertificate,
+  TLS_EXPIRY_METRIC,
+  type ApiServer,
+} from './tls';
 
 export interface HttpServerOptions extends AppOptions {
   /** The app's metrics, whose request timer the fast path feeds too. */
   metrics?: Pick<Metrics, 'handler' | 'requestMetrics' | 'requestTimer'>;
   /** The server's limits (issue 10); each left out keeps DEFAULT_HTTP_LIMITS'. */
   limits?: Partial<Omit<HttpLimits, 'bodyLimitBytes'>>;
+  /** Serve HTTPS with these checked TLS files (src/tls-files.ts); plain HTTP when absent. */
+  tls?: TlsMaterial | null;
 }
 
 /**
@@ -35,13 +45,13 @@ export interface HttpServerOptions extends AppOptions {
  * on the list fast path, then the app. The fast path is the route's twin (list.ts), answering
  * from the same ListBodies, tokens, metrics and logger as the app.
  */
-export function createHttpServer(options: HttpServerOptions): http.Server {
-  const { limits, ...app } = options;
+export function createHttpServer(options: HttpServerOptions): ApiServer {
+  const { limits, tls, ...app } = options;
   const api = { ...app, listBodies: app.listBodies ?? new ListBodies() };
   const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
   return createServer(
     createApp(api),
-    { ...limits, ...bodyLimit, logger: app.logger },
+    { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },
     listFastPath(api),
   );
 }

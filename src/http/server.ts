@@ -4,13 +4,17 @@
  * keep-alive timeouts, a cap on open connections, and JSON for requests Node's parser rejects.
  */
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log';
 import { HttpError, toErrorResponse } from './errors';
 import { DEFAULT_BODY_LIMIT_BYTES, announcedTooLarge, refuseBody } from './body-limit';
 import { REQUEST_ID_HEADER, logRequest, requestIdFrom } from './request-log';
 import type { FastPath } from './list';
+import { httpsServerOptions, type ApiServer } from './tls';
+import type { TlsMaterial } from '../tls-files';
 
 export interface HttpLimits {
   /** Largest accepted request body. */
@@ -95,6 +99,8 @@ function answerStarted(socket: Duplex): boolean {
 export interface ServerOptions extends Partial<HttpLimits> {
   /** For the requests answered here, before the app (and its request log) sees them. */
   logger: Logger;
+  /** Serve HTTPS with these checked TLS files (src/tls-files.ts); plain HTTP when absent. */
+  tls?: TlsMaterial | null;
 }
 
 /**
@@ -127,16 +133,36 @@ export function createServer(
   app: http.RequestListener,
   options: ServerOptions,
   fastPath: FastPath | null = null,
-): http.Server {
-  const { logger, ...limits } = options;
+): ApiServer {
+  const { logger, tls, ...limits } = options;
   const l: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...limits };
-  const server = http.createServer({
+  const httpOptions: http.ServerOptions = {
     headersTimeout: l.headersTimeoutMs,
     requestTimeout: l.requestTimeoutMs,
     keepAliveTimeout: l.keepAliveTimeoutMs,
     connectionsCheckingInterval: l.timeoutCheckIntervalMs,
-  });
+  };
+  const server: ApiServer =
+    tls === undefined || tls === null
+      ? http.createServer(httpOptions)
+      : https.createServer({ ...httpOptions, ...httpsServerOptions(tls, l.headersTimeoutMs) });
   server.maxConnections = l.maxConnections;
+  if (server instanceof https.Server) {
+    // A refused handshake never becomes a request: this is its one line. A client without a
+    // certificate (OpenSSL refuses the handshake), plain HTTP sent to the HTTPS port
+    // (ERR_SSL_HTTP_REQUEST), an old protocol...; a client certificate the CA did not sign is
+    // refused by Node once OpenSSL is done (the socket destroyed: ECONNRESET, the verify error
+    // in authorizationError). A client that leaves mid-handshake says nothing.
+    server.on('tlsClientError', (error: NodeJS.ErrnoException, socket: TLSSocket) => {
+      const unverified: unknown = socket.authorizationError;
+      const code = typeof unverified === 'string' ? unverified : error.code;
+      if (code === 'ECONNRESET') return;
+      logger.info(
+        { client: socket.remoteAddress ?? null, code: code ?? null },
+        'TLS handshake refused',
+      );
+    });
+  }
 
   // Refused before Express (and its body parser, which would read the body to its end first).
   const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {

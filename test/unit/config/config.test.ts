@@ -67,6 +67,7 @@ describe('config: defaults of DESIGN §4', () => {
       maxConnections: 512,
       eventHistory: 10000,
       webhooksFile: null,
+      tls: null, // the TLS files are read for real in tls-options.test.ts
     });
   });
 });
@@ -118,6 +119,7 @@ describe('config: flags and environment', () => {
       maxConnections: 100,
       eventHistory: 500,
       webhooksFile: '/etc/wg-peerd/webhooks',
+      tls: null, // the TLS files are read for real in tls-options.test.ts
     });
   });
 
@@ -156,6 +158,7 @@ describe('config: flags and environment', () => {
       maxConnections: 64,
       eventHistory: 20,
       webhooksFile: '/w',
+      tls: null, // the TLS files are read for real in tls-options.test.ts
     });
   });
 

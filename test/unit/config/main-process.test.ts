@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { TestPki } from '../../support/pki';
 
 // The built binary (package.json "bin"): dist/src/main.js next to dist/test/unit/config/.
 const MAIN = path.resolve(__dirname, '../../../src/main.js');
@@ -24,6 +25,17 @@ function tokenFile(name: string, text: string, mode: number): string {
   const file = path.join(TOKENS, name);
   writeFileSync(file, text);
   chmodSync(file, mode); // not subject to the umask, unlike the mode of writeFileSync
+  return file;
+}
+
+/** Real TLS files (issue 22), made by openssl. */
+const PKI = new TestPki();
+const CA = PKI.ca('process-ca');
+const SERVER = PKI.issue(CA, 'server', '/CN=vpn1.example.net', 'server');
+function exposedKey(): string {
+  const file = PKI.file('exposed.key');
+  copyFileSync(SERVER.key, file);
+  chmodSync(file, 0o644);
   return file;
 }
 
@@ -70,6 +82,25 @@ describe('wg-peerd process: configuration errors', function () {
     ['a bad log level', [], { WG_PEERD_LOG_LEVEL: 'loud' }, /WG_PEERD_LOG_LEVEL must be one of/],
     ['a bad listen port', ['--listen-port', '0'], {}, /port number/],
     ['a bad address', [], { WG_PEERD_ADDRESS: '10.8.0.0/24' }, /network address/],
+    ['--tls-cert without --tls-key', ['--tls-cert', SERVER.cert], {}, /--tls-cert needs --tls-key/],
+    [
+      'a TLS certificate that cannot be read',
+      ['--tls-cert', PKI.file('absent.pem'), '--tls-key', SERVER.key],
+      {},
+      /--tls-cert \S+absent\.pem cannot be read \(ENOENT\)/,
+    ],
+    [
+      'a TLS key readable by others (mode 0644 on disk)',
+      [],
+      { WG_PEERD_TLS_CERT: SERVER.cert, WG_PEERD_TLS_KEY: exposedKey() },
+      /exposed\.key may be read by group or others \(mode 0644\): chmod 600/,
+    ],
+    [
+      'a TLS certificate file that holds no PEM certificate',
+      ['--tls-cert', SERVER.key, '--tls-key', SERVER.key],
+      {},
+      /--tls-cert \S+server\.key holds no PEM certificate/,
+    ],
   ];
   for (const [what, args, env, pattern] of cases) {
     it(`exits 2 with one line on stderr for ${what}`, () => {
