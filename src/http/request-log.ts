@@ -15,13 +15,14 @@
  * Each request has a context (issue 21): its id, and who made it once that is known (the
  * token's name, set by auth.ts). The request line carries it, and `logChanges` puts it on every
  * line logged while a change runs (the service's `peer_created`, `speed_limit_set`, ...), so a
- * change line says which request and which token made it. Another "who" (a TLS client
- * certificate's subject) is one more optional field of RequestContext, set where it is known.
+ * change line says which request and which token made it; under mutual TLS (issue 22) also
+ * which client certificate (its subject, set by `logChanges` for changes only).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler, Response } from 'express';
 import { withLogFields, type Logger } from '../log';
+import { clientCertificateSubject } from './tls';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 
@@ -64,6 +65,8 @@ export interface RequestContext {
   requestId: string;
   /** The bearer token's name (auth.ts: its file's name for it, else its fingerprint). */
   tokenName?: string;
+  /** Under mutual TLS, the client certificate's subject: the machine that made a change. */
+  clientCertificate?: string;
 }
 
 /** The context `requestLog` opened for this response (undefined before it ran). */
@@ -194,12 +197,14 @@ export function requestLog(logger: Logger): RequestHandler {
  * logged while the change runs carries the request's context (log.ts withLogFields). Only
  * changes hold one, so polls keep Node's async hooks off.
  */
-export const logChanges: RequestHandler = (_req, res, next) => {
+export const logChanges: RequestHandler = (req, res, next) => {
   const context = requestContextOf(res);
   if (context === undefined) {
     next();
     return;
   }
+  const subject = clientCertificateSubject(req.socket);
+  if (subject !== null) context.clientCertificate = subject;
   // A copy: the context is complete here, and a line must not change under the logger.
   const end = withLogFields({ ...context }, next);
   res.on('close', end);

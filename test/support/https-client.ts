@@ -23,6 +23,7 @@ export interface TlsClientOptions {
 
 export interface HttpsReply {
   status: number;
+  headers: Record<string, string | string[] | undefined>;
   text: string;
   json<T = Record<string, unknown>>(): T;
   /** SHA-256 fingerprint of the certificate the server presented on this connection. */
@@ -68,6 +69,7 @@ export function httpsCall(
         res.on('end', () =>
           resolve({
             status: res.statusCode ?? 0,
+            headers: res.headers,
             text,
             json: <T>() => JSON.parse(text) as T,
             serverFingerprint: socket.getPeerCertificate().fingerprint256,

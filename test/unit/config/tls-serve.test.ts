@@ -11,6 +11,19 @@ import { FakeKernel } from '../support/fake-kernel';
 import { captureLog, type CapturedLog } from '../support/log-capture';
 
 const ADMIN = 'tls-admin-token-0123456789abcdef';
+
+/** The first log line that `match`es, waiting up to 5 s for it to be written. */
+async function lineOf(
+  log: CapturedLog,
+  match: (line: Record<string, unknown>) => boolean,
+): Promise<Record<string, unknown> | undefined> {
+  for (let waited = 0; waited < 5000; waited += 10) {
+    const line = log.lines().find(match);
+    if (line !== undefined) return line;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return undefined;
+}
 const HOST = '127.0.0.1';
 
 // Issue 22, in process over real loopback TLS: HTTPS on --listen, mutual TLS on top of tokens,
@@ -78,6 +91,18 @@ describe('HTTPS and mutual TLS (issue 22)', function () {
     });
     expect(created.status).to.equal(201);
     expect(created.json()).to.include({ success: true });
+
+    // The change line names the client certificate beside the request id and the token.
+    const change = log.lines().find((l) => l['event'] === 'peer_created');
+    expect(change).to.include({
+      clientCertificate: 'O=billing, CN=panel-1',
+      requestId: created.headers['x-request-id'],
+    });
+    expect(change?.['tokenName']).to.match(/^sha256:[0-9a-f]{8}$/);
+    // The request line is written when the server closes the response, which may come after
+    // the client has read all of it.
+    const post = await lineOf(log, (l) => l['msg'] === 'request' && l['method'] === 'POST');
+    expect(post).to.include({ clientCertificate: 'O=billing, CN=panel-1', status: 201 });
 
     const listening = log.lines().find((l) => l['msg'] === 'wg-peerd is serving');
     expect(listening).to.include({
