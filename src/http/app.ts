@@ -14,7 +14,8 @@ import type { Metrics } from './metrics';
 import { probes } from './probes';
 import { logChanges, logServerFault, markRoute, requestIdOf, requestLog } from './request-log';
 import { openApiDocument } from './openapi';
-import { ROUTES, type RouteId } from './routes';
+import { serveDocs } from './docs';
+import { ROUTES, type RouteDef, type RouteId } from './routes';
 
 export { CONFIG_NOT_STORED_MESSAGE, toCreatedJson } from './routes';
 
@@ -66,6 +67,25 @@ function serveOpenApi(version: string): RequestHandler {
   };
 }
 
+/** Each path of `routes` with the methods it takes, upper case, HEAD beside GET. */
+export function allowedMethods(routes: readonly RouteDef[]): Map<string | RegExp, string[]> {
+  const byPath = new Map<string, { path: string | RegExp; methods: Set<string> }>();
+  for (const def of routes) {
+    const key = String(def.expressPath);
+    const entry = byPath.get(key) ?? { path: def.expressPath, methods: new Set<string>() };
+    entry.methods.add(def.method.toUpperCase());
+    if (def.method === 'get') entry.methods.add('HEAD');
+    byPath.set(key, entry);
+  }
+  const order = ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'];
+  return new Map(
+    [...byPath.values()].map(({ path, methods }) => [
+      path,
+      order.filter((method) => methods.has(method)),
+    ]),
+  );
+}
+
 export function createApp(options: AppOptions): express.Express {
   const { service, logger } = options;
   const listBodies = options.listBodies ?? new ListBodies();
@@ -87,13 +107,16 @@ export function createApp(options: AppOptions): express.Express {
   const given: Partial<Record<RouteId, RequestHandler>> = {
     listPeers: listRoute({ service, listBodies }),
     openapi: serveOpenApi(options.version ?? 'unknown'),
+    docs: serveDocs(),
     ...probes(options.readiness ?? null),
     ...(options.metrics ? { metrics: options.metrics.handler } : {}),
     ...options.handlers,
   };
+  const registered: RouteDef[] = [];
   for (const def of ROUTES) {
     const handler = given[def.id] ?? def.handler?.({ service });
     if (handler === undefined) continue; // documented only (served by another branch's piece)
+    registered.push(def);
     // First: the route's facts for its log line and duration series, even when refused.
     const chain: RequestHandler[] = [
       (_req, res, next) => {
@@ -116,6 +139,22 @@ export function createApp(options: AppOptions): express.Express {
   app.use('/api', (req, res, next) =>
     (req.method === 'GET' || req.method === 'HEAD' ? readScope : adminScope)(req, res, next),
   );
+
+  // A known path with a method it does not take: 405 with the methods it does take (RFC 9110
+  // §15.5.6); HEAD goes with GET, as Express serves it.
+  for (const [expressPath, methods] of allowedMethods(registered)) {
+    app.all(expressPath, (req, _res, next) => {
+      const allow = methods.join(', ');
+      next(
+        new HttpError(
+          405,
+          'METHOD_NOT_ALLOWED',
+          `${req.method} is not allowed on ${req.originalUrl.split('?')[0]}; it takes ${allow}`,
+          { Allow: allow },
+        ),
+      );
+    });
+  }
 
   app.use((req, _res, next) => {
     next(

@@ -61,6 +61,8 @@ function successContent(def: RouteDef): Json {
   switch (def.success.contentType) {
     case 'text/plain':
       return { 'text/plain': { schema: { type: 'string' } } };
+    case 'text/html':
+      return { 'text/html': { schema: { type: 'string' } } };
     case 'text/event-stream':
       // OpenAPI 3.1 has no schema for the events of a stream: the data of each is x-event-data.
       return {

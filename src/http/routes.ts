@@ -40,6 +40,7 @@ export type RouteId =
   | 'removeDataCap'
   | 'deletePeer'
   | 'openapi'
+  | 'docs'
   | 'healthz'
   | 'readyz'
   | 'metrics'
@@ -56,7 +57,7 @@ export interface RouteContext {
 export interface RouteResponse {
   status: number;
   description: string;
-  contentType: 'application/json' | 'text/plain' | 'text/event-stream';
+  contentType: 'application/json' | 'text/plain' | 'text/event-stream' | 'text/html';
   /** JSON Schema of the body; null for text. */
   schema: Readonly<Record<string, unknown>> | null;
 }
@@ -333,6 +334,23 @@ export const ROUTES: readonly RouteDef[] = [
         },
         required: ['openapi', 'info', 'paths'],
       },
+    },
+    errors: {},
+  },
+  {
+    id: 'docs',
+    method: 'get',
+    ...at('/api/docs'),
+    polled: false,
+    scope: 'public',
+    summary: 'A viewer of this document (Swagger UI, served from the package itself)',
+    success: {
+      status: 200,
+      description:
+        'An HTML page that shows /api/openapi.json; it loads nothing from any other origin. ' +
+        'Public: it holds no data; it asks for a read token when the document needs one',
+      contentType: 'text/html',
+      schema: null,
     },
     errors: {},
   },

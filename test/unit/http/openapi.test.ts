@@ -66,12 +66,14 @@ function problemsOf(response: RecordedResponse): string[] {
   const label = `${response.method} ${response.path} → ${response.status}`;
   const def = routeOf(response.method, response.path);
   if (def === undefined) {
-    // No route: the fallback answers 401/403 (token first) or 404 ROUTE_NOT_FOUND.
+    // No route: the fallback answers 401/403 (token first), 405 METHOD_NOT_ALLOWED (a known
+    // path, another method) or 404 ROUTE_NOT_FOUND.
     const body = JSON.parse(decoded(response)) as Json;
     const expected: Record<number, string[]> = {
       401: ['AUTH_REQUIRED', 'AUTH_INVALID'],
       403: ['FORBIDDEN_READ_ONLY'],
       404: ['ROUTE_NOT_FOUND'],
+      405: ['METHOD_NOT_ALLOWED'],
       400: ['INVALID_JSON', 'BAD_REQUEST'],
       413: ['BODY_TOO_LARGE'],
       415: ['UNSUPPORTED_MEDIA_TYPE'],
@@ -166,6 +168,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       removeDataCap: 'admin',
       deletePeer: 'admin',
       openapi: 'read',
+      docs: 'public',
       healthz: 'public',
       readyz: 'public',
       metrics: 'read',

@@ -578,11 +578,8 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
 describe('http unknown routes', () => {
   const routes: Array<[string, string]> = [
     ['get', '/api'],
-    ['get', '/api/peer'],
-    ['put', '/api/peers'],
-    ['post', '/api/peers'],
-    ['get', '/api/peer/abc'],
-    ['put', `/api/peer/${encoded(key(1))}/speed-limit`],
+    ['get', '/api/peerz'],
+    ['get', '/metrics/x'],
     ['get', '/'],
     ['get', '/index.html'],
   ];
@@ -595,4 +592,36 @@ describe('http unknown routes', () => {
       expectError(res, 404, 'ROUTE_NOT_FOUND');
     });
   }
+});
+
+// README: a known path with a method it does not take answers 405 with Allow (RFC 9110 §15.5.6).
+describe('http known paths with another method', () => {
+  const wrong: Array<[string, () => string, string]> = [
+    ['put', () => '/api/peers', 'GET, HEAD'],
+    ['post', () => '/api/peers', 'GET, HEAD'],
+    ['get', () => '/api/peer', 'POST'],
+    ['get', () => '/api/peer/abc', 'DELETE'],
+    ['put', () => `/api/peer/${encoded(key(1))}/speed-limit`, 'PATCH, DELETE'],
+    ['post', () => `/api/peer/${encoded(key(1))}`, 'DELETE'],
+    ['delete', () => '/healthz', 'GET, HEAD'],
+    ['post', () => '/api/docs', 'GET, HEAD'],
+  ];
+  for (const [method, path, allow] of wrong) {
+    it(`answers ${method.toUpperCase()} ${path().replace(/peer\/[^/]+/, 'peer/<key>')} with a JSON 405 and Allow: ${allow}`, async () => {
+      const http = setup().http;
+      const res = await (
+        http as unknown as Record<string, (p: string) => Promise<import('supertest').Response>>
+      )[method]!(path());
+      expectError(res, 405, 'METHOD_NOT_ALLOWED');
+      expect(res.headers['allow']).to.equal(allow);
+      expect(res.body.error).to.contain(`it takes ${allow}`);
+    });
+  }
+
+  it('asks for a token first on /api, so a 405 tells a client without one nothing', async () => {
+    const http = setup({ token: 'a-long-random-token-0123456789' }).http;
+    const res = await http.put('/api/peers');
+    expectError(res, 401, 'AUTH_REQUIRED');
+    expect(res.headers['allow']).to.equal(undefined);
+  });
 });

@@ -232,13 +232,13 @@ describe('HTTP limits (issue 10)', () => {
     expect(res.body).to.include({ success: false, code: 'METHOD_NOT_ALLOWED' });
   });
 
-  it('answers a method Node knows but no route has with the JSON 404 of the app', async () => {
+  it('answers a method Node knows on a known path with the JSON 405 of the app', async () => {
     server = await listening({});
     const res = await converse(server, (socket) => {
       socket.write('PROPFIND /api/peers HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n');
     });
-    expect(res.status).to.equal(404);
-    expect(res.body).to.include({ success: false, code: 'ROUTE_NOT_FOUND' });
+    expect(res.status).to.equal(405);
+    expect(res.body).to.include({ success: false, code: 'METHOD_NOT_ALLOWED' });
   });
 });
 
