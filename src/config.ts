@@ -215,6 +215,16 @@ interface Option<T, D extends string | null = string | null> {
 }
 
 /** Ties a row's default to its parse, for the type of Config. */
+/** Usage checkpoints: at least every second, at most every hour. */
+export const USAGE_SAVE_INTERVAL_MAX_S = 3600;
+
+/** An absolute path: a relative one would name another directory from another cwd. */
+function parseStateDir(text: string, what: string): string {
+  if (!text.startsWith('/'))
+    throw new ConfigError(`${what} must be an absolute path, not "${text}"`);
+  return text;
+}
+
 function option<T, D extends string | null>(row: Option<T, D>): Option<T, D> {
   return row;
 }
@@ -371,6 +381,25 @@ export const OPTIONS = {
     meaning:
       'webhook targets, one a line: <url> <whsec_secret> [<type>,...]; mode 0600; re-read on SIGHUP',
     parse: (text: string) => text,
+  }),
+  stateDir: option({
+    flag: '--state-dir',
+    env: 'WG_PEERD_STATE_DIR',
+    value: 'DIR',
+    default: null,
+    shown: 'none',
+    meaning:
+      'keep peers, limits, caps, usage and the server key here (mode 0700) and put them back ' +
+      'after a reboot; none: the kernel is the only store',
+    parse: parseStateDir,
+  }),
+  usageSaveIntervalS: option({
+    flag: '--usage-save-interval',
+    env: 'WG_PEERD_USAGE_SAVE_INTERVAL',
+    value: 'S',
+    default: '10',
+    meaning: `seconds between saves of what data caps counted (1-${USAGE_SAVE_INTERVAL_MAX_S}), with --state-dir`,
+    parse: wholeNumber(1, USAGE_SAVE_INTERVAL_MAX_S, 'a whole number of seconds'),
   }),
 };
 

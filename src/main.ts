@@ -32,6 +32,10 @@ import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
 import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
 import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
+import { UsageCheckpoints } from './peers/checkpoint';
+import { restoreFromState, type RestoreSummary } from './peers/restore';
+import { StateDirError, StateStore, readBootId } from './state';
+import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
@@ -61,6 +65,8 @@ export interface DaemonDeps {
   now?: () => Date;
   /** Webhook delivery timings (tests shorten them); DESIGN §3's defaults when absent. */
   webhookPolicy?: Partial<DeliveryPolicy>;
+  /** The kernel's boot id (/proc/sys/kernel/random/boot_id when absent); for tests. */
+  readBootId?: () => Promise<string>;
 }
 
 export interface Daemon {
@@ -136,21 +142,81 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     );
   }
 
+  // The state directory is checked before anything changes in the kernel: a bad one (exposed,
+  // damaged, another interface's) refuses the start with one line.
+  let store: StateStore | null = null;
+  if (config.stateDir !== null) {
+    try {
+      store = await StateStore.open({ dir: config.stateDir, interfaceName: config.interfaceName });
+    } catch (error) {
+      kernel.close();
+      throw new StartupError(
+        error instanceof StateDirError
+          ? error.message
+          : `cannot use the state directory ${config.stateDir}: ${messageOf(error)}`,
+        EXIT_CONFIG,
+      );
+    }
+  }
+
+  let iface: Awaited<ReturnType<typeof ensureInterface>>;
   try {
-    await ensureInterface(
+    const saved = store;
+    iface = await ensureInterface(
       kernel,
       {
         interfaceName: config.interfaceName,
         address: config.address,
         listenPort: config.listenPort,
+        ...(saved === null
+          ? {}
+          : {
+              saved: {
+                iface: saved.state.iface,
+                readServerKey: () => saved.readServerKey(),
+                saveInterface: (key, settings) => saved.saveInterface(key, settings),
+              },
+            }),
       },
       logger,
     );
   } catch (error) {
     kernel.close();
-    const status = error instanceof InterfaceNotWireGuardError ? EXIT_CONFIG : EXIT_FAILURE;
+    await store?.close().catch(() => undefined);
+    const status =
+      error instanceof InterfaceNotWireGuardError || error instanceof StateDirError
+        ? EXIT_CONFIG
+        : EXIT_FAILURE;
     throw new StartupError(messageOf(error), status);
   }
+
+  // With a state dir, the saved state goes back into the kernel while the API already answers:
+  // /readyz says RESTORING, lists and changes wait for the end (never a half-restored list).
+  let restored: RestoreSummary | null = null;
+  const restoring: Promise<RestoreSummary | null> =
+    store === null
+      ? Promise.resolve(null)
+      : (deps.readBootId ?? readBootId)().then((bootId) =>
+          restoreFromState({
+            kernel,
+            store: store!,
+            interfaceName: config.interfaceName,
+            ifindex: iface.ifindex,
+            created: iface.created,
+            bootId,
+            logger,
+          }),
+        );
+  let restoreDone = false;
+  const gate = restoring.then(
+    (summary) => {
+      restored = summary;
+      restoreDone = true;
+    },
+    () => {
+      restoreDone = true;
+    },
+  );
 
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
@@ -177,11 +243,31 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     listMaxAgeMs: config.listMaxAgeMs,
     observer: metrics.observer,
     events: events.sink,
+    journal: store,
+    ready: restoring,
   });
+  const checkpoints =
+    store === null
+      ? null
+      : new UsageCheckpoints({
+          quota: kernel.quota,
+          store,
+          interfaceName: config.interfaceName,
+          intervalMs: config.usageSaveIntervalS * 1000,
+          logger,
+        });
+  if (store !== null && checkpoints !== null) {
+    const saved = store;
+    registerStateMetrics(metrics.registry, {
+      journalBytes: () => saved.stats().bytes,
+      checkpoints: () => checkpoints.stats,
+      restoredPeers: () => restored?.restoredPeers ?? null,
+    });
+  }
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const readiness = new ReadinessCheck(kernel, config.interfaceName);
+  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
   // The TLS files being served: those of the start, then of each good SIGHUP re-read.
   let tls: TlsMaterial | null = config.tls?.material ?? null;
   if (tls !== null) registerTlsMetrics(metrics.registry, () => tls!.certificate);
@@ -205,6 +291,20 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       EXIT_FAILURE,
     );
   }
+  try {
+    await restoring;
+  } catch (error) {
+    server.close();
+    server.closeAllConnections();
+    kernel.close();
+    await store?.close().catch(() => undefined);
+    throw new StartupError(
+      `cannot restore the saved state of ${config.interfaceName}: ${messageOf(error)}`,
+      EXIT_FAILURE,
+    );
+  }
+  await gate;
+  checkpoints?.start();
   const address = server.address() as AddressInfo;
   logger.info(
     {
@@ -247,9 +347,19 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       // Stops accepting; keep-alive connections close once their request is answered.
       server.close(() => {
         clearTimeout(force);
-        kernel.close();
-        logger.info({}, 'stopped');
-        resolve();
+        // The last usage checkpoint (a clean reboot loses no counted byte), then the journal.
+        void (async () => {
+          await checkpoints?.stop();
+          await store?.close().catch((error: unknown) => {
+            logger.error(
+              { event: 'state_close_failed', error: messageOf(error) },
+              messageOf(error),
+            );
+          });
+          kernel.close();
+          logger.info({}, 'stopped');
+          resolve();
+        })();
       });
       server.closeIdleConnections();
     });

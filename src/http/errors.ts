@@ -30,6 +30,7 @@ const STATUS_OF: Readonly<Record<ErrorCategory, number>> = {
   not_found: 404,
   conflict: 409,
   unavailable: 503,
+  storage: 507,
   internal: 500,
 };
 

@@ -117,6 +117,12 @@ export interface LimitState {
   upload: number | null;
 }
 
+/** A speed limit to set: bytes per second in each direction. */
+export interface PeerLimit {
+  peer: PeerRef;
+  bytesPerSecond: number;
+}
+
 /** Per-peer speed limits over tc (src/kernel/shaper/). Limits are keyed by tunnel address. */
 export interface ShaperApi {
   /**
@@ -128,6 +134,8 @@ export interface ShaperApi {
   ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]>;
   /** Limits download and upload of the peer to bytesPerSecond each; replaces an earlier limit. */
   setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void>;
+  /** Sets many limits at once (a restore at start), in few datagrams. */
+  setLimits(ifname: string, limits: readonly PeerLimit[]): Promise<void>;
   /** Removes the peer's limit in both directions; a peer without one is not an error. */
   removeLimit(ifname: string, address: string): Promise<void>;
   /** address → what holds in each direction, read back from both devices. */

@@ -7,6 +7,16 @@ import { InterfaceMissingError as KernelInterfaceMissing } from '../kernel/error
 import { InterfaceNotWireGuardError, translateKernelError } from './errors';
 import { generatePrivateKey, publicKeyOf, type RandomSource } from './keys';
 import type { EventLogger } from './service';
+import type { SavedInterface } from '../state';
+
+/** The state directory's part in a start: the interface to recreate, and where to save a new one. */
+export interface SavedInterfaceStore {
+  /** The interface as the daemon last created it, or null. */
+  readonly iface: SavedInterface | null;
+  readServerKey(): Promise<Buffer | null>;
+  /** Saves a new interface's key and settings durably, BEFORE it is created. */
+  saveInterface(privateKey: Buffer, iface: SavedInterface): Promise<void>;
+}
 
 export interface InterfaceOptions {
   interfaceName: string;
@@ -15,6 +25,8 @@ export interface InterfaceOptions {
   /** Listen port given to a created interface. */
   listenPort: number;
   random?: RandomSource;
+  /** With a state directory: a missing interface is created again as saved (same key). */
+  saved?: SavedInterfaceStore;
 }
 
 export interface InterfaceState {
@@ -76,26 +88,68 @@ export async function ensureInterface(
   return createInterface(kernel, options, log);
 }
 
+/** Address and prefix of a CIDR text ("10.8.0.1/24"). */
+function addressOf(cidr: string): Ipv4Address {
+  const [address, prefixLength] = cidr.split('/');
+  return { address, prefixLength: Number(prefixLength) };
+}
+
+/**
+ * The key, port and address of the interface to create: the saved ones when the state directory
+ * has them (every client config names that key and port), else new ones, saved first.
+ */
+async function settingsFor(
+  options: InterfaceOptions,
+  log: EventLogger,
+): Promise<{ privateKey: Buffer; listenPort: number; address: Ipv4Address; restored: boolean }> {
+  const saved = options.saved;
+  const savedKey = saved?.iface ? await saved.readServerKey() : null;
+  if (saved?.iface && savedKey !== null) {
+    const address = addressOf(saved.iface.addresses[0]);
+    const configured = `${options.address.address}/${options.address.prefixLength}`;
+    if (saved.iface.listenPort !== options.listenPort || saved.iface.addresses[0] !== configured) {
+      log.warn(
+        {
+          event: 'interface_settings_kept',
+          interface: options.interfaceName,
+          saved: { listenPort: saved.iface.listenPort, address: saved.iface.addresses[0] },
+          configured: { listenPort: options.listenPort, address: configured },
+        },
+        'the state directory holds other interface settings than configured: recreating the interface as saved, so client configs keep working',
+      );
+    }
+    return { privateKey: savedKey, listenPort: saved.iface.listenPort, address, restored: true };
+  }
+  const privateKey = generatePrivateKey(options.random);
+  if (saved) {
+    await saved.saveInterface(privateKey, {
+      listenPort: options.listenPort,
+      addresses: [`${options.address.address}/${options.address.prefixLength}`],
+      publicKey: Buffer.from(publicKeyOf(privateKey)).toString('base64'),
+    });
+  }
+  return { privateKey, listenPort: options.listenPort, address: options.address, restored: false };
+}
+
 async function createInterface(
   kernel: Pick<Kernel, 'wireguard' | 'link'>,
   options: InterfaceOptions,
   log: EventLogger,
 ): Promise<InterfaceState> {
   const ifname = options.interfaceName;
+  const settings = await settingsFor(options, log);
+  const { privateKey, listenPort, address } = settings;
   let ifindex: number;
   try {
     ifindex = await kernel.link.createWireGuard(ifname);
   } catch (error) {
+    privateKey.fill(0);
     throw translateKernelError(error, 'wireguard', ifname);
   }
-  const privateKey = generatePrivateKey(options.random);
   const publicKey = Buffer.from(publicKeyOf(privateKey)).toString('base64');
   try {
-    await kernel.wireguard.configureDevice(ifname, {
-      privateKey,
-      listenPort: options.listenPort,
-    });
-    await kernel.link.addIpv4Address(ifindex, options.address);
+    await kernel.wireguard.configureDevice(ifname, { privateKey, listenPort });
+    await kernel.link.addIpv4Address(ifindex, address);
     await kernel.link.setUp(ifindex);
   } catch (error) {
     // Leave no half-made interface behind: the next start tries again from scratch.
@@ -109,16 +163,13 @@ async function createInterface(
       event: 'interface_created',
       interface: ifname,
       publicKey,
-      listenPort: options.listenPort,
-      address: `${options.address.address}/${options.address.prefixLength}`,
+      listenPort,
+      address: `${address.address}/${address.prefixLength}`,
+      fromStateDir: settings.restored,
     },
-    'interface was missing: created it',
+    settings.restored
+      ? 'interface was missing: created it again with the saved key, port and address'
+      : 'interface was missing: created it',
   );
-  return {
-    created: true,
-    ifindex,
-    publicKey,
-    listenPort: options.listenPort,
-    addresses: [options.address],
-  };
+  return { created: true, ifindex, publicKey, listenPort, addresses: [address] };
 }

@@ -7,7 +7,8 @@
 import * as kernel from '../kernel/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
-export type ErrorCategory = 'validation' | 'not_found' | 'conflict' | 'unavailable' | 'internal';
+export type ErrorCategory =
+  'validation' | 'not_found' | 'conflict' | 'unavailable' | 'storage' | 'internal';
 
 export interface ValidationDetail {
   /** JSON pointer into the request part, e.g. "/bytesPerSecond", or the parameter name. */
@@ -208,6 +209,34 @@ export class CleanupFailedError extends DomainError {
       'PEER_CLEANUP_FAILED',
       `The peer was removed, but removing its speed limit or data cap failed (${reason}); ` +
         'what is left is removed before its address is given to a new peer',
+    );
+  }
+}
+
+/**
+ * A change could not be made durable in the state directory (a full disk, an I/O error): 507.
+ * Nothing of it was left in the kernel (the record is written before the kernel change, or the
+ * kernel change was undone).
+ */
+export class StateWriteError extends DomainError {
+  readonly category = 'storage';
+  constructor(cause: unknown, undone: string) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'STATE_WRITE_FAILED',
+      `The change could not be saved in the state directory (${reason}); ${undone}. ` +
+        'Free space on its file system, then try again',
+    );
+  }
+}
+
+/** The daemon is putting the saved state back into the kernel (start with --state-dir): 503. */
+export class RestoringError extends UnavailableError {
+  constructor(ifname: string) {
+    super(
+      'RESTORING',
+      `wg-peerd is restoring the saved peers, limits and caps of ${ifname} into the kernel; ` +
+        'retry in a moment',
     );
   }
 }

@@ -8,6 +8,7 @@ import type { Kernel } from '../kernel/types';
 import {
   DomainError,
   InterfaceNotWireGuardError,
+  RestoringError,
   translateKernelError,
   type Facility,
 } from './errors';
@@ -40,9 +41,21 @@ export class ReadinessCheck implements ReadinessApi {
   constructor(
     private readonly kernel: Pick<Kernel, 'link' | 'probe'>,
     private readonly ifname: string,
+    /** True while a start with --state-dir puts the saved state back: not ready. */
+    private readonly restoring: () => boolean = () => false,
   ) {}
 
   async check(): Promise<Readiness> {
+    const readiness = await this.checkKernel();
+    if (!this.restoring()) return readiness;
+    return {
+      ...readiness,
+      ready: false,
+      error: readiness.error ?? new RestoringError(this.ifname),
+    };
+  }
+
+  private async checkKernel(): Promise<Readiness> {
     const { link, probe } = this.kernel;
     const ifname = this.ifname;
     const interfaceCheck = link.getLink(ifname).then(

@@ -24,6 +24,7 @@ import {
   PeerNotFoundError,
   PeerWithoutAddressError,
   PoolExhaustedError,
+  StateWriteError,
   ValidationError,
   isFacilityAbsent,
   translateKernelError,
@@ -32,10 +33,29 @@ import {
 import { networkCidr } from '../kernel/ipv4';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
-import type { PeerChangeSink } from './event-sink';
 import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddressOf } from './view';
+import type { PeerChangeSink } from './event-sink';
+import type { SavedPeer, StateStore } from '../state';
+
+/**
+ * The state directory as the service writes it (src/state/store.ts): every record resolves once
+ * it is on disk. A create saves its intent before the kernel change and its commit after it; every
+ * other change saves its record before the kernel change, and an undoing record if the kernel
+ * refuses it. See `PeerService.durable`.
+ */
+export type PeerJournal = Pick<
+  StateStore,
+  | 'state'
+  | 'intendCreates'
+  | 'commitCreates'
+  | 'abortCreates'
+  | 'recordDelete'
+  | 'recordLimit'
+  | 'recordCap'
+  | 'recordPeers'
+>;
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
 export const SPEED_LIMIT_MIN = 1_000;
@@ -61,6 +81,25 @@ export interface CreatedPeer {
   clientAllowedIps: string;
   /** Ready wg-quick configuration for the client. */
   clientConfig: string;
+}
+
+/** What a create decided before the kernel change. */
+interface CreatePlan {
+  ip: string;
+  keys: { publicKey: string; privateKey: string };
+  serverPublicKey: string;
+  endpoint: string;
+  clientAllowedIps: string;
+}
+
+interface CreateWaiter {
+  resolve: (created: CreatedPeer) => void;
+  reject: (error: unknown) => void;
+}
+
+function planned(outcome: CreatePlan | PoolExhaustedError): CreatePlan {
+  if (outcome instanceof Error) throw outcome;
+  return outcome;
 }
 
 /** A peer as the result of a change names it. */
@@ -104,6 +143,13 @@ export interface PeerServiceOptions {
   monotonicNow?: () => number;
   /** Told of each change as it is made, beside its log line (src/events). */
   events?: PeerChangeSink;
+  /** The state directory (`--state-dir`); null or absent: nothing is kept (SPEC.md). */
+  journal?: PeerJournal | null;
+  /**
+   * Settles once the saved state is back in the kernel (a start with --state-dir): lists and
+   * changes wait for it, so nobody sees a half-restored list.
+   */
+  ready?: Promise<unknown>;
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -131,7 +177,6 @@ export class PeerService implements PeerServiceApi {
   private readonly random: RandomSource | undefined;
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
-  private readonly events: PeerChangeSink | undefined;
   /**
    * The caps the daemon last saw, per tunnel address with the owner's key. The kernel stays the
    * store of record; this memory is only what a cap lost with the nft table is listed as
@@ -144,6 +189,13 @@ export class PeerService implements PeerServiceApi {
   private lastLosses = '';
   /** The interface's ifindex when last read: another one means it was deleted and recreated. */
   private lastIfindex: number | undefined;
+  private readonly events: PeerChangeSink | undefined;
+  private readonly journal: PeerJournal | null;
+  /** Addresses of creates between their saved intent and the kernel change. */
+  private readonly reserved = new Set<string>();
+  /** Creates waiting for the next batch (with a state directory); null when none is forming. */
+  private forming: CreateWaiter[] | null = null;
+  private readonly ready: Promise<unknown>;
 
   constructor(options: PeerServiceOptions) {
     this.kernel = options.kernel;
@@ -154,8 +206,13 @@ export class PeerService implements PeerServiceApi {
     this.random = options.random;
     this.observer = options.observer;
     this.events = options.events;
+    this.journal = options.journal ?? null;
+    this.ready = options.ready ?? Promise.resolve();
     this.snapshots = new FreshRead(
-      () => this.readSnapshot(),
+      async () => {
+        await this.ready;
+        return this.readSnapshot();
+      },
       options.listMaxAgeMs ?? 0,
       options.monotonicNow ?? performance.now.bind(performance),
     );
@@ -170,36 +227,147 @@ export class PeerService implements PeerServiceApi {
   }
 
   async createPeer(): Promise<CreatedPeer> {
-    return this.change(async () => {
-      const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
-      if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
-      const [addresses, device] = await allInOrder([
-        this.call('link', () => this.kernel.link.getIpv4Addresses(link.index)),
-        this.readDevice(),
-      ]);
-      const subnet = addresses[0];
-      if (subnet === undefined) throw new InterfaceNotReadyError(this.ifname, 'address');
-      const serverPublicKey = device.publicKey;
-      if (serverPublicKey === null) throw new InterfaceNotReadyError(this.ifname, 'key');
-      const clientAllowedIps = networkCidr(subnet.address, subnet.prefixLength);
+    const journal = this.journal;
+    if (journal === null) {
+      return this.change(async () => this.addPeer(planned((await this.planCreates(1))[0])));
+    }
+    return new Promise<CreatedPeer>((resolve, reject) => {
+      const waiter = { resolve, reject };
+      if (this.forming !== null) {
+        this.forming.push(waiter);
+        return;
+      }
+      this.forming = [waiter];
+      void this.createBatch(journal);
+    });
+  }
+
+  /**
+   * Creates with a state directory, in batches: every create that arrived while the change queue
+   * was busy joins one batch, planned from one read of the interface (one address each, never
+   * shared), its intents saved in one disk flush, added to the kernel in one WireGuard call, and
+   * its commits saved in one more flush. So fifty concurrent creates cost two flushes and one
+   * dump, not a hundred flushes in a row; a single create costs the same as before plus two
+   * flushes. A peer is answered only once its commit is on disk; one whose commit could not be
+   * saved is removed from the kernel again (nobody could ever use it).
+   */
+  private async createBatch(journal: PeerJournal): Promise<void> {
+    let batch: CreateWaiter[] = [];
+    const take = (): CreateWaiter[] => {
+      batch = this.forming ?? [];
+      this.forming = null;
+      return batch;
+    };
+    let plans: CreatePlan[] = [];
+    try {
+      const outcomes = await this.change(async () => this.planCreates(take().length));
+      outcomes.forEach((outcome, i) => {
+        if (outcome instanceof Error) batch[i].reject(outcome);
+      });
+      const waiters = batch.filter((_, i) => !(outcomes[i] instanceof Error));
+      plans = outcomes.filter((o): o is CreatePlan => !(o instanceof Error));
+      batch = waiters;
+      if (plans.length === 0) return;
+      await this.durable(
+        journal.intendCreates(
+          plans.map((p) => ({ publicKey: p.keys.publicKey, allowedIps: [`${p.ip}/32`] })),
+        ),
+        'nothing was created',
+      );
+      let created: CreatedPeer[];
+      try {
+        created = await this.change(() => this.addPeers(plans));
+      } catch (error) {
+        await journal.abortCreates(plans.map((p) => p.keys.publicKey)).catch(() => undefined);
+        throw error;
+      } finally {
+        for (const plan of plans) this.reserved.delete(plan.ip);
+      }
+      try {
+        await journal.commitCreates(
+          plans.map((p) => ({ publicKey: p.keys.publicKey, allowedIps: [`${p.ip}/32`] })),
+        );
+      } catch (error) {
+        // Undo the kernel change: a peer nobody can be told about must not hold an address.
+        const keys = plans.map((p) => p.keys.publicKey);
+        const undone = await this.change(() =>
+          this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, keys)),
+        ).then(
+          () => 'the peer was removed again',
+          () => 'removing the peer again failed too: the next start removes it',
+        );
+        throw this.notSaved(error, undone);
+      }
+      created.forEach((peer, i) => batch[i].resolve(peer));
+    } catch (error) {
+      if (this.forming !== null && batch.length === 0) take();
+      for (const waiter of batch) waiter.reject(error);
+    } finally {
+      for (const plan of plans) this.reserved.delete(plan.ip);
+    }
+  }
+
+  /**
+   * Checks the interface, then chooses an address, keys and the endpoint for each of `count`
+   * creates from one read of it: a PoolExhaustedError for a create that found no address left.
+   * With a state directory the addresses stay reserved until the kernel has the peers.
+   */
+  private async planCreates(count: number): Promise<(CreatePlan | PoolExhaustedError)[]> {
+    const link = await this.call('link', () => this.kernel.link.getLink(this.ifname));
+    if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(this.ifname, link.kind);
+    const [addresses, device] = await allInOrder([
+      this.call('link', () => this.kernel.link.getIpv4Addresses(link.index)),
+      this.readDevice(),
+    ]);
+    const subnet = addresses[0];
+    if (subnet === undefined) throw new InterfaceNotReadyError(this.ifname, 'address');
+    const serverPublicKey = device.publicKey;
+    if (serverPublicKey === null) throw new InterfaceNotReadyError(this.ifname, 'key');
+    const clientAllowedIps = networkCidr(subnet.address, subnet.prefixLength);
+    const taken = device.peers.flatMap((p) => p.allowedIps);
+    const reserved = [...this.reserved];
+    const plans: (CreatePlan | PoolExhaustedError)[] = [];
+    let endpoint: string | null = null;
+    for (let i = 0; i < count; i++) {
       const ip = allocateAddress({
         subnet,
         serverAddresses: addresses,
-        allowedIps: device.peers.flatMap((p) => p.allowedIps),
+        allowedIps: [
+          ...taken,
+          ...reserved.map((address) => ({ family: 4 as const, address, cidr: 32 })),
+        ],
       });
-      if (ip === null) throw new PoolExhaustedError(this.ifname, clientAllowedIps);
-      const endpoint = formatEndpoint(await this.serverHost(), device.listenPort);
-
-      // A limit or cap left behind for this address (a delete whose clean-up failed) must not
-      // fall to the new peer.
-      await this.removeLimitsAndCaps([ip]);
-
+      if (ip === null) {
+        plans.push(new PoolExhaustedError(this.ifname, clientAllowedIps));
+        continue;
+      }
+      reserved.push(ip);
+      endpoint ??= formatEndpoint(await this.serverHost(), device.listenPort);
       const keys = generateKeyPair(this.random);
-      await this.call('wireguard', () =>
-        this.kernel.wireguard.addPeers(this.ifname, [
-          { publicKey: keys.publicKey, allowedIps: [{ family: 4, address: ip, cidr: 32 }] },
-        ]),
-      );
+      if (this.journal !== null) this.reserved.add(ip);
+      plans.push({ ip, keys, serverPublicKey, endpoint, clientAllowedIps });
+    }
+    return plans;
+  }
+
+  private async addPeer(plan: CreatePlan): Promise<CreatedPeer> {
+    return (await this.addPeers([plan]))[0];
+  }
+
+  private async addPeers(plans: readonly CreatePlan[]): Promise<CreatedPeer[]> {
+    // A limit or cap left behind for these addresses (a delete whose clean-up failed) must not
+    // fall to the new peers.
+    await this.removeLimitsAndCaps(plans.map((p) => p.ip));
+    await this.call('wireguard', () =>
+      this.kernel.wireguard.addPeers(
+        this.ifname,
+        plans.map(({ ip, keys }) => ({
+          publicKey: keys.publicKey,
+          allowedIps: [{ family: 4 as const, address: ip, cidr: 32 }],
+        })),
+      ),
+    );
+    return plans.map(({ ip, keys, serverPublicKey, endpoint, clientAllowedIps }) => {
       this.log.info(
         { event: 'peer_created', interface: this.ifname, publicKey: keys.publicKey, ip },
         'peer created',
@@ -225,97 +393,129 @@ export class PeerService implements PeerServiceApi {
 
   async deletePeer(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
-    return this.change(async () => {
-      const peer = await this.findPeer(key);
-      await this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, [key]));
-      const ip = tunnelAddressOf(peer);
-      for (const address of hostAddressesOf(peer)) this.lastCaps.delete(address);
-      this.log.info(
-        { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
-        'peer deleted',
-      );
-      this.events?.publish({ type: 'peer.deleted', publicKey: key, ipAddress: ip });
-      try {
-        await this.removeLimitsAndCaps(hostAddressesOf(peer));
-      } catch (error) {
-        this.log.error(
-          { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip },
-          'peer deleted, but removing its speed limit or data cap failed',
+    const before = this.saved(key);
+    return this.recorded(
+      (journal) => journal.recordDelete(key),
+      (journal) => (before ? journal.recordPeers([before]) : Promise.resolve()),
+      // A peer already gone, or gone with only its clean-up failed, is deleted: nothing to undo.
+      (error) => !(error instanceof PeerNotFoundError || error instanceof CleanupFailedError),
+      async () => {
+        const peer = await this.findPeer(key);
+        await this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, [key]));
+        const ip = tunnelAddressOf(peer);
+        for (const address of hostAddressesOf(peer)) this.lastCaps.delete(address);
+        this.log.info(
+          { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
+          'peer deleted',
         );
-        throw new CleanupFailedError(error);
-      }
-      return { publicKey: key, ip };
-    });
+        this.events?.publish({ type: 'peer.deleted', publicKey: key, ipAddress: ip });
+        try {
+          await this.removeLimitsAndCaps(hostAddressesOf(peer));
+        } catch (error) {
+          this.log.error(
+            { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip },
+            'peer deleted, but removing its speed limit or data cap failed',
+          );
+          throw new CleanupFailedError(error);
+        }
+        return { publicKey: key, ip };
+      },
+    );
   }
 
   async setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     checkInteger(bytesPerSecond, SPEED_LIMIT_MIN, SPEED_LIMIT_MAX, 'bytesPerSecond');
-    return this.change(async () => {
-      const device = await this.readDevice();
-      const ip = this.addressIn(device, key, 'speed limit');
-      await this.repair('shaper', device);
-      await this.call('shaper', () =>
-        this.kernel.shaper.setLimit(this.ifname, { address: ip, publicKey: key }, bytesPerSecond),
-      );
-      this.log.info(
-        { event: 'speed_limit_set', interface: this.ifname, publicKey: key, ip, bytesPerSecond },
-        'speed limit set',
-      );
-      this.changed('peer.limit_changed', key, ip, { bytes_per_second: bytesPerSecond });
-      return { publicKey: key, ip };
-    });
+    const before = this.saved(key)?.limit ?? null;
+    return this.recorded(
+      (journal) => journal.recordLimit(key, bytesPerSecond),
+      (journal) => journal.recordLimit(key, before),
+      () => true,
+      async () => {
+        const device = await this.readDevice();
+        const ip = this.addressIn(device, key, 'speed limit');
+        await this.repair('shaper', device);
+        await this.call('shaper', () =>
+          this.kernel.shaper.setLimit(this.ifname, { address: ip, publicKey: key }, bytesPerSecond),
+        );
+        this.log.info(
+          { event: 'speed_limit_set', interface: this.ifname, publicKey: key, ip, bytesPerSecond },
+          'speed limit set',
+        );
+        this.changed('peer.limit_changed', key, ip, { bytes_per_second: bytesPerSecond });
+        return { publicKey: key, ip };
+      },
+    );
   }
 
   async removeSpeedLimit(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
-    return this.change(async () => {
-      const ip = await this.addressOf(key, 'speed limit');
-      await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, ip));
-      this.log.info(
-        { event: 'speed_limit_removed', interface: this.ifname, publicKey: key, ip },
-        'speed limit removed',
-      );
-      this.changed('peer.limit_changed', key, ip, { bytes_per_second: null });
-      return { publicKey: key, ip };
-    });
+    const before = this.saved(key)?.limit ?? null;
+    return this.recorded(
+      (journal) => journal.recordLimit(key, null),
+      (journal) => journal.recordLimit(key, before),
+      () => true,
+      async () => {
+        const ip = await this.addressOf(key, 'speed limit');
+        await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, ip));
+        this.log.info(
+          { event: 'speed_limit_removed', interface: this.ifname, publicKey: key, ip },
+          'speed limit removed',
+        );
+        this.changed('peer.limit_changed', key, ip, { bytes_per_second: null });
+        return { publicKey: key, ip };
+      },
+    );
   }
 
   async setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     checkInteger(quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
-    return this.change(async () => {
-      const device = await this.readDevice();
-      const ip = this.addressIn(device, key, 'data cap');
-      await this.repair('quota', device);
-      await this.call('quota', () =>
-        this.kernel.quota.setCap(this.ifname, { address: ip, publicKey: key }, quotaBytes),
-      );
-      const seen = this.lastCaps.get(ip);
-      const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
-      this.lastCaps.set(ip, { publicKey: key, cap: { quotaBytes, usedBytes } });
-      this.log.info(
-        { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
-        'data cap set',
-      );
-      this.changed('peer.cap_changed', key, ip, { quota_bytes: quotaBytes });
-      return { publicKey: key, ip };
-    });
+    const before = this.saved(key)?.cap ?? null;
+    return this.recorded(
+      // The bytes counted stay as saved; the kernel keeps its own count across the change.
+      (journal) => journal.recordCap(key, { quotaBytes, usedBytes: before?.usedBytes ?? 0 }),
+      (journal) => journal.recordCap(key, before),
+      () => true,
+      async () => {
+        const device = await this.readDevice();
+        const ip = this.addressIn(device, key, 'data cap');
+        await this.repair('quota', device);
+        await this.call('quota', () =>
+          this.kernel.quota.setCap(this.ifname, { address: ip, publicKey: key }, quotaBytes),
+        );
+        const seen = this.lastCaps.get(ip);
+        const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
+        this.lastCaps.set(ip, { publicKey: key, cap: { quotaBytes, usedBytes } });
+        this.log.info(
+          { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
+          'data cap set',
+        );
+        this.changed('peer.cap_changed', key, ip, { quota_bytes: quotaBytes });
+        return { publicKey: key, ip };
+      },
+    );
   }
 
   async removeDataCap(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
-    return this.change(async () => {
-      const ip = await this.addressOf(key, 'data cap');
-      await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, ip));
-      this.lastCaps.delete(ip);
-      this.log.info(
-        { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
-        'data cap removed',
-      );
-      this.changed('peer.cap_changed', key, ip, { quota_bytes: null });
-      return { publicKey: key, ip };
-    });
+    const before = this.saved(key)?.cap ?? null;
+    return this.recorded(
+      (journal) => journal.recordCap(key, null),
+      (journal) => journal.recordCap(key, before),
+      () => true,
+      async () => {
+        const ip = await this.addressOf(key, 'data cap');
+        await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, ip));
+        this.lastCaps.delete(ip);
+        this.log.info(
+          { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
+          'data cap removed',
+        );
+        this.changed('peer.cap_changed', key, ip, { quota_bytes: null });
+        return { publicKey: key, ip };
+      },
+    );
   }
 
   private changed(
@@ -326,6 +526,60 @@ export class PeerService implements PeerServiceApi {
   ): void {
     this.events?.publish({ type, publicKey, ipAddress, details });
   }
+  /** A copy of what the state directory holds for the peer (undefined without one). */
+  private saved(publicKey: string): SavedPeer | undefined {
+    const peer = this.journal?.state.peers.get(publicKey);
+    return peer === undefined ? undefined : structuredClone(peer);
+  }
+
+  /**
+   * A change, durable with a state directory: its record on disk first, then the kernel change
+   * (so a full disk refuses the change before the kernel has any of it: 507); if the kernel then
+   * refuses, the undoing record, so the journal never holds what the kernel refused. The disk wait
+   * is outside the change queue: concurrent changes share one flush. Records and kernel changes
+   * keep one order (the journal resolves appends in order, and each change is queued on resolve).
+   * Without a state directory: the kernel change alone, exactly as before.
+   */
+  private async recorded<T>(
+    record: (journal: PeerJournal) => Promise<void>,
+    undo: (journal: PeerJournal) => Promise<void>,
+    undoAfter: (error: unknown) => boolean,
+    task: () => Promise<T>,
+  ): Promise<T> {
+    const journal = this.journal;
+    if (journal === null) return this.change(task);
+    await this.durable(record(journal), 'nothing was changed');
+    try {
+      return await this.change(task);
+    } catch (error) {
+      if (undoAfter(error)) {
+        await undo(journal).catch((undoError: unknown) => {
+          this.log.error(
+            { event: 'state_undo_failed', interface: this.ifname, error: messageOf(undoError) },
+            'the kernel refused a change, and saving its undoing in the state directory failed too',
+          );
+        });
+      }
+      throw error;
+    }
+  }
+
+  /** Waits for a record to be on disk; a disk that fails it makes the change a 507. */
+  private async durable(written: Promise<void>, undone: string): Promise<void> {
+    try {
+      await written;
+    } catch (error) {
+      throw this.notSaved(error, undone);
+    }
+  }
+
+  private notSaved(error: unknown, undone: string): StateWriteError {
+    this.log.error(
+      { event: 'state_write_failed', interface: this.ifname, error: messageOf(error) },
+      `saving a change in the state directory failed: ${messageOf(error)}; ${undone}`,
+    );
+    return new StateWriteError(error, undone);
+  }
 
   /**
    * Runs a change alone, and makes every later list read the kernel afresh: the freshness window
@@ -335,6 +589,7 @@ export class PeerService implements PeerServiceApi {
    */
   private async change<T>(task: () => Promise<T>): Promise<T> {
     // The kernel layer's one change queue: one change at a time, in arrival order.
+    await this.ready;
     return this.kernel.changes.run(async () => {
       try {
         if (this.damage.shaper || this.damage.quota) {

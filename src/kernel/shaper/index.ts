@@ -59,7 +59,7 @@ import { ipv4ToNumber, numberToIpv4, prefixMask } from '../ipv4';
 import { DEFAULT_TICKS_PER_MICROSECOND, htbClassOptionsFor, ticksPerMicrosecond } from '../tc/htb';
 import { encodeTc, formatHandle } from '../tc/tc';
 import { formatU32Handle, bucketOf, tableOf } from '../tc/u32';
-import type { ChangeQueue, LimitState, PeerRef, Repair, ShaperApi } from '../types';
+import type { ChangeQueue, LimitState, PeerLimit, PeerRef, Repair, ShaperApi } from '../types';
 import {
   HOST_TABLE_BASE,
   Side,
@@ -141,6 +141,34 @@ export class Shaper implements ShaperApi {
         skeleton = (await this.tree.ensureSkeleton(ifname, [])).skeleton;
         await this.applyLimit(skeleton, this.peerAddress(skeleton, peer.address), bytesPerSecond);
       }
+    });
+  }
+
+  /**
+   * Many limits at once (a restore at start): every class and key node in datagrams of
+   * BATCH_MESSAGES, each acknowledged, instead of one exchange per peer. Validates every rate
+   * and address before anything is sent.
+   */
+  setLimits(ifname: string, limits: readonly PeerLimit[]): Promise<void> {
+    return this.serialized(async () => {
+      if (limits.length === 0) return;
+      for (const { bytesPerSecond } of limits) {
+        htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
+      }
+      const skeleton =
+        this.tree.verified.get(ifname) ?? (await this.tree.ensureSkeleton(ifname, [])).skeleton;
+      const sides = [downloadSide(skeleton.wg), uploadSide(skeleton.ifb)];
+      const messages: BatchMessage[] = [];
+      for (const { peer, bytesPerSecond } of limits) {
+        const address = this.peerAddress(skeleton, peer.address);
+        for (const side of sides) {
+          messages.push(
+            peerClassMessage(side, address, bytesPerSecond, this.ticksPerUs),
+            peerFilterCreate(side, address),
+          );
+        }
+      }
+      await this.tree.batch(messages, `set ${limits.length} speed limits on ${skeleton.wg.name}`);
     });
   }
 

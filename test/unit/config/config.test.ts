@@ -68,6 +68,8 @@ describe('config: defaults of DESIGN §4', () => {
       eventHistory: 10000,
       webhooksFile: null,
       tls: null, // the TLS files are read for real in tls-options.test.ts
+      stateDir: null,
+      usageSaveIntervalS: 10,
     });
   });
 });
@@ -97,6 +99,9 @@ describe('config: flags and environment', () => {
         '--event-history',
         '500',
         '--webhooks-file=/etc/wg-peerd/webhooks',
+        '--state-dir',
+        '/var/lib/wg-peerd',
+        '--usage-save-interval=30',
       ],
       {},
       { '/etc/wg-peerd/admin.tokens': `${ADMIN}\n`, '/etc/wg-peerd/read.tokens': `${READ}\n` },
@@ -120,6 +125,8 @@ describe('config: flags and environment', () => {
       eventHistory: 500,
       webhooksFile: '/etc/wg-peerd/webhooks',
       tls: null, // the TLS files are read for real in tls-options.test.ts
+      stateDir: '/var/lib/wg-peerd',
+      usageSaveIntervalS: 30,
     });
   });
 
@@ -139,6 +146,8 @@ describe('config: flags and environment', () => {
       WG_PEERD_MAX_CONNECTIONS: '64',
       WG_PEERD_EVENT_HISTORY: '20',
       WG_PEERD_WEBHOOKS_FILE: '/w',
+      WG_PEERD_STATE_DIR: '/srv/state',
+      WG_PEERD_USAGE_SAVE_INTERVAL: '3600',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
@@ -159,6 +168,8 @@ describe('config: flags and environment', () => {
       eventHistory: 20,
       webhooksFile: '/w',
       tls: null, // the TLS files are read for real in tls-options.test.ts
+      stateDir: '/srv/state',
+      usageSaveIntervalS: 3600,
     });
   });
 
@@ -324,6 +335,33 @@ describe('config: --max-connections (issue 10)', () => {
         .and.contain('1 to 65535');
     }
     expect(failure([], { WG_PEERD_MAX_CONNECTIONS: 'x' })).to.contain('WG_PEERD_MAX_CONNECTIONS');
+  });
+});
+
+describe('config: --state-dir and --usage-save-interval (issue 16)', () => {
+  it('keeps nothing by default, and saves usage every 10 s once a state dir is given', () => {
+    expect(parse([]).stateDir).to.equal(null);
+    expect(parse(['--state-dir', '/var/lib/wg-peerd'])).to.include({
+      stateDir: '/var/lib/wg-peerd',
+      usageSaveIntervalS: 10,
+    });
+  });
+
+  it('refuses a relative state dir: the daemon would find another one from another cwd', () => {
+    expect(failure(['--state-dir', 'state']))
+      .to.contain('--state-dir')
+      .and.contain('absolute');
+    expect(failure([], { WG_PEERD_STATE_DIR: './s' })).to.contain('WG_PEERD_STATE_DIR');
+  });
+
+  it('takes whole seconds from 1 to 3600 between usage checkpoints, and nothing else', () => {
+    expect(parse(['--usage-save-interval', '1']).usageSaveIntervalS).to.equal(1);
+    expect(parse([], { WG_PEERD_USAGE_SAVE_INTERVAL: '3600' }).usageSaveIntervalS).to.equal(3600);
+    for (const bad of ['0', '3601', '-1', '1.5', 'often', '']) {
+      expect(failure(['--usage-save-interval', bad]))
+        .to.contain('--usage-save-interval')
+        .and.contain('1 to 3600');
+    }
   });
 });
 

@@ -271,6 +271,12 @@ export class FakeKernel implements Kernel {
         this.op('shaper.setLimit', [ifname, peer, bytesPerSecond], () => {
           this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
         }),
+      setLimits: (ifname, limits) =>
+        this.op('shaper.setLimits', [ifname, limits], () => {
+          for (const { peer, bytesPerSecond } of limits) {
+            this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
+          }
+        }),
       removeLimit: (ifname, address) =>
         this.op('shaper.removeLimit', [ifname, address], () => {
           this.limitsOf(ifname).delete(address);

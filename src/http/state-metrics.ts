@@ -1,0 +1,66 @@
+/**
+ * The state directory's series on GET /metrics (issue 16): when the last usage checkpoint was
+ * made and how long it took, failed checkpoints, the journal's size, and how many peers the
+ * start put back. Gauges read at scrape time from the daemon's own objects; nothing is polled.
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+export interface StateMetricsSource {
+  journalBytes(): number;
+  checkpoints(): {
+    lastAt: number | null;
+    lastDurationMs: number | null;
+    failures: number;
+  };
+  /** Peers put back into the kernel at start; null until the restore ended. */
+  restoredPeers(): number | null;
+}
+
+export function registerStateMetrics(registry: Registry, source: StateMetricsSource): void {
+  new Gauge({
+    name: 'wg_peerd_state_last_checkpoint_timestamp_seconds',
+    help: 'Unix time of the last successful usage checkpoint in the state directory',
+    registers: [registry],
+    collect() {
+      const at = source.checkpoints().lastAt;
+      if (at !== null) this.set(at / 1000);
+    },
+  });
+  new Gauge({
+    name: 'wg_peerd_state_checkpoint_duration_seconds',
+    help: 'How long the last successful usage checkpoint took (read of the caps and disk flush)',
+    registers: [registry],
+    collect() {
+      const ms = source.checkpoints().lastDurationMs;
+      if (ms !== null) this.set(ms / 1000);
+    },
+  });
+  let failuresSeen = 0;
+  new Counter({
+    name: 'wg_peerd_state_checkpoint_failures_total',
+    help: 'Usage checkpoints that failed (read or disk); the next one tries again',
+    registers: [registry],
+    collect() {
+      const failures = source.checkpoints().failures;
+      if (failures > failuresSeen) this.inc(failures - failuresSeen);
+      failuresSeen = failures;
+    },
+  });
+  new Gauge({
+    name: 'wg_peerd_state_journal_bytes',
+    help: 'Size of the state directory journal in bytes',
+    registers: [registry],
+    collect() {
+      this.set(source.journalBytes());
+    },
+  });
+  new Gauge({
+    name: 'wg_peerd_state_restored_peers',
+    help: 'Peers the start put back into the kernel from the state directory',
+    registers: [registry],
+    collect() {
+      const peers = source.restoredPeers();
+      if (peers !== null) this.set(peers);
+    },
+  });
+}

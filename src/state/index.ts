@@ -1,0 +1,4 @@
+export * from './records';
+export * from './files';
+export * from './journal';
+export * from './store';

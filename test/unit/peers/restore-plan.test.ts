@@ -1,0 +1,175 @@
+import { expect } from 'chai';
+import type { KernelDataCap, LimitState } from '../../../src/kernel/types';
+import { planRestore, type KernelView } from '../../../src/peers/restore-plan';
+import type { SavedPeer, SavedState } from '../../../src/state';
+
+const A = 'hS5kTn5b3Ve1pQHnaeNmZ2k4M5eyJ1xCqFe2hDeHjlA=';
+const B = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+const C = 'GJ5s4U2Krw1bCYn0lHQgnbS+1BVwhc7QO2D1Jf5HGVw=';
+
+function saved(peers: SavedPeer[], extra: Partial<Omit<SavedState, 'peers'>> = {}): SavedState {
+  return {
+    boot: { bootId: 'boot-1', ifindex: 5, interfaceName: 'wg0' },
+    iface: null,
+    peers: new Map(peers.map((p) => [p.publicKey, p])),
+    intents: new Map(),
+    ...extra,
+  };
+}
+
+function peer(publicKey: string, ip: string, more: Partial<SavedPeer> = {}): SavedPeer {
+  return { publicKey, allowedIps: [`${ip}/32`], limit: null, cap: null, ...more };
+}
+
+function kernel(more: Partial<KernelView> = {}): KernelView {
+  return {
+    bootId: 'boot-1',
+    ifindex: 5,
+    created: false,
+    peers: [],
+    limits: new Map<string, LimitState>(),
+    caps: new Map<string, KernelDataCap>(),
+    ...more,
+  };
+}
+
+function kernelPeer(publicKey: string, ip: string) {
+  return { publicKey, allowedIps: [{ family: 4 as const, address: ip, cidr: 32 }] };
+}
+
+describe('peers/restore-plan: what a start with a state directory does (issue 16)', () => {
+  describe('after a reboot (another boot_id)', () => {
+    it('puts every saved peer back with its limit and its cap at the bytes already counted', () => {
+      const plan = planRestore(
+        saved([
+          peer(A, '10.8.0.2', { limit: 250_000, cap: { quotaBytes: 10e9, usedBytes: 9.9e9 } }),
+          peer(B, '10.8.0.3'),
+        ]),
+        kernel({ bootId: 'boot-2' }),
+      );
+      expect(plan.mode).to.equal('reboot');
+      expect(plan.addPeers.map((p) => p.publicKey)).to.deep.equal([A, B]);
+      expect(plan.limits).to.deep.equal([
+        { publicKey: A, address: '10.8.0.2', bytesPerSecond: 250_000 },
+      ]);
+      expect(plan.caps).to.deep.equal([
+        { publicKey: A, address: '10.8.0.2', cap: { quotaBytes: 10e9, usedBytes: 9.9e9 } },
+      ]);
+      expect(plan.removePeers).to.deep.equal([]);
+      expect(plan.warnings).to.deep.equal([]);
+      expect([...plan.next.keys()]).to.deep.equal([A, B]);
+    });
+
+    it('also when the daemon just created the interface, or it came back empty under another ifindex', () => {
+      const state = saved([peer(A, '10.8.0.2')]);
+      expect(planRestore(state, kernel({ created: true, ifindex: 9 })).mode).to.equal('reboot');
+      expect(planRestore(state, kernel({ ifindex: 9 })).mode).to.equal('reboot');
+      expect(planRestore(state, kernel({ ifindex: 9 })).addPeers).to.have.length(1);
+    });
+
+    it('keeps a peer the kernel has again as the kernel has it, adding only the limit and cap it lacks', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2', { limit: 5000, cap: { quotaBytes: 100, usedBytes: 40 } })]),
+        kernel({
+          bootId: 'boot-2',
+          peers: [kernelPeer(A, '10.8.0.2')],
+          caps: new Map([['10.8.0.2', { quotaBytes: 100, usedBytes: 7, enforced: true }]]),
+        }),
+      );
+      expect(plan.addPeers).to.deep.equal([]);
+      expect(plan.limits).to.deep.equal([
+        { publicKey: A, address: '10.8.0.2', bytesPerSecond: 5000 },
+      ]);
+      expect(plan.caps).to.deep.equal([]);
+      expect(plan.next.get(A)?.cap).to.deep.equal({ quotaBytes: 100, usedBytes: 7 });
+    });
+
+    it('adopts a peer the kernel has and the journal does not, with a warning', () => {
+      const plan = planRestore(
+        saved([]),
+        kernel({ bootId: 'boot-2', peers: [kernelPeer(C, '10.8.0.9')] }),
+      );
+      expect(plan.next.has(C)).to.equal(true);
+      expect(plan.warnings.map((w) => w.event)).to.deep.equal(['peer_adopted']);
+    });
+  });
+
+  describe('after an ordinary restart (same boot, same interface): the kernel is the truth', () => {
+    it('keeps a peer deleted behind the daemon’s back deleted, with a warning', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2'), peer(B, '10.8.0.3')]),
+        kernel({ peers: [kernelPeer(A, '10.8.0.2')] }),
+      );
+      expect(plan.mode).to.equal('restart');
+      expect(plan.addPeers).to.deep.equal([]);
+      expect([...plan.next.keys()]).to.deep.equal([A]);
+      expect(plan.warnings).to.have.length(1);
+      expect(plan.warnings[0]).to.include({ event: 'peer_deleted_behind_back', publicKey: B });
+    });
+
+    it('adopts a peer added behind its back, with its limit and cap as the kernel holds them', () => {
+      const plan = planRestore(
+        saved([]),
+        kernel({
+          peers: [kernelPeer(C, '10.8.0.9')],
+          limits: new Map([['10.8.0.9', { download: 1000, upload: 1000 }]]),
+          caps: new Map([['10.8.0.9', { quotaBytes: 50, usedBytes: 5, enforced: true }]]),
+        }),
+      ).next.get(C);
+      expect(plan).to.deep.equal({
+        publicKey: C,
+        allowedIps: ['10.8.0.9/32'],
+        limit: 1000,
+        cap: { quotaBytes: 50, usedBytes: 5 },
+      });
+    });
+
+    it('takes limits and caps as the kernel has them, warning where they differ from the journal', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2', { limit: 5000, cap: { quotaBytes: 100, usedBytes: 1 } })]),
+        kernel({
+          peers: [kernelPeer(A, '10.8.0.2')],
+          caps: new Map([['10.8.0.2', { quotaBytes: 100, usedBytes: 60, enforced: true }]]),
+        }),
+      );
+      expect(plan.next.get(A)).to.deep.include({
+        limit: null,
+        cap: { quotaBytes: 100, usedBytes: 60 },
+      });
+      expect(plan.limits).to.deep.equal([]);
+      expect(plan.warnings.map((w) => w.event)).to.deep.equal(['limit_changed_behind_back']);
+    });
+  });
+
+  describe('a create that never answered (its intent saved, its commit not)', () => {
+    it('is removed from the kernel after a restart: its private key is lost', () => {
+      const state = saved([peer(A, '10.8.0.2')], { intents: new Map([[B, ['10.8.0.3/32']]]) });
+      const plan = planRestore(
+        state,
+        kernel({ peers: [kernelPeer(A, '10.8.0.2'), kernelPeer(B, '10.8.0.3')] }),
+      );
+      expect(plan.removePeers).to.deep.equal([B]);
+      expect(plan.next.has(B)).to.equal(false);
+      expect(plan.warnings.map((w) => w.event)).to.deep.equal(['create_never_answered']);
+    });
+
+    it('is not restored after a reboot', () => {
+      const state = saved([], { intents: new Map([[B, ['10.8.0.3/32']]]) });
+      const plan = planRestore(state, kernel({ bootId: 'boot-2' }));
+      expect(plan.addPeers).to.deep.equal([]);
+      expect(plan.removePeers).to.deep.equal([]);
+      expect(plan.next.size).to.equal(0);
+      expect(plan.warnings[0].message).to.contain('not restored');
+    });
+  });
+
+  it('adopts the kernel silently on a first start (an empty journal: an upgrade)', () => {
+    const plan = planRestore(
+      { boot: null, iface: null, peers: new Map(), intents: new Map() },
+      kernel({ peers: [kernelPeer(A, '10.8.0.2')] }),
+    );
+    expect(plan.mode).to.equal('first');
+    expect(plan.next.has(A)).to.equal(true);
+    expect(plan.warnings).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * The daemon with a state directory, end to end over HTTP, on the in-memory kernel and a real
+ * directory: what a reboot (a new kernel, a new boot id) and an ordinary restart (the same
+ * kernel, the same boot id) find. The real kernel's version of these is the reboot test in the VM.
+ */
+import { expect } from 'chai';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startDaemon, type Daemon } from '../../../src/main';
+import { FakeKernel } from '../support/fake-kernel';
+import { testConfig } from '../support/config';
+import { captureLog } from '../support/log-capture';
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+function call(daemon: Daemon, method: string, urlPath: string, body?: unknown): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port: daemon.address.port,
+        method,
+        path: urlPath,
+        agent: false,
+        headers: data ? { 'content-type': 'application/json' } : {},
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: JSON.parse(text) as Record<string, unknown>,
+          }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+const enc = encodeURIComponent;
+
+describe('daemon with --state-dir (issue 16)', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'wg-peerd-state-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  async function start(kernel: FakeKernel, bootId: string, log = captureLog()) {
+    const daemon = await startDaemon(testConfig({ stateDir: path.join(dir, 'state') }), {
+      openKernel: async () => kernel,
+      logger: log.logger,
+      readBootId: async () => bootId,
+    });
+    return { daemon, log };
+  }
+
+  it('puts everything back after a reboot: the same server key, peers, limits, and caps at the bytes counted', async () => {
+    const before = new FakeKernel();
+    const first = await start(before, 'boot-1');
+    let created: Answer;
+    try {
+      created = await call(first.daemon, 'POST', '/api/peer');
+      expect(created.status).to.equal(201);
+      const key = enc((created.body['peer'] as { publicKey: string }).publicKey);
+      expect((await call(first.daemon, 'POST', '/api/peer')).status).to.equal(201);
+      expect(
+        (
+          await call(first.daemon, 'PATCH', `/api/peer/${key}/speed-limit`, {
+            bytesPerSecond: 250000,
+          })
+        ).status,
+      ).to.equal(200);
+      expect(
+        (await call(first.daemon, 'PATCH', `/api/peer/${key}/data-cap`, { quotaBytes: 10_000_000 }))
+          .status,
+      ).to.equal(200);
+      before.setUsed('10.8.0.2', 9_900_000); // traffic the cap counted
+    } finally {
+      await first.daemon.shutdown(); // SIGTERM: the last checkpoint
+    }
+    const serverKey = before.serverPublicKey();
+
+    const after = new FakeKernel(); // a reboot: no interface, nothing in the kernel
+    const second = await start(after, 'boot-2');
+    try {
+      expect(after.serverPublicKey()).to.equal(serverKey);
+      expect(after.devices.get('wg0')?.listenPort).to.equal(51820);
+      const list = await call(second.daemon, 'GET', '/api/peers');
+      const peers = list.body['peers'] as Record<string, unknown>[];
+      expect(peers.map((p) => p['ip_address'])).to.deep.equal(['10.8.0.2', '10.8.0.3']);
+      expect(peers[0]).to.deep.include({
+        speed_limit_bytes_per_second: 250000,
+        data_cap: { quota_bytes: 10_000_000, used_bytes: 9_900_000, enforced: true },
+      });
+      expect(peers[1]).to.deep.include({ speed_limit_bytes_per_second: null, data_cap: null });
+      const restoredLine = second.log.lines().find((l) => l['event'] === 'state_restored');
+      expect(restoredLine).to.include({ mode: 'reboot', restoredPeers: 2, restoredCaps: 1 });
+    } finally {
+      await second.daemon.shutdown();
+    }
+  });
+
+  it('keeps a peer deleted behind its back deleted after an ordinary restart (same boot)', async () => {
+    const kernel = new FakeKernel();
+    const first = await start(kernel, 'boot-1');
+    let keyA: string;
+    try {
+      keyA = ((await call(first.daemon, 'POST', '/api/peer')).body['peer'] as { publicKey: string })
+        .publicKey;
+      await call(first.daemon, 'POST', '/api/peer');
+    } finally {
+      await first.daemon.shutdown();
+    }
+    // Behind the daemon's back (`wg set wg0 peer A remove`):
+    await kernel.wireguard.removePeers('wg0', [keyA]);
+    const second = await start(kernel, 'boot-1');
+    try {
+      const peers = (await call(second.daemon, 'GET', '/api/peers')).body['peers'] as {
+        public_key: string;
+      }[];
+      expect(peers.map((p) => p.public_key)).not.to.include(keyA);
+      expect(peers).to.have.length(1);
+      const warning = second.log.lines().find((l) => l['event'] === 'peer_deleted_behind_back');
+      expect(warning).to.include({ publicKey: keyA, level: 40 });
+    } finally {
+      await second.daemon.shutdown();
+    }
+  });
+
+  it('keeps the state dir private: 0700 directories, a 0600 journal and server key', async () => {
+    const { daemon } = await start(new FakeKernel(), 'boot-1');
+    await daemon.shutdown();
+    const state = path.join(dir, 'state');
+    expect(statSync(state).mode & 0o777).to.equal(0o700);
+    expect(statSync(path.join(state, 'wg0')).mode & 0o777).to.equal(0o700);
+    expect(statSync(path.join(state, 'wg0', 'journal')).mode & 0o777).to.equal(0o600);
+    expect(statSync(path.join(state, 'wg0', 'server.key')).mode & 0o777).to.equal(0o600);
+    expect(readFileSync(path.join(state, 'wg0', 'journal'), 'utf8')).not.to.contain('privateKey');
+  });
+});

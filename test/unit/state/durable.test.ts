@@ -1,0 +1,155 @@
+/**
+ * PeerService's writes with a state directory: what is on disk when a change answers, how
+ * concurrent changes share disk flushes, and what a full disk or a refusing kernel leaves behind.
+ * The in-memory filesystem tells written from durable (test/support/memory-fs.ts).
+ */
+import { expect } from 'chai';
+import { PeerService, StateWriteError } from '../../../src/peers';
+import { restoreFromState } from '../../../src/peers/restore';
+import { StateStore } from '../../../src/state';
+import { MemoryFs } from '../../support/memory-fs';
+import { FakeKernel, kernelFailure } from '../support/fake-kernel';
+import { captureLog } from '../support/log-capture';
+
+const DIR = '/var/lib/wg-peerd';
+
+async function setUp(fs = new MemoryFs(), kernel = FakeKernel.withInterface()) {
+  const store = await StateStore.open({ dir: DIR, interfaceName: 'wg0', fs });
+  const log = captureLog();
+  const service = new PeerService({
+    kernel,
+    interfaceName: 'wg0',
+    endpointHost: 'vpn.example.net',
+    logger: log.logger,
+    journal: store,
+  });
+  return { fs, kernel, store, service, log };
+}
+
+async function reopened(fs: MemoryFs): Promise<StateStore> {
+  return StateStore.open({ dir: DIR, interfaceName: 'wg0', fs: fs.crashed() });
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('peers/service with a state directory: durable writes (issue 16)', () => {
+  it('has a created peer on disk when the create answers', async () => {
+    const { fs, service } = await setUp();
+    const created = await service.createPeer();
+    const after = await reopened(fs);
+    expect(after.state.peers.get(created.publicKey)?.allowedIps).to.deep.equal([
+      `${created.ip}/32`,
+    ]);
+    expect(after.state.intents.size).to.equal(0);
+  });
+
+  it('makes 50 concurrent creates share disk flushes, each with its own address', async () => {
+    const { fs, service, kernel } = await setUp();
+    const before = fs.syncs;
+    const created = await Promise.all(Array.from({ length: 50 }, () => service.createPeer()));
+    const flushes = fs.syncs - before;
+    // Two records per create (intent, commit): 100 flushes in a row without group commit. The
+    // creates that arrive while the first batch is planned form a second one: four flushes.
+    expect(flushes).to.be.at.most(4);
+    expect(kernel.count('getDevice')).to.be.at.most(2 + 1);
+    expect(new Set(created.map((c) => c.ip)).size).to.equal(50);
+    expect(kernel.peers()).to.have.length(50);
+    const after = await reopened(fs);
+    expect(after.state.peers.size).to.equal(50);
+  });
+
+  it('has limits and caps on disk when they answer, and their removal too', async () => {
+    const { fs, service } = await setUp();
+    const { publicKey } = await service.createPeer();
+    await service.setSpeedLimit(publicKey, 125_000);
+    await service.setDataCap(publicKey, 5_000_000);
+    expect((await reopened(fs)).state.peers.get(publicKey)).to.deep.include({
+      limit: 125_000,
+      cap: { quotaBytes: 5_000_000, usedBytes: 0 },
+    });
+    await service.removeSpeedLimit(publicKey);
+    await service.removeDataCap(publicKey);
+    expect((await reopened(fs)).state.peers.get(publicKey)).to.deep.include({
+      limit: null,
+      cap: null,
+    });
+    await service.deletePeer(publicKey);
+    expect((await reopened(fs)).state.peers.has(publicKey)).to.equal(false);
+  });
+
+  it('answers a full disk with 507 STATE_WRITE_FAILED and leaves the kernel as it was', async () => {
+    const { fs, service, kernel } = await setUp();
+    const { publicKey } = await service.createPeer();
+    fs.capacity = 0;
+    const limit = await rejection(service.setSpeedLimit(publicKey, 125_000));
+    expect(limit).to.be.instanceOf(StateWriteError);
+    expect((limit as StateWriteError).code).to.equal('STATE_WRITE_FAILED');
+    expect(kernel.count('shaper.setLimit')).to.equal(0);
+    const create = await rejection(service.createPeer());
+    expect(create).to.be.instanceOf(StateWriteError);
+    expect(kernel.peers()).to.have.length(1);
+    fs.capacity = Number.POSITIVE_INFINITY;
+    await service.setSpeedLimit(publicKey, 125_000); // works again once there is room
+    expect((await service.createPeer()).ip).to.equal('10.8.0.3'); // the reserved address is free
+  });
+
+  it('removes a created peer again when its commit cannot be saved: nobody could use it', async () => {
+    const { fs, service, kernel, store } = await setUp();
+    let appends = 0;
+    const commit = store.commitCreates.bind(store);
+    store.commitCreates = (peers) => {
+      appends++;
+      fs.capacity = 0;
+      return commit(peers);
+    };
+    const error = await rejection(service.createPeer());
+    expect(appends).to.equal(1);
+    expect(error).to.be.instanceOf(StateWriteError);
+    expect((error as Error).message).to.contain('the peer was removed again');
+    expect(kernel.peers()).to.deep.equal([]);
+  });
+
+  it('saves the undoing record when the kernel refuses a change after its record', async () => {
+    const { fs, service, kernel } = await setUp();
+    const { publicKey } = await service.createPeer();
+    await service.setSpeedLimit(publicKey, 100_000);
+    kernel.fail('shaper.setLimit', kernelFailure('EINVAL', 'RTM_NEWTCLASS'));
+    await rejection(service.setSpeedLimit(publicKey, 200_000));
+    expect((await reopened(fs)).state.peers.get(publicKey)?.limit).to.equal(100_000);
+  });
+
+  it('removes, at the next start, a peer whose create was cut off between the kernel and its commit', async () => {
+    const fs = new MemoryFs();
+    const kernel = FakeKernel.withInterface();
+    const { store, service } = await setUp(fs, kernel);
+    const answered = await service.createPeer();
+    // A crash: the intent is on disk and the peer in the kernel, the commit never written.
+    const { publicKey } = await service.createPeer();
+    const crashedStore = await reopened(fs);
+    crashedStore.state.peers.delete(publicKey);
+    crashedStore.state.intents.set(publicKey, ['10.8.0.3/32']);
+    await store.close();
+    const log = captureLog();
+    await restoreFromState({
+      kernel,
+      store: crashedStore,
+      interfaceName: 'wg0',
+      ifindex: kernel.links.get('wg0')!.info.index,
+      created: false,
+      bootId: crashedStore.state.boot?.bootId ?? 'boot-1',
+      logger: log.logger,
+    });
+    expect(kernel.peers().map((p) => p.publicKey)).to.deep.equal([answered.publicKey]);
+    expect(log.lines().find((l) => l['event'] === 'create_never_answered')).to.include({
+      publicKey,
+      level: 40,
+    });
+  });
+});
