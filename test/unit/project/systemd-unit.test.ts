@@ -76,6 +76,13 @@ describe('contrib/systemd/wg-peerd.service', function () {
     expect(settings.get('ExecStart')).to.equal(`${INSTALLED_COMMAND} $WG_PEERD_ARGS`);
   });
 
+  it('keeps a private state directory, /var/lib/wg-peerd, that the daemon is told of (issue 16)', () => {
+    const settings = serviceSettings();
+    expect(settings.get('StateDirectory')).to.equal('wg-peerd');
+    expect(settings.get('StateDirectoryMode')).to.equal('0700');
+    expect(settings.get('Environment')).to.equal('WG_PEERD_STATE_DIR=/var/lib/wg-peerd');
+  });
+
   it('passes systemd-analyze verify, without a word about our unit', function () {
     if (!hasSystemdAnalyze()) {
       // CI installs systemd; a developer machine without it cannot run this check.
