@@ -206,6 +206,7 @@ export function decodeJournal(bytes: Buffer): DecodedJournal {
   const records: JournalRecord[] = [];
   let offset = 0;
   let goodLength = 0;
+  let bytesBefore = 0;
   let lineNo = 0;
   let badLine: { line: number; reason: string } | null = null;
   while (offset < text.length) {
@@ -218,9 +219,10 @@ export function decodeJournal(bytes: Buffer): DecodedJournal {
     } else {
       if (badLine !== null) throw new JournalCorruptError(badLine.line, badLine.reason);
       records.push(JSON.parse(line.slice(9)) as JournalRecord);
-      goodLength = Buffer.byteLength(text.slice(0, end + 1), 'utf8');
+      goodLength = bytesBefore + Buffer.byteLength(line, 'utf8') + 1;
     }
     if (end === -1) break;
+    bytesBefore += Buffer.byteLength(line, 'utf8') + 1;
     offset = end + 1;
   }
   return { records, goodLength, tornTail: badLine !== null };
