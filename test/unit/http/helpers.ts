@@ -34,7 +34,7 @@ export function setup(
     options.tokens ?? (options.token === undefined ? null : { admin: [options.token], read: [] });
   const tokens = scoped === null ? null : new TokenStore(scoped);
   const app = createApp({ service, tokens, logger: log.logger });
-  return { kernel, log, app, http: request(recording(app)), tokens };
+  return { kernel, log, app, http: request(recording(app)), tokens, service };
 }
 
 /** A key whose standard base64 holds '+', '/' and '=' ("++++////...="). */

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { createApp } from '../../../src/http';
-import { listPeers, toPeerJson } from '../../support/peer-list';
+import { entriesOf, listPeers, referenceBody, toPeerJson } from '../../support/peer-list';
 import {
   ListBodies,
   PreviousBodies,
@@ -217,6 +217,123 @@ describe('http/list-body: fragments of unchanged peers are reused across snapsho
     expect((await buildListBody({ ...again }, null)).toString()).to.equal(
       await reference(before, null),
     );
+  });
+});
+
+// Issue 17: a peer's fragment is reused when its view is the same (sameView, src/peers/view.ts).
+// Each case changes exactly one thing a fragment depends on, over the very same peer object (as
+// DumpMemo hands out an idle peer), so each fails if its comparison is dropped from sameView.
+describe('http/list-body: each reuse condition of a fragment is held', () => {
+  const IP = '10.8.0.2';
+  function peerAged(ageMs: number | null): WireGuardPeer {
+    return {
+      publicKey: Buffer.alloc(32, 77).toString('base64'),
+      endpoint: null,
+      lastHandshake: ageMs === null ? null : new Date(TAKEN_AT - ageMs),
+      rxBytes: 1,
+      txBytes: 2,
+      persistentKeepalive: 0,
+      allowedIps: [{ family: 4, address: IP, cidr: 32 }],
+    };
+  }
+  function snapshotOf(
+    peer: WireGuardPeer,
+    at: number,
+    limit: LimitState | null,
+    cap: KernelDataCap | null,
+  ): PeerSnapshot {
+    return {
+      takenAt: at,
+      readMs: 0,
+      device: { ...generated(0).device, peers: [peer] },
+      limits: new Map(limit === null ? [] : [[IP, limit]]),
+      caps: new Map(cap === null ? [] : [[IP, cap]]),
+    };
+  }
+  /** Builds a body for `first` (the fragment), then for `second`: both the oracle's bytes. */
+  async function bothAsReference(first: PeerSnapshot, second: PeerSnapshot): Promise<string[]> {
+    const fields: string[] = [];
+    for (const snapshot of [first, second]) {
+      for (const filter of [null, ALIVE, DEAD] as ListFilter[]) {
+        const body = await buildListBody(snapshot, filter);
+        expect(body.toString(), `${filter}`).to.equal(
+          referenceBody(entriesOf(snapshot, filter), filter).toString(),
+        );
+      }
+      const [entry] = entriesOf(snapshot, null);
+      fields.push(JSON.stringify(toPeerJson(entry!)));
+    }
+    expect(fields[0], 'the case changes what the list shows').to.not.equal(fields[1]);
+    return fields;
+  }
+  const LIMIT = { download: 125_000, upload: 125_000 };
+  const CAP = { quotaBytes: 1_000_000, usedBytes: 5_000, enforced: true };
+
+  it('rewrites the minutes when they move and the status does not (59 s → 61 s)', async () => {
+    const peer = peerAged(59_000);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, null),
+      snapshotOf(peer, TAKEN_AT + 2_000, null, null),
+    );
+  });
+
+  it('rewrites the status when it flips within one minute (149 s → 151 s)', async () => {
+    const peer = peerAged(149_000);
+    const [before, after] = await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, null),
+      snapshotOf(peer, TAKEN_AT + 2_000, null, null),
+    );
+    expect(before).to.contain('"minutes_since_handshake":2,"status":"ALIVE"');
+    expect(after).to.contain('"minutes_since_handshake":2,"status":"DEAD"');
+  });
+
+  it('rewrites the download rate', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, LIMIT, null),
+      snapshotOf(peer, TAKEN_AT, { ...LIMIT, download: 250_000 }, null),
+    );
+  });
+
+  it('rewrites where a limit holds when the upload side is lost', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, LIMIT, null),
+      snapshotOf(peer, TAKEN_AT, { ...LIMIT, upload: null }, null),
+    );
+  });
+
+  it('rewrites the cap', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, CAP),
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, quotaBytes: 2_000_000 }),
+    );
+  });
+
+  it('rewrites the bytes used', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, CAP),
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, usedBytes: 5_001 }),
+    );
+  });
+
+  it('rewrites a cap the kernel stopped enforcing', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, CAP),
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, enforced: false }),
+    );
+  });
+
+  it('reuses the fragment when nothing it shows changed (the same body again)', async () => {
+    const peer = peerAged(30_000);
+    const previous = new PreviousBodies();
+    const first = await buildListBody(snapshotOf(peer, TAKEN_AT, LIMIT, CAP), null, 1, previous);
+    // Another read a second later, new limit and cap objects of equal values.
+    const again = snapshotOf(peer, TAKEN_AT + 1_000, { ...LIMIT }, { ...CAP });
+    expect(await buildListBody(again, null, 1, previous)).to.equal(first);
   });
 });
 

@@ -177,6 +177,44 @@ describe('metrics: per-peer series from the snapshot', () => {
     expect(valueOf(samples, 'wg_peerd_peers_data_cap_exhausted')).to.equal(1);
   });
 
+  // Issue 17: a cap or limit the kernel lost must not be exported as if it were enforced.
+  it('says per peer whether its cap and each direction of its limit are enforced', () => {
+    const name = 'wg_peerd_peer_speed_limit_enforced';
+    for (const direction of ['download', 'upload']) {
+      expect(valueOf(samples, name, { ...labels(A, '10.8.0.2'), direction })).to.equal(1);
+    }
+    expect(samplesOf(samples, name)).to.have.length(2);
+    const enforced = 'wg_peerd_peer_data_cap_enforced';
+    expect(valueOf(samples, enforced, labels(A, '10.8.0.2'))).to.equal(1);
+    expect(valueOf(samples, enforced, labels(B, '10.8.0.3'))).to.equal(1);
+    expect(samplesOf(samples, enforced)).to.have.length(2);
+    expect(valueOf(samples, 'wg_peerd_peers_speed_limit_not_enforced')).to.equal(0);
+    expect(valueOf(samples, 'wg_peerd_peers_data_cap_not_enforced')).to.equal(0);
+  });
+
+  it('gives a lost cap as not enforced and not exhausted, and a limit lost one way as 0 there', async () => {
+    // As the service lists them: a cap the kernel lost, last seen used up; an upload limit lost.
+    const snapshot = snapshotOf(PEERS, {
+      limits: new Map([['10.8.0.2', { download: 250_000, upload: null }]]),
+      caps: new Map([
+        ['10.8.0.2', { quotaBytes: 1000, usedBytes: 1000, enforced: false }],
+        ['10.8.0.3', { quotaBytes: 5000, usedBytes: 10, enforced: true }],
+      ]),
+    });
+    const lost = await scrape(scrapeApp(async () => snapshot).http);
+    const a = labels(A, '10.8.0.2');
+    expect(valueOf(lost, 'wg_peerd_peer_data_cap_enforced', a)).to.equal(0);
+    expect(valueOf(lost, 'wg_peerd_peer_data_cap_exhausted', a)).to.equal(0);
+    expect(valueOf(lost, 'wg_peerd_peer_data_cap_bytes', a)).to.equal(1000);
+    const limit = 'wg_peerd_peer_speed_limit_enforced';
+    expect(valueOf(lost, limit, { ...a, direction: 'download' })).to.equal(1);
+    expect(valueOf(lost, limit, { ...a, direction: 'upload' })).to.equal(0);
+    expect(valueOf(lost, 'wg_peerd_peers_data_cap_exhausted')).to.equal(0);
+    expect(valueOf(lost, 'wg_peerd_peers_data_cap_not_enforced')).to.equal(1);
+    expect(valueOf(lost, 'wg_peerd_peers_speed_limit_not_enforced')).to.equal(1);
+    expect(valueOf(lost, 'wg_peerd_peers_data_capped')).to.equal(2);
+  });
+
   it('gives the snapshot age at the scrape in seconds', async () => {
     const snapshot = snapshotOf(PEERS, { takenAt: NOW - 2500 });
     const aged = await scrape(scrapeApp(async () => snapshot).http);

@@ -5,10 +5,10 @@
  * mocha's generous timeout, for the server to answer or close.
  */
 import { expect } from 'chai';
-import type http from 'node:http';
+import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { createServer, type HttpLimits } from '../../../src/http';
+import { createHttpServer, createServer, type HttpLimits } from '../../../src/http';
 import { type CapturedLog, captureLog } from '../support/log-capture';
 import { setup } from './helpers';
 
@@ -71,6 +71,23 @@ function close(server: http.Server): Promise<void> {
 }
 
 const LONG = 60_000;
+
+/** The Keep-Alive header of a GET /healthz on a kept-alive connection, which is then dropped. */
+function keepAliveHeader(server: http.Server): Promise<string | undefined> {
+  const { port } = server.address() as AddressInfo;
+  const agent = new http.Agent({ keepAlive: true });
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: '/healthz', agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          agent.destroy();
+          resolve(res.headers['keep-alive'] as string | undefined);
+        });
+      })
+      .on('error', reject);
+  });
+}
 
 describe('HTTP limits (issue 10)', () => {
   let server: http.Server;
@@ -185,6 +202,28 @@ describe('HTTP limits (issue 10)', () => {
     expect(res.status).to.equal(200);
     expect(res.text).to.match(/\r\nConnection: keep-alive\r\n/i);
     expect(res.text.match(/HTTP\/1\.1 /g)).to.have.length(1);
+  });
+
+  // Node announces the idle timeout it applies in whole seconds (Keep-Alive: timeout=N), read
+  // from the server's own keepAliveTimeout: the header shows what the setting became.
+  it("applies the keep-alive timeout it is given, and Node's 5 s by default", async () => {
+    server = await listening({ keepAliveTimeoutMs: 2_000 });
+    expect(await keepAliveHeader(server)).to.equal('timeout=2');
+    await close(server);
+    server = await listening({});
+    expect(await keepAliveHeader(server)).to.equal('timeout=5');
+  });
+
+  it('passes the limits of createHttpServer to the server (the keep-alive timeout)', async () => {
+    const log = captureLog();
+    const { service } = setup({ log });
+    server = createHttpServer({
+      service,
+      logger: log.logger,
+      limits: { keepAliveTimeoutMs: 3_000 },
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    expect(await keepAliveHeader(server)).to.equal('timeout=3');
   });
 
   it('closes new connections over the cap at once, and serves again once idle ones are gone', async () => {

@@ -1,9 +1,12 @@
 import { expect } from 'chai';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
-// Imports run one way: http → peers → kernel → netlink. The meaning of an errno is decided in
-// src/kernel, so src/peers and src/http never import src/netlink (nor http the kernel).
+// DESIGN §2: imports run one way, downwards: http → peers → state/events → kernel → netlink →
+// native. On top of that: http never imports kernel or netlink (the meaning of an errno is
+// decided in src/kernel, so peers never imports netlink either); state has no kernel (it keeps
+// what the domain gives it); peers hands its changes to a sink it is given (it imports no
+// events); netlink knows no family.
 const SRC = path.resolve(__dirname, '..', '..', '..', '..', 'src');
 
 function sourceFiles(dir: string): string[] {
@@ -38,25 +41,104 @@ function offenders(layer: string, forbidden: string[]): string[] {
   );
 }
 
+/** The layers from the top down; the layers of one level are rooms that import each other not. */
+const LEVELS: readonly (readonly string[])[] = [
+  ['http'],
+  ['peers'],
+  ['state', 'events'],
+  ['kernel'],
+  ['netlink'],
+  ['native'],
+];
+
+/** What a layer may not import although it lies below it (DESIGN §2, the list above). */
+const SKIPS: Readonly<Record<string, readonly string[]>> = {
+  http: ['kernel', 'netlink', 'native'],
+  peers: ['events', 'netlink', 'native'],
+  state: ['kernel', 'netlink', 'native'],
+  events: ['kernel', 'netlink', 'native'],
+};
+
+/**
+ * Imports that run against the levels, each with its reason. The events room reads the
+ * domain's snapshot and change types and its status helpers (issue 20), while peers only
+ * hands changes to a sink it is given, so this edge runs up from events to peers.
+ */
+const ALLOWED_UPWARDS: ReadonlyArray<readonly [string, string]> = [['events', 'peers']];
+
+/** Every layer a file of `layer` must not import: those above, its level's rooms, SKIPS. */
+function forbiddenFor(layer: string): string[] {
+  const level = LEVELS.findIndex((names) => names.includes(layer));
+  const above = LEVELS.slice(0, level).flat();
+  const rooms = LEVELS[level]!.filter((name) => name !== layer);
+  return [...above, ...rooms, ...(SKIPS[layer] ?? [])].filter(
+    (target) => !ALLOWED_UPWARDS.some(([from, to]) => from === layer && to === target),
+  );
+}
+
+/** Identifiers of a family's own constants (WireGuard, nf_tables, rtnetlink, tc). */
+const FAMILY_CONSTANT =
+  /\b(?:export\s+)?(?:const|enum|function|let)\s+(WG_\w+|WGDEVICE_\w+|WGPEER_\w+|WGALLOWEDIP_\w+|NFTA?_\w+|NFNL\w*|TCA_\w+|TC_\w+|RTM_\w+|IFLA_\w+|IFA_\w+|RTA_\w+)/g;
+/** A generic-netlink family named in code (not in a comment). */
+const FAMILY_NAME = /['"`](?:wireguard|nftables|nf_tables)['"`]/;
+
+function withoutComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+}
+
 describe('src/ layers', () => {
   it('finds imports the way the check reads them', () => {
     const service = path.join(SRC, 'peers', 'service.ts');
     expect(importsOf(service).map((s) => layerOf(service, s))).to.include('kernel');
   });
 
-  it('src/peers imports nothing from src/netlink or src/http', () => {
-    expect(offenders('peers', ['netlink', 'http'])).to.deep.equal([]);
+  it("forbids, for each layer, every layer above it, its level's other room and its skips", () => {
+    // The rules as a table: one place to read them, and this test holds the table to DESIGN §2.
+    expect(forbiddenFor('http')).to.have.members(['kernel', 'netlink', 'native']);
+    expect(forbiddenFor('peers')).to.have.members(['http', 'events', 'netlink', 'native']);
+    expect(forbiddenFor('state')).to.have.members([
+      'http',
+      'peers',
+      'events',
+      'kernel',
+      'netlink',
+      'native',
+    ]);
+    expect(forbiddenFor('events')).to.have.members([
+      'http',
+      'state',
+      'kernel',
+      'netlink',
+      'native',
+    ]);
+    expect(forbiddenFor('kernel')).to.have.members(['http', 'peers', 'state', 'events']);
+    expect(forbiddenFor('netlink')).to.have.members(['http', 'peers', 'state', 'events', 'kernel']);
   });
 
-  it('src/events is a room of its own: it imports the domain, never http, kernel or netlink', () => {
-    expect(offenders('events', ['http', 'kernel', 'netlink'])).to.deep.equal([]);
+  for (const layer of LEVELS.flat().filter((name) => name !== 'native')) {
+    it(`src/${layer} imports nothing from ${forbiddenFor(layer).join(', ')}`, function () {
+      // A layer not built yet (src/state before its branch lands) has nothing to check.
+      if (!existsSync(path.join(SRC, layer))) this.skip();
+      expect(offenders(layer, forbiddenFor(layer))).to.deep.equal([]);
+    });
+  }
+
+  it("src/netlink knows no family: no family's constants, no family named in code", () => {
+    const found: string[] = [];
+    for (const file of sourceFiles(path.join(SRC, 'netlink'))) {
+      const code = withoutComments(readFileSync(file, 'utf8'));
+      for (const match of code.matchAll(FAMILY_CONSTANT)) {
+        found.push(`${path.relative(SRC, file)} declares ${match[1]}`);
+      }
+      if (FAMILY_NAME.test(code)) found.push(`${path.relative(SRC, file)} names a family`);
+    }
+    expect(found).to.deep.equal([]);
   });
 
-  it('src/peers imports nothing from src/events (it hands changes to a sink it is given)', () => {
-    expect(offenders('peers', ['events'])).to.deep.equal([]);
-  });
-
-  it('src/http imports nothing from src/kernel or src/netlink', () => {
-    expect(offenders('http', ['kernel', 'netlink'])).to.deep.equal([]);
+  it('catches what it forbids (a kernel module naming a family is found, in the kernel)', () => {
+    const wireguard = path.join(SRC, 'kernel', 'wireguard.ts');
+    const code = withoutComments(readFileSync(wireguard, 'utf8'));
+    expect(FAMILY_NAME.test(code) || [...code.matchAll(FAMILY_CONSTANT)].length > 0).to.equal(true);
+    expect(offenders('kernel', ['netlink'])).to.not.deep.equal([]);
   });
 });
