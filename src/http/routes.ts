@@ -14,7 +14,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ValidateFunction } from 'ajv';
 import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
-import type { Scope } from './auth';
 import { HttpError } from './errors';
 import { eventPayload, eventsQuery } from './events';
 import type { RouteFacts } from './request-log';
@@ -46,7 +45,11 @@ export type RouteId =
   | 'metrics'
   | 'events';
 
-export type RouteScope = 'public' | Scope;
+/**
+ * Who may call a route: anyone (the probes), a read token, or an admin token. The last two are
+ * auth.ts's scopes (app.ts hands them to requireScope, so the compiler holds the two equal).
+ */
+export type RouteScope = 'public' | 'read' | 'admin';
 export type Method = 'get' | 'post' | 'patch' | 'delete';
 
 /** What route handlers work with. */
