@@ -16,7 +16,7 @@ import {
   PEERS_PER_SLICE,
   inSlices,
   limitOf,
-  sameView,
+  stillCurrent,
   viewOf,
   type FilterStatus,
   type PeerSnapshot,
@@ -98,7 +98,7 @@ function peerJson(view: PeerView): string {
  * A peer's JSON as built for an earlier snapshot, with the view it was built from. The kernel
  * layer hands out the very same peer object for a peer whose dump entry did not change between
  * reads (DumpMemo, src/kernel/wireguard-dump.ts), so an idle peer's JSON is built once and
- * reused by every later body, as long as its view is the same (`sameView`: the minute of its
+ * reused by every later body, as long as its view is still current (`stillCurrent`: the minute of its
  * handshake age and its status, as time moves; its speed limit and its data cap, read from
  * other facilities).
  */
@@ -115,17 +115,19 @@ interface Fragment {
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
 const fragments = new WeakMap<SnapshotPeer, Fragment>();
 
-/** The peer's fragment (`peerJson`), from the memo when its view is the same. */
+/** The peer's fragment (`peerJson`), from the memo when its view is still current. */
 function fragmentOf(
   peer: SnapshotPeer,
   snapshot: PeerSnapshot,
   filter: ListFilter,
 ): Fragment | null {
   const known = fragments.get(peer);
+  if (known !== undefined && stillCurrent(known.view, snapshot)) {
+    return filter !== null && known.view.status !== filter ? null : known;
+  }
   // The tunnel address depends on the peer object alone: known once its fragment is.
-  const view = known === undefined ? viewOf(peer, snapshot) : viewOf(peer, snapshot, known.view.ip);
+  const view = viewOf(peer, snapshot, known === undefined ? undefined : known.view.ip);
   if (filter !== null && view.status !== filter) return null;
-  if (known !== undefined && sameView(known.view, view)) return known;
   const json = peerJson(view);
   const fragment: Fragment = { json, bytes: Buffer.byteLength(json, 'utf8'), view };
   fragments.set(peer, fragment);

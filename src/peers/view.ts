@@ -3,7 +3,7 @@
  * snapshot adds to it (its tunnel address, its status and minutes at the snapshot's time, its
  * speed limit and its data cap). `viewOf` is the one place that derives these; the list body
  * (src/http/list-body.ts) and the metrics (src/http/peer-metrics.ts) write what it gives, and
- * `sameView` says when a peer's list fragment built for an earlier view can be reused.
+ * `stillCurrent` says when a peer's list fragment built for an earlier view can be reused.
  *
  * A new list field is a field of the kernel's types (and its decoder) or a line here, then the
  * body and the schema.
@@ -52,19 +52,24 @@ export function viewOf(
 }
 
 /**
- * Whether two views of one peer object show the same: what time and the other facilities
- * change (the peer's own fields are the same object's). Each comparison here is held by a test
- * of the list body's fragment reuse (test/unit/http/list-body.test.ts).
+ * Whether `view`, made for an earlier snapshot of this very peer object, is what viewOf would
+ * give at `snapshot`: what time and the other facilities change (the peer's own fields are the
+ * same object's). It allocates no view, so an idle peer costs a comparison. Each comparison
+ * here is held by a test of the list body's fragment reuse (test/unit/http/list-body.test.ts).
  */
-export function sameView(a: PeerView, b: PeerView): boolean {
+export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
+  const { status, minutesSinceHandshake } = statusAt(view.peer.lastHandshake, snapshot.takenAt);
+  const { ip } = view;
+  const limit = ip === null || snapshot.limits.size === 0 ? undefined : snapshot.limits.get(ip);
+  const cap = ip === null || snapshot.caps.size === 0 ? undefined : snapshot.caps.get(ip);
   return (
-    a.minutesSinceHandshake === b.minutesSinceHandshake &&
-    a.status === b.status &&
-    (a.limit?.download ?? null) === (b.limit?.download ?? null) &&
-    (a.limit?.upload ?? null) === (b.limit?.upload ?? null) &&
-    (a.cap?.quotaBytes ?? -1) === (b.cap?.quotaBytes ?? -1) &&
-    (a.cap?.usedBytes ?? -1) === (b.cap?.usedBytes ?? -1) &&
-    (a.cap?.enforced ?? null) === (b.cap?.enforced ?? null)
+    minutesSinceHandshake === view.minutesSinceHandshake &&
+    status === view.status &&
+    (limit?.download ?? null) === (view.limit?.download ?? null) &&
+    (limit?.upload ?? null) === (view.limit?.upload ?? null) &&
+    (cap?.quotaBytes ?? -1) === (view.cap?.quotaBytes ?? -1) &&
+    (cap?.usedBytes ?? -1) === (view.cap?.usedBytes ?? -1) &&
+    (cap?.enforced ?? null) === (view.cap?.enforced ?? null)
   );
 }
 

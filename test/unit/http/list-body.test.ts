@@ -220,9 +220,9 @@ describe('http/list-body: fragments of unchanged peers are reused across snapsho
   });
 });
 
-// Issue 17: a peer's fragment is reused when its view is the same (sameView, src/peers/view.ts).
+// Issue 17: a peer's fragment is reused while its view is current (stillCurrent, src/peers/view.ts).
 // Each case changes exactly one thing a fragment depends on, over the very same peer object (as
-// DumpMemo hands out an idle peer), so each fails if its comparison is dropped from sameView.
+// DumpMemo hands out an idle peer), so each fails if its comparison is dropped from stillCurrent.
 describe('http/list-body: each reuse condition of a fragment is held', () => {
   const IP = '10.8.0.2';
   function peerAged(ageMs: number | null): WireGuardPeer {
