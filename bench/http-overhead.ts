@@ -2,8 +2,8 @@
  * Host-side: what serving one list costs in the daemon's HTTP stack beyond the bytes themselves.
  * Three servers over a service whose snapshot is read once and held (a window longer than the
  * run), autocannon in a process of its own, 8 connections, alternating A E C A E C:
- *   A  the daemon's server as main.ts wires it: createServer + createApp + metrics, with the
- *      list fast path (src/http/list-fast-path.ts) tried before Express;
+ *   A  the daemon's server as main.ts builds it: createHttpServer (createApp + metrics, with
+ *      the list fast path of src/http/list.ts tried before Express);
  *   E  the same without the fast path: every poll through Express (the daemon before it);
  *   C  a plain node http server replaying the same bytes (the ceiling): the body in the
  *      encoding the daemon negotiates for BENCH_ACCEPT_ENCODING, with its Content-Encoding.
@@ -17,9 +17,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
-import { ListBodies, createApp, createMetrics, createServer, listFastPath } from '../src/http';
+import { ListBodies, createApp, createHttpServer, createMetrics, createServer } from '../src/http';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
+import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
 
@@ -85,15 +86,8 @@ async function main(): Promise<void> {
     const service = serviceOver(device, 3_600_000);
     const identity = await buildListBody(await service.snapshot(), null);
     const encoding = negotiateEncoding(ACCEPT_ENCODING === '' ? undefined : ACCEPT_ENCODING);
-    const silent = {
-      info() {},
-      warn() {},
-      error() {},
-      debug() {},
-      child() {
-        return silent;
-      },
-    };
+    // The daemon's own logger, silent: a successful poll's line is at debug, off as by default.
+    const silent = createLogger({ level: 'silent' });
     const metrics = createMetrics({
       service: { snapshot: () => service.snapshot() },
       perPeer: true,
@@ -101,13 +95,13 @@ async function main(): Promise<void> {
     const api = {
       service,
       tokens: null,
-      logger: silent as never,
+      logger: silent,
       metrics,
       version: 'bench',
       listBodies: new ListBodies(),
     };
-    const daemon = createServer(createApp(api), { logger: silent as never }, listFastPath(api));
-    const express = createServer(createApp(api), { logger: silent as never });
+    const daemon = createHttpServer(api);
+    const express = createServer(createApp(api), { logger: silent });
     const body = await api.listBodies.body(await service.snapshot(), null, encoding);
     const replayHeaders: Record<string, string | number> = {
       'Content-Type': 'application/json; charset=utf-8',
