@@ -49,6 +49,19 @@ function call(daemon: Daemon, method: string, urlPath: string, body?: unknown): 
 
 const enc = encodeURIComponent;
 
+function text(daemon: Daemon, urlPath: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port: daemon.address.port, path: urlPath, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
+  });
+}
+
 describe('daemon with --state-dir (issue 16)', () => {
   let dir: string;
   beforeEach(() => {
@@ -106,6 +119,10 @@ describe('daemon with --state-dir (issue 16)', () => {
       expect(peers[1]).to.deep.include({ speed_limit_bytes_per_second: null, data_cap: null });
       const restoredLine = second.log.lines().find((l) => l['event'] === 'state_restored');
       expect(restoredLine).to.include({ mode: 'reboot', restoredPeers: 2, restoredCaps: 1 });
+      const metrics = await text(second.daemon, '/metrics');
+      expect(metrics).to.match(/^wg_peerd_state_restored_peers 2$/m);
+      expect(metrics).to.match(/^wg_peerd_state_journal_bytes [1-9]\d*$/m);
+      expect(metrics).to.match(/^wg_peerd_state_checkpoint_failures_total 0$/m);
     } finally {
       await second.daemon.shutdown();
     }
