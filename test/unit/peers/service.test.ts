@@ -19,6 +19,7 @@ import {
 import { listPeers, type PeerEntry } from '../../support/peer-list';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
+import { rejected } from '../support/rejected';
 
 const NOW = Date.parse('2026-03-01T12:00:00.000Z');
 
@@ -39,15 +40,6 @@ function service(
     ...extra,
   });
   return { svc, log };
-}
-
-async function rejected(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('peers/service: list', () => {

@@ -5,62 +5,34 @@
  */
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startDaemon, type Daemon } from '../../../src/main';
 import { FakeKernel } from '../support/fake-kernel';
 import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
+import { httpCall } from '../../support/http-call';
 
 interface Answer {
   status: number;
   body: Record<string, unknown>;
 }
 
-function call(daemon: Daemon, method: string, urlPath: string, body?: unknown): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port: daemon.address.port,
-        method,
-        path: urlPath,
-        agent: false,
-        headers: data ? { 'content-type': 'application/json' } : {},
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: JSON.parse(text) as Record<string, unknown>,
-          }),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end(data);
-  });
+async function call(
+  daemon: Daemon,
+  method: string,
+  urlPath: string,
+  body?: unknown,
+): Promise<Answer> {
+  const reply = await httpCall(daemon.address.port, method, urlPath, { body });
+  return { status: reply.status, body: reply.json() };
+}
+
+async function text(daemon: Daemon, urlPath: string): Promise<string> {
+  return (await httpCall(daemon.address.port, 'GET', urlPath)).text;
 }
 
 const enc = encodeURIComponent;
-
-function text(daemon: Daemon, urlPath: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port: daemon.address.port, path: urlPath, agent: false }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject);
-  });
-}
 
 describe('daemon with --state-dir (issue 16)', () => {
   let dir: string;

@@ -10,6 +10,7 @@ import { StateStore } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
+import { rejected } from '../support/rejected';
 
 const DIR = '/var/lib/wg-peerd';
 
@@ -28,15 +29,6 @@ async function setUp(fs = new MemoryFs(), kernel = FakeKernel.withInterface()) {
 
 async function reopened(fs: MemoryFs): Promise<StateStore> {
   return StateStore.open({ dir: DIR, interfaceName: 'wg0', fs: fs.crashed() });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('peers/service with a state directory: durable writes (issue 16)', () => {
@@ -88,11 +80,11 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
     const { fs, service, kernel } = await setUp();
     const { publicKey } = await service.createPeer();
     fs.capacity = 0;
-    const limit = await rejection(service.setSpeedLimit(publicKey, 125_000));
+    const limit = await rejected(service.setSpeedLimit(publicKey, 125_000));
     expect(limit).to.be.instanceOf(StateWriteError);
     expect((limit as StateWriteError).code).to.equal('STATE_WRITE_FAILED');
     expect(kernel.count('shaper.setLimit')).to.equal(0);
-    const create = await rejection(service.createPeer());
+    const create = await rejected(service.createPeer());
     expect(create).to.be.instanceOf(StateWriteError);
     expect(kernel.peers()).to.have.length(1);
     fs.capacity = Number.POSITIVE_INFINITY;
@@ -109,7 +101,7 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
       fs.capacity = 0;
       return commit(peers);
     };
-    const error = await rejection(service.createPeer());
+    const error = await rejected(service.createPeer());
     expect(appends).to.equal(1);
     expect(error).to.be.instanceOf(StateWriteError);
     expect((error as Error).message).to.contain('the peer was removed again');
@@ -121,7 +113,7 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
     const { publicKey } = await service.createPeer();
     await service.setSpeedLimit(publicKey, 100_000);
     kernel.fail('shaper.setLimit', kernelFailure('EINVAL', 'RTM_NEWTCLASS'));
-    await rejection(service.setSpeedLimit(publicKey, 200_000));
+    await rejected(service.setSpeedLimit(publicKey, 200_000));
     expect((await reopened(fs)).state.peers.get(publicKey)?.limit).to.equal(100_000);
   });
 
