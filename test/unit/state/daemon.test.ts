@@ -4,10 +4,18 @@
  * kernel, the same boot id) find. The real kernel's version of these is the reboot test in the VM.
  */
 import { expect } from 'chai';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startDaemon, type Daemon } from '../../../src/main';
+import { EXIT_CONFIG, StartupError, startDaemon, type Daemon } from '../../../src/main';
 import { FakeKernel } from '../support/fake-kernel';
 import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
@@ -125,6 +133,24 @@ describe('daemon with --state-dir (issue 16)', () => {
     } finally {
       await second.daemon.shutdown();
     }
+  });
+
+  it('refuses to start, exit status 2, on a state dir others may read, touching neither it nor the kernel', async () => {
+    const state = path.join(dir, 'state');
+    mkdirSync(state, { mode: 0o755 });
+    chmodSync(state, 0o755);
+    const kernel = new FakeKernel();
+    let failure: unknown;
+    try {
+      await start(kernel, 'boot-1');
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).to.be.instanceOf(StartupError);
+    expect((failure as StartupError).exitStatus).to.equal(EXIT_CONFIG);
+    expect((failure as Error).message).to.contain(`chmod go= ${state}`);
+    expect(kernel.links.has('wg0')).to.equal(false);
+    expect(readdirSync(state)).to.deep.equal([]);
   });
 
   it('keeps the state dir private: 0700 directories, a 0600 journal and server key', async () => {
