@@ -64,49 +64,28 @@ import {
   openNativeTransport,
 } from '../../netlink';
 import { atBoundary } from '../errors';
-import { type TableAttributes, NfTables, NftBatch } from '../nftables/client';
-import {
-  NFT_OBJECT_QUOTA,
-  NFT_QUOTA_F_INV,
-  NFT_TABLE_F_DORMANT,
-  NF_ACCEPT,
-} from '../nftables/constants';
-import { sameExpressions } from '../nftables/expressions';
+import { NfTables, NftBatch } from '../nftables/client';
+import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_INV, NFT_TABLE_F_DORMANT } from '../nftables/constants';
 import { quotaAttributes, quotaListing } from '../nftables/schema';
-import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
+import { ipv4ToBytes } from '../ipv4';
 import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from '../types';
 
 export * from './naming';
 export { writeSetUp } from './skeleton';
 export { writeElement, writeNewQuota } from './objects';
-import {
-  CAPS_MAP,
-  CAPS_MAP_ID,
-  ELEMENTS_PER_MESSAGE,
-  QUOTA_FAMILY,
-  addressOfObject,
-  quotaObjectName,
-  quotaTableName,
-} from './naming';
-import {
-  ChainSpec,
-  capsMap,
-  chainSpecs,
-  isCapsMap,
-  isChainAsSpecified,
-  ruleExpressions,
-  writeChain,
-  writeRule,
-  writeSetUp,
-} from './skeleton';
+export { type CapTablePlan, type CapTableState, planCapTable } from './plan';
+import { CAPS_MAP, QUOTA_FAMILY, addressOfObject, quotaObjectName, quotaTableName } from './naming';
+import { chainSpecs, isCapsMap } from './skeleton';
 import {
   type QuotaState,
   checkQuotaBytes,
+  elementTargets,
   parseQuota,
   writeElement,
   writeNewQuota,
 } from './objects';
-import { missingNfTables, quotaErrors, translateCommitError } from './facility';
+import { quotaErrors } from './facility';
+import { type CapTableState, planCapTable } from './plan';
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
@@ -126,217 +105,41 @@ export class Quota implements QuotaApi {
    * nothing but reads.
    */
   ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]> {
-    return this.changes.run(() =>
-      atBoundary(async () => {
-        const repairs: Repair[] = [];
-        await this.doEnsure(ifname, live, repairs);
-        return repairs;
-      }, quotaErrors),
-    );
+    return this.changes.run(() => atBoundary(() => this.doEnsure(ifname, live), quotaErrors));
   }
 
-  /** `live` null: the skeleton only, objects untouched (a retry inside setCap). */
-  private async doEnsure(
-    ifname: string,
-    live: readonly CapRef[] | null,
-    repairs: Repair[],
-  ): Promise<void> {
+  /**
+   * Reads the table whole, plans (planCapTable), commits the plan. `live` null: the skeleton
+   * only, objects untouched (a retry inside setCap).
+   */
+  private async doEnsure(ifname: string, live: readonly CapRef[] | null): Promise<Repair[]> {
+    const name = quotaTableName(ifname);
+    const table = await this.nft.getTable(QUOTA_FAMILY, name);
+    if (table && ((table.flags ?? 0) & NFT_TABLE_F_DORMANT) !== 0) {
+      // A table someone made dormant has its hooks unregistered: wake it first, on its own,
+      // since the kernel restricts what else a transaction that flips the flag may do.
+      const wake = new NftBatch(QUOTA_FAMILY).newTable({ name, flags: 0 });
+      await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
+    }
+    const plan = planCapTable(ifname, table ? await this.readCapTable(ifname) : null, live);
+    await this.nft.commit(plan.batch, `set up data caps of ${ifname}`);
+    return plan.repairs;
+  }
+
+  /** Everything planCapTable needs of an existing table, read before anything is written. */
+  private async readCapTable(ifname: string): Promise<CapTableState> {
     const table = quotaTableName(ifname);
     const specs = chainSpecs(ifname);
-    let current: TableAttributes | null;
-    try {
-      current = await this.nft.getTable(QUOTA_FAMILY, table);
-    } catch (error) {
-      // nfnetlink answers a GET for a subsystem it does not have (and could not load) with a
-      // bare EINVAL; a well-formed GETTABLE gets no EINVAL from nf_tables itself.
-      if (isNetlinkError(error, 'EINVAL') && !error.kernelMessage) throw missingNfTables(error);
-      throw error;
-    }
-    try {
-      if (current && ((current.flags ?? 0) & NFT_TABLE_F_DORMANT) !== 0) {
-        // A table someone made dormant has its hooks unregistered: wake it, on its own, since
-        // the kernel restricts what else a transaction that flips the flag may do.
-        const wake = new NftBatch(QUOTA_FAMILY).newTable({ name: table, flags: 0 });
-        await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
-      }
-      const batch = new NftBatch(QUOTA_FAMILY);
-      if (!current) {
-        writeSetUp(batch, ifname);
-        // The table and every cap in it are gone: restore the live peers' caps from what the
-        // daemon last saw (the kernel was the store of record; this is all that is left).
-        for (const peer of live ?? []) {
-          if (!peer.lastSeen) continue;
-          writeNewQuota(
-            batch,
-            table,
-            peer,
-            BigInt(peer.lastSeen.quotaBytes),
-            BigInt(peer.lastSeen.usedBytes),
-          );
-          repairs.push({
-            address: peer.address,
-            found: `table ip ${table} missing with the cap of ${peer.address}`,
-            done: `restored the cap of ${peer.lastSeen.quotaBytes} bytes from the last seen state, ${peer.lastSeen.usedBytes} used`,
-          });
-        }
-      } else await this.writeRepairs(batch, ifname, table, specs, live, repairs);
-      await this.nft.commit(batch, `set up data caps of ${ifname}`);
-    } catch (error) {
-      throw translateCommitError(error);
-    }
-  }
-
-  private async writeRepairs(
-    batch: NftBatch,
-    ifname: string,
-    table: string,
-    specs: ChainSpec[],
-    live: readonly CapRef[] | null,
-    repairs: Repair[],
-  ): Promise<void> {
     const [set, chains, rules, objects] = await Promise.all([
       this.nft.getSet(QUOTA_FAMILY, table, CAPS_MAP),
       Promise.all(specs.map((spec) => this.nft.getChain(QUOTA_FAMILY, table, spec.name))),
       Promise.all(specs.map((spec) => this.nft.listRules(QUOTA_FAMILY, table, spec.name))),
       this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA),
     ]);
-
-    // The map. One of another shape cannot be changed: its rules go, then it, then it is made
-    // anew (and so are the rules, below).
-    let mapId: number | undefined;
-    const flushed = new Set<string>();
-    if (set && !isCapsMap(set)) {
-      specs.forEach((spec, index) => {
-        if (chains[index] && rules[index].length > 0) {
-          batch.deleteRules(table, spec.name);
-          flushed.add(spec.name);
-        }
-      });
-      batch.deleteSet(table, CAPS_MAP);
-    }
-    if (!set || !isCapsMap(set)) {
-      batch.newSet(capsMap(table, CAPS_MAP_ID));
-      mapId = CAPS_MAP_ID;
-    }
-
-    specs.forEach((spec, index) => {
-      const chain = chains[index];
-      let needsRule = false;
-      if (chain && !isChainAsSpecified(chain, spec)) {
-        batch.deleteChain(table, spec.name); // hook, priority or type cannot be changed
-        writeChain(batch, table, spec);
-        needsRule = true;
-      } else if (!chain) {
-        writeChain(batch, table, spec);
-        needsRule = true;
-      } else {
-        if (chain.policy !== NF_ACCEPT) writeChain(batch, table, spec); // updates policy
-        const intact =
-          mapId === undefined &&
-          rules[index].length === 1 &&
-          sameExpressions(rules[index][0].expressions ?? [], ruleExpressions(ifname, spec));
-        if (!intact) {
-          if (rules[index].length > 0 && !flushed.has(spec.name)) {
-            batch.deleteRules(table, spec.name);
-          }
-          needsRule = true;
-        }
-      }
-      if (needsRule) writeRule(batch, ifname, table, spec, mapId);
-    });
-
-    // Objects: kept for a live peer that owns them, removed for anybody else; a live peer's
-    // lost object is restored from what the daemon last saw. Elements: every kept object is
-    // reachable through the map under its address, and nothing else is.
-    const peers = live === null ? null : new Map(live.map((peer) => [peer.address, peer]));
-    const wanted = new Map<string, string>(); // address → object name
-    const doomed: string[] = []; // object names, deleted after their elements
-    for (const object of objects) {
-      if (object.table !== table || object.type !== NFT_OBJECT_QUOTA || !object.name) continue;
-      const address = addressOfObject(object.name);
-      if (!address) continue;
-      if (peers !== null) {
-        const peer = peers.get(address);
-        const quota = parseQuota(object);
-        const owner = quota?.owner ?? null;
-        const held = quota
-          ? `quota ${object.name} (${quota.quotaBytes} bytes, ${quota.usedBytes} used)`
-          : `object ${object.name}`;
-        if (!peer || (owner !== null && owner !== peer.publicKey)) {
-          doomed.push(object.name);
-          repairs.push({
-            address,
-            found: peer
-              ? `${held} owned by another public key than the peer's`
-              : `${held} for an address no peer has`,
-            done: 'removed it and its map element',
-          });
-          continue;
-        }
-      }
-      wanted.set(address, object.name);
-    }
-    const restored: CapRef[] = [];
-    for (const peer of live ?? []) {
-      if (peer.lastSeen && !wanted.has(peer.address)) restored.push(peer);
-    }
-    const present = new Map<string, string | undefined>();
-    if (mapId === undefined) {
-      for (const element of await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP)) {
-        const key = element.key?.value;
-        if (key?.length === 4) present.set(bytesToIpv4(key), element.objref);
-      }
-    }
-    const stale: string[] = [];
-    const missing: string[] = [];
-    for (const [address, objref] of present) {
-      if (wanted.get(address) !== objref) stale.push(address);
-    }
-    for (const [address, name] of wanted) {
-      if (present.get(address) !== name) {
-        missing.push(address);
-        if (peers !== null) {
-          repairs.push({
-            address,
-            found: `quota ${name} without its map element (not enforced)`,
-            done: 'added the element',
-          });
-        }
-      }
-    }
-    for (let i = 0; i < stale.length; i += ELEMENTS_PER_MESSAGE) {
-      const chunk = stale.slice(i, i + ELEMENTS_PER_MESSAGE);
-      batch.deleteSetElements(
-        { table, set: CAPS_MAP, elements: chunk.map((a) => ({ key: { value: ipv4ToBytes(a) } })) },
-        `${chunk.length} element(s)`,
-      );
-    }
-    for (let i = 0; i < missing.length; i += ELEMENTS_PER_MESSAGE) {
-      const chunk = missing.slice(i, i + ELEMENTS_PER_MESSAGE);
-      batch.newSetElements(
-        {
-          table,
-          set: CAPS_MAP,
-          setId: mapId,
-          elements: chunk.map((a) => ({
-            key: { value: ipv4ToBytes(a) },
-            objref: wanted.get(a),
-          })),
-        },
-        `${chunk.length} element(s)`,
-      );
-    }
-    // After their elements: the kernel refuses to delete an object a map element refers to.
-    for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
-    for (const peer of restored) {
-      const seen = peer.lastSeen!;
-      writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
-      repairs.push({
-        address: peer.address,
-        found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
-        done: `restored it from the last seen state, ${seen.usedBytes} used`,
-      });
-    }
+    // A map of another shape is made anew with no elements: its own are not worth reading.
+    const elements =
+      set && isCapsMap(set) ? await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP) : null;
+    return { set, chains, rules, objects, elements };
   }
 
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
@@ -353,12 +156,8 @@ export class Quota implements QuotaApi {
       // The table or the map is gone (deleted by hand, or never set up): set up, then retry
       // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
       if (!isNetlinkError(error, 'ENOENT')) throw error;
-      await this.doEnsure(ifname, null, []);
-      try {
-        await this.writeCap(ifname, peer, bytes);
-      } catch (retryError) {
-        throw translateCommitError(retryError);
-      }
+      await this.doEnsure(ifname, null);
+      await this.writeCap(ifname, peer, bytes);
     }
   }
 
@@ -453,11 +252,7 @@ export class Quota implements QuotaApi {
     const objects = await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
     if (objects.length === 0) return caps;
     // A cap holds only where the map leads packets to its object.
-    const routes = new Map<string, string | undefined>();
-    for (const element of await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP)) {
-      const key = element.key?.value;
-      if (key?.length === 4) routes.set(bytesToIpv4(key), element.objref);
-    }
+    const routes = elementTargets(await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP));
     for (const object of objects) {
       const address = object.name ? addressOfObject(object.name) : null;
       // The kernel filters the dump; a kernel that ignored the filter must not add others'.

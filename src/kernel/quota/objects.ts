@@ -3,11 +3,11 @@
  * bytes, consumed, depletion).
  */
 import { decodeAttributes, encodeAttributes } from '../../netlink';
-import { type ObjectAttributes, NftBatch } from '../nftables/client';
+import { type ObjectAttributes, type SetElementAttributes, NftBatch } from '../nftables/client';
 import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_DEPLETED, NFT_QUOTA_F_INV } from '../nftables/constants';
 import { quotaAttributes } from '../nftables/schema';
 import { commentOf, commentUserdata } from '../nftables/userdata';
-import { ipv4ToBytes } from '../ipv4';
+import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
 import type { PeerRef } from '../types';
 import { CAPS_MAP, OWNER_PREFIX, quotaObjectName } from './naming';
 
@@ -79,4 +79,16 @@ export function writeElement(batch: NftBatch, table: string, address: string, na
     { table, set: CAPS_MAP, elements: [{ key: { value: ipv4ToBytes(address) }, objref: name }] },
     address,
   );
+}
+
+/** Where the map leads each address: address → the name of the object its element refers to. */
+export function elementTargets(
+  elements: readonly SetElementAttributes[],
+): Map<string, string | undefined> {
+  const targets = new Map<string, string | undefined>();
+  for (const element of elements) {
+    const key = element.key?.value;
+    if (key?.length === 4) targets.set(bytesToIpv4(key), element.objref);
+  }
+  return targets;
 }

@@ -68,6 +68,19 @@ export function formatSubnet(subnet: Subnet): string {
   return `${numberToIpv4(subnet.network)}/${subnet.prefixLength}`;
 }
 
+/**
+ * Whether `address` can be a peer's: inside the subnet, and neither its first nor its last
+ * address of the /16 (class minor 0 is no class, 0xffff is 1:ffff, the peers' parent).
+ */
+export function isPeerHost(subnet: Subnet, address: number): boolean {
+  const host = address & 0xffff;
+  return (
+    (address & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network &&
+    host !== 0 &&
+    host !== 0xffff
+  );
+}
+
 /** Third octets the subnet spans: one for /24 and narrower, 256 for a /16. */
 export function thirdOctets(subnet: Subnet): number[] {
   const first = (subnet.network >>> 8) & 0xff;

@@ -55,23 +55,23 @@ import {
 import { SetupConflictError, atBoundary } from '../errors';
 import { Links } from '../link';
 import { RTM_DELTCLASS, RTM_DELTFILTER, RTM_GETTCLASS } from '../rtnetlink';
-import { ipv4ToNumber, numberToIpv4, prefixMask } from '../ipv4';
+import { ipv4ToNumber, numberToIpv4 } from '../ipv4';
 import { DEFAULT_TICKS_PER_MICROSECOND, htbClassOptionsFor, ticksPerMicrosecond } from '../tc/htb';
 import { encodeTc, formatHandle } from '../tc/tc';
-import { formatU32Handle, bucketOf, tableOf } from '../tc/u32';
+import { formatU32Handle } from '../tc/u32';
 import type { ChangeQueue, LimitState, PeerLimit, PeerRef, Repair, ShaperApi } from '../types';
 import {
-  HOST_TABLE_BASE,
   Side,
   WIDEST_PREFIX,
   formatSubnet,
   ifbNameFor,
+  isPeerHost,
   peerClassId,
   peerFilterHandle,
   downloadSide,
   uploadSide,
 } from './addressing';
-import { describeRate, ignoringMissing, isOurHtb, rootQdiscOf } from './dump';
+import { ignoringMissing, isOurHtb, rootQdiscOf } from './dump';
 import {
   parsePeerClasses,
   peerClassMessage,
@@ -79,6 +79,7 @@ import {
   peerFilterCreate,
   peerFilterMessage,
 } from './limits';
+import { planLimits } from './plan';
 import { type Checked, type Skeleton, SkeletonBuilder } from './skeleton';
 
 export * from './addressing';
@@ -215,10 +216,8 @@ export class Shaper implements ShaperApi {
   }
 
   /**
-   * Reconciles the peers' classes and key nodes on both devices with the live peers. The
-   * desired state is: for a live address, the rate that holds on either device (the download
-   * rate when the two differ) on both; for any other address, nothing. Nothing is ever copied
-   * to an address no peer has.
+   * Reconciles the peers' classes and key nodes on both devices with the live peers: reads the
+   * classes of both devices, plans (planLimits), then removes and restores what the plan says.
    */
   private async reconcile(checked: Checked, live: readonly PeerRef[], repairs: Repair[]) {
     const { skeleton } = checked;
@@ -227,75 +226,20 @@ export class Shaper implements ShaperApi {
       download: await this.peerClasses(sides.download),
       upload: await this.peerClasses(sides.upload),
     };
-    const upper = skeleton.subnet.network & 0xffff0000;
-    const liveAddresses = new Set(live.map((peer) => ipv4ToNumber(peer.address)));
-    const minors = new Set([...classes.download.keys(), ...classes.upload.keys()]);
-    // Key nodes without a class (their class was deleted by hand) count as state too.
-    for (const direction of ['download', 'upload'] as const) {
-      for (const node of checked.peerNodes?.[direction] ?? []) {
-        minors.add(((tableOf(node) - HOST_TABLE_BASE) << 8) | bucketOf(node));
-      }
-    }
-    const messages: BatchMessage[] = [];
-    for (const minor of [...minors].sort((a, b) => a - b)) {
-      const address = (upper | minor) >>> 0;
-      const text = numberToIpv4(address);
-      const down = classes.download.get(minor);
-      const up = classes.upload.get(minor);
-      const held = `download ${describeRate(down)} on ${sides.download.ifname}, upload ${describeRate(up)} on ${sides.upload.ifname}`;
-      if (!liveAddresses.has(address) || !this.inSubnet(skeleton, address)) {
-        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
-        repairs.push({
-          address: text,
-          found: `${held} for an address no peer has`,
-          done: 'removed',
-        });
-        continue;
-      }
-      const rate = down ?? up;
-      if (rate === undefined) {
-        // Key nodes only: no limit holds; remove the leftovers.
-        for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
-        repairs.push({
-          address: text,
-          found: `key nodes without classes (${held})`,
-          done: 'removed them',
-        });
-        continue;
-      }
-      const fix: string[] = [];
-      for (const side of [sides.download, sides.upload]) {
-        const nodes = checked.peerNodes?.[side.direction];
-        const hasClass = classes[side.direction].get(minor) === rate;
-        const hasNode = nodes === undefined || nodes.has(peerFilterHandle(address));
-        if (hasClass && hasNode) continue;
-        messages.push(
-          peerClassMessage(side, address, rate, this.ticksPerUs),
-          peerFilterCreate(side, address),
-        );
-        fix.push(`${side.direction} on ${side.ifname}`);
-      }
-      if (fix.length > 0) {
-        repairs.push({
-          address: text,
-          found: held,
-          done: `restored ${fix.join(' and ')} at ${rate} B/s`,
-        });
-      }
-    }
-    if (messages.length > 0) {
-      await this.tree.batch(messages, `restore speed limits on ${skeleton.wg.name}`);
-    }
-  }
-
-  private inSubnet(skeleton: Skeleton, address: number): boolean {
-    const { subnet } = skeleton;
-    const host = address & 0xffff;
-    return (
-      (address & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network &&
-      host !== 0 &&
-      host !== 0xffff
+    const plan = planLimits(
+      sides,
+      skeleton.subnet,
+      { classes, peerNodes: checked.peerNodes },
+      live,
+      this.ticksPerUs,
     );
+    for (const address of plan.removals) {
+      for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
+    }
+    if (plan.messages.length > 0) {
+      await this.tree.batch(plan.messages, `restore speed limits on ${skeleton.wg.name}`);
+    }
+    repairs.push(...plan.repairs);
   }
 
   /** The peer's key node, then its class (HTB refuses to delete a class a filter points at). */
@@ -327,9 +271,7 @@ export class Shaper implements ShaperApi {
   private peerAddress(skeleton: Skeleton, address: string): number {
     const value = ipv4ToNumber(address);
     const { subnet } = skeleton;
-    const inside = (value & prefixMask(subnet.prefixLength)) >>> 0 === subnet.network;
-    const host = value & 0xffff;
-    if (!inside || host === 0 || host === 0xffff) {
+    if (!isPeerHost(subnet, value)) {
       throw new SetupConflictError(
         `${address} is not a host address of ${skeleton.wg.name}'s subnet ${formatSubnet(subnet)}; ` +
           'speed limits are keyed on peers’ tunnel addresses inside it',

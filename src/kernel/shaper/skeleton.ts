@@ -6,11 +6,9 @@
  */
 import {
   type BatchMessage,
-  NLM_F_ACK,
   NLM_F_CREATE,
   NLM_F_ECHO,
   NLM_F_EXCL,
-  NLM_F_REQUEST,
   NetlinkSocket,
   encodeAttributes,
   isNetlinkError,
@@ -37,23 +35,12 @@ import {
   encodeTc,
   formatHandle,
 } from '../tc/tc';
-import {
-  U32_MAX_DIVISOR,
-  type U32Entry,
-  formatU32Handle,
-  isKernelChosenTable,
-  sameSelector,
-  tableOf,
-  u32Filter,
-  u32Handle,
-} from '../tc/u32';
+import { type U32Entry, formatU32Handle, sameSelector, u32Filter, u32Handle } from '../tc/u32';
 import type { LinkInfo, Repair } from '../types';
 import {
   BATCH_MESSAGES,
   DIRECT_QLEN,
   FILTER_INFO,
-  FILTER_PRIORITY,
-  HOST_TABLE_BASE,
   INGRESS,
   MATCH_ALL,
   NODE,
@@ -65,14 +52,13 @@ import {
   Side,
   Subnet,
   ifbNameFor,
-  octetLinkSelector,
   rootLinkSelector,
   subnetOf,
-  thirdOctets,
   downloadSide,
   uploadSide,
 } from './addressing';
 import { needing } from './modules';
+import { filterCreate, planHashTables } from './plan';
 import { encodeU32, ingressQdiscOf, isOurHtb, parseU32, redirectsTo, rootQdiscOf } from './dump';
 
 /** What ensure() verified, so the next ensure() can check the skeleton with a few GETs. */
@@ -260,85 +246,36 @@ export class SkeletonBuilder {
   }
 
   /**
-   * The u32 tables and links of one side. Wrong key nodes are deleted and made again (u32 keeps
-   * a node's selector when it is changed in place). Returns the root link's handle and the
-   * peers' key nodes found.
+   * The u32 tables and links of one side, as planHashTables plans them from a dump: wrong octet
+   * links deleted, missing tables and links created, stray root links deleted, and the root
+   * link (the entry point) made last, so no packet is steered into a half-built tree. Returns
+   * the root link's handle and the peers' key nodes found.
    */
   private async ensureHashTables(
     side: Side,
     subnet: Subnet,
     fresh: boolean,
   ): Promise<{ root: number; peerNodes: Set<number> }> {
-    const entries = fresh ? [] : await this.dumpU32(side, QDISC);
-    const tables = new Map<number, U32Entry>();
-    const nodes = new Map<number, U32Entry>();
-    for (const entry of entries) {
-      if (entry.divisor !== undefined) tables.set(tableOf(entry.handle), entry);
-      else nodes.set(entry.handle, entry);
-    }
-    const creates: BatchMessage[] = [];
-    const table = (id: number): void => {
-      const existing = tables.get(id);
-      if (existing?.divisor === U32_MAX_DIVISOR) return;
-      if (existing) {
-        throw new SetupConflictError(
-          `u32 table ${id.toString(16)}: at priority ${FILTER_PRIORITY} on ${side.ifname} has ` +
-            `${existing.divisor} buckets instead of ${U32_MAX_DIVISOR}; remove the filters at ` +
-            `that priority (tc filter del dev ${side.ifname} parent 1: prio ${FILTER_PRIORITY})`,
-        );
-      }
-      creates.push(
-        this.filterCreate(side, QDISC, u32Handle(id, 0, 0), { divisor: U32_MAX_DIVISOR }),
+    const plan = planHashTables(side, subnet, fresh ? [] : await this.dumpU32(side, QDISC));
+    for (const handle of plan.deletes) await this.deleteFilter(side, QDISC, handle);
+    if (plan.creates.length > 0) {
+      await needing('u32', () =>
+        this.batch(plan.creates, `create u32 hash tables on ${side.ifname}`),
       );
-    };
-    table(OCTET_TABLE);
-    const octets = thirdOctets(subnet);
-    for (const octet of octets) table(HOST_TABLE_BASE + octet);
-    for (const octet of octets) {
-      const id = u32Handle(OCTET_TABLE, octet, NODE);
-      const wanted = {
-        hash: u32Handle(OCTET_TABLE, octet, 0),
-        link: u32Handle(HOST_TABLE_BASE + octet, 0, 0),
-        selector: octetLinkSelector(side.keyOffset, subnet, octet),
-      };
-      const existing = nodes.get(id);
-      if (
-        existing &&
-        existing.link === wanted.link &&
-        sameSelector(existing.selector, wanted.selector)
-      ) {
-        continue;
-      }
-      if (existing) await this.deleteFilter(side, QDISC, id);
-      creates.push(this.filterCreate(side, QDISC, id, wanted));
     }
-    if (creates.length > 0) {
-      await needing('u32', () => this.batch(creates, `create u32 hash tables on ${side.ifname}`));
-    }
-    const peerNodes = new Set(
-      [...nodes.keys()].filter((h) => tableOf(h) >= HOST_TABLE_BASE && tableOf(h) <= 0x2ff),
-    );
-    // The entry point last, so no packet is steered into a half-built tree.
-    const wanted = rootLinkSelector(side.keyOffset, subnet);
-    let root: number | undefined;
-    for (const node of nodes.values()) {
-      if (!isKernelChosenTable(tableOf(node.handle))) continue;
-      if (node.link !== u32Handle(OCTET_TABLE, 0, 0)) continue;
-      if (root === undefined && sameSelector(node.selector, wanted)) root = node.handle;
-      else await this.deleteFilter(side, QDISC, node.handle);
-    }
-    if (root === undefined) {
-      root = await this.createEchoed(
+    for (const handle of plan.strayRoots) await this.deleteFilter(side, QDISC, handle);
+    const root =
+      plan.root ??
+      (await this.createEchoed(
         side,
         QDISC,
         // No TCA_U32_HASH: the root table of our priority, whatever id the kernel gave it; a
         // handle with only a node id (0:0:1) means "node 1 in that table" (cls_u32.c u32_change).
         u32Handle(0, 0, NODE),
-        { link: u32Handle(OCTET_TABLE, 0, 0), selector: wanted },
+        { link: u32Handle(OCTET_TABLE, 0, 0), selector: rootLinkSelector(side.keyOffset, subnet) },
         'u32',
-      );
-    }
-    return { root, peerNodes };
+      ));
+    return { root, peerNodes: plan.peerNodes };
   }
 
   /** Sends messages in datagrams of at most BATCH_MESSAGES, each acknowledged. */
@@ -401,24 +338,6 @@ export class SkeletonBuilder {
     );
   }
 
-  private filterCreate(
-    side: Side,
-    parent: number,
-    filterHandle: number,
-    options: Parameters<typeof encodeU32>[0],
-  ): BatchMessage {
-    return {
-      type: RTM_NEWTFILTER,
-      flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-      payload: encodeTc(
-        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
-        encodeU32(options),
-      ),
-      ack: true,
-      operation: `RTM_NEWTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
-    };
-  }
-
   /** Creates a key node and returns the handle the kernel gave it (NLM_F_ECHO sends it back). */
   private async createEchoed(
     side: Side,
@@ -427,7 +346,7 @@ export class SkeletonBuilder {
     options: Parameters<typeof encodeU32>[0],
     what: string,
   ): Promise<number> {
-    const message = this.filterCreate(side, parent, filterHandle, options);
+    const message = filterCreate(side, parent, filterHandle, options);
     const replies = await this.socket.request(message.type, message.payload, {
       operation: `${message.operation} (${what})`,
       flags: NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,

@@ -1,0 +1,271 @@
+/**
+ * Reconciliation of the data-cap table as a plan: a pure function of what `ensure` read of the
+ * kernel (CapTableState, or null for no table) and the live peers, giving the transaction to
+ * commit and the repairs it makes. Nothing here sends or reads anything, so each rule can be
+ * checked on literal inputs (test/unit/kernel/quota-plan.test.ts) as well as on the recorded
+ * transcripts. The order of the messages is the kernel's: rules before the map they use, map
+ * elements before the objects they point at.
+ */
+import { NftBatch } from '../nftables/client';
+import type {
+  ChainAttributes,
+  ObjectAttributes,
+  RuleAttributes,
+  SetAttributes,
+  SetElementAttributes,
+} from '../nftables/client';
+import { NFT_OBJECT_QUOTA, NF_ACCEPT } from '../nftables/constants';
+import { sameExpressions } from '../nftables/expressions';
+import { ipv4ToBytes } from '../ipv4';
+import type { CapRef, Repair } from '../types';
+import {
+  CAPS_MAP,
+  CAPS_MAP_ID,
+  ELEMENTS_PER_MESSAGE,
+  QUOTA_FAMILY,
+  addressOfObject,
+  quotaTableName,
+} from './naming';
+import { elementTargets, parseQuota, writeNewQuota } from './objects';
+import {
+  type ChainSpec,
+  capsMap,
+  chainSpecs,
+  isCapsMap,
+  isChainAsSpecified,
+  ruleExpressions,
+  writeChain,
+  writeRule,
+  writeSetUp,
+} from './skeleton';
+
+/** What `ensure` reads of an existing data-cap table, all of it before writing anything. */
+export interface CapTableState {
+  set: SetAttributes | null;
+  /** Per entry of chainSpecs(ifname), in that order: the chain, null when missing. */
+  chains: Array<ChainAttributes | null>;
+  /** Per entry of chainSpecs(ifname): the chain's rules in order (none for a missing chain). */
+  rules: RuleAttributes[][];
+  /** The table's quota objects. */
+  objects: ObjectAttributes[];
+  /** The map's elements; null when it was not read (no map, or one of another shape). */
+  elements: SetElementAttributes[] | null;
+}
+
+/** A transaction to commit and what it repairs. */
+export interface CapTablePlan {
+  batch: NftBatch;
+  repairs: Repair[];
+}
+
+/**
+ * The transaction that makes the table of `ifname` as specified and its caps agree with `live`.
+ * `state` null: there is no table. `live` null: the skeleton only, every object kept as it is
+ * (setCap's retry after the table or map vanished).
+ */
+export function planCapTable(
+  ifname: string,
+  state: CapTableState | null,
+  live: readonly CapRef[] | null,
+): CapTablePlan {
+  const batch = new NftBatch(QUOTA_FAMILY);
+  const repairs: Repair[] = [];
+  if (state === null) {
+    planSetUp(batch, ifname, live ?? [], repairs);
+  } else {
+    const mapId = planSkeleton(batch, ifname, state);
+    planCaps(batch, quotaTableName(ifname), state, mapId, live, repairs);
+  }
+  return { batch, repairs };
+}
+
+/**
+ * No table: the whole set-up, and the live peers' caps restored from what the daemon last saw
+ * (the table and every cap in it are gone; the kernel was the store of record).
+ */
+function planSetUp(
+  batch: NftBatch,
+  ifname: string,
+  live: readonly CapRef[],
+  repairs: Repair[],
+): void {
+  const table = quotaTableName(ifname);
+  writeSetUp(batch, ifname);
+  for (const peer of live) {
+    if (!peer.lastSeen) continue;
+    const { quotaBytes, usedBytes } = peer.lastSeen;
+    writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes));
+    repairs.push({
+      address: peer.address,
+      found: `table ip ${table} missing with the cap of ${peer.address}`,
+      done: `restored the cap of ${quotaBytes} bytes from the last seen state, ${usedBytes} used`,
+    });
+  }
+}
+
+/**
+ * The map, the chains and their rules. A map of another shape cannot be changed: the rules
+ * that use it go, then it, then it is made anew with its rules. A chain on another hook,
+ * priority or type is deleted and made again; one with another policy is updated; a chain whose
+ * rules are not exactly our one rule is flushed and gets it. Returns the map's NFTA_SET_ID when
+ * the batch creates the map (rules and elements then name it by id), else undefined.
+ */
+function planSkeleton(batch: NftBatch, ifname: string, state: CapTableState): number | undefined {
+  const table = quotaTableName(ifname);
+  const specs = chainSpecs(ifname);
+  const flushed = new Set<string>();
+  if (state.set && !isCapsMap(state.set)) {
+    specs.forEach((spec, index) => {
+      if (state.chains[index] && state.rules[index]!.length > 0) {
+        batch.deleteRules(table, spec.name);
+        flushed.add(spec.name);
+      }
+    });
+    batch.deleteSet(table, CAPS_MAP);
+  }
+  let mapId: number | undefined;
+  if (!state.set || !isCapsMap(state.set)) {
+    batch.newSet(capsMap(table, CAPS_MAP_ID));
+    mapId = CAPS_MAP_ID;
+  }
+  specs.forEach((spec, index) => {
+    const chain = state.chains[index] ?? null;
+    const rules = state.rules[index] ?? [];
+    if (planChain(batch, ifname, spec, chain, rules, mapId, flushed.has(spec.name))) {
+      writeRule(batch, ifname, table, spec, mapId);
+    }
+  });
+  return mapId;
+}
+
+/** Queues what one chain needs; true when it then needs its rule. */
+function planChain(
+  batch: NftBatch,
+  ifname: string,
+  spec: ChainSpec,
+  chain: ChainAttributes | null,
+  rules: RuleAttributes[],
+  mapId: number | undefined,
+  flushed: boolean,
+): boolean {
+  const table = quotaTableName(ifname);
+  if (!chain || !isChainAsSpecified(chain, spec)) {
+    if (chain) batch.deleteChain(table, spec.name); // hook, priority or type cannot be changed
+    writeChain(batch, table, spec);
+    return true;
+  }
+  if (chain.policy !== NF_ACCEPT) writeChain(batch, table, spec); // updates the policy
+  const intact =
+    mapId === undefined &&
+    rules.length === 1 &&
+    sameExpressions(rules[0]!.expressions ?? [], ruleExpressions(ifname, spec));
+  if (intact) return false;
+  if (rules.length > 0 && !flushed) batch.deleteRules(table, spec.name);
+  return true;
+}
+
+/**
+ * Objects and elements. An object is kept for a live peer that owns it and removed for anybody
+ * else; a live peer's lost object is restored from what the daemon last saw. Every kept object
+ * is reachable through the map under its address, and nothing else is.
+ */
+function planCaps(
+  batch: NftBatch,
+  table: string,
+  state: CapTableState,
+  mapId: number | undefined,
+  live: readonly CapRef[] | null,
+  repairs: Repair[],
+): void {
+  const { wanted, doomed } = sortObjects(table, state.objects, live, repairs);
+  const restored = (live ?? []).filter((peer) => peer.lastSeen && !wanted.has(peer.address));
+  const present = elementTargets(state.elements ?? []);
+  const stale = [...present].filter(([address, objref]) => wanted.get(address) !== objref);
+  const missing = [...wanted].filter(([address, name]) => present.get(address) !== name);
+  if (live !== null) {
+    for (const [address, name] of missing) {
+      repairs.push({
+        address,
+        found: `quota ${name} without its map element (not enforced)`,
+        done: 'added the element',
+      });
+    }
+  }
+  for (const chunk of chunks(stale)) {
+    batch.deleteSetElements(
+      { table, set: CAPS_MAP, elements: chunk.map(([a]) => ({ key: { value: ipv4ToBytes(a) } })) },
+      `${chunk.length} element(s)`,
+    );
+  }
+  for (const chunk of chunks(missing)) {
+    batch.newSetElements(
+      {
+        table,
+        set: CAPS_MAP,
+        setId: mapId,
+        elements: chunk.map(([a, name]) => ({ key: { value: ipv4ToBytes(a) }, objref: name })),
+      },
+      `${chunk.length} element(s)`,
+    );
+  }
+  // After their elements: the kernel refuses to delete an object a map element refers to.
+  for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+  for (const peer of restored) {
+    const seen = peer.lastSeen!;
+    writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
+    repairs.push({
+      address: peer.address,
+      found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
+      done: `restored it from the last seen state, ${seen.usedBytes} used`,
+    });
+  }
+}
+
+/**
+ * The table's quota objects sorted into kept (address → name) and doomed (names), each doomed
+ * one reported. Objects not named by quotaObjectName are somebody else's and left alone. With
+ * `live` null every object of ours is kept.
+ */
+function sortObjects(
+  table: string,
+  objects: readonly ObjectAttributes[],
+  live: readonly CapRef[] | null,
+  repairs: Repair[],
+): { wanted: Map<string, string>; doomed: string[] } {
+  const peers = live === null ? null : new Map(live.map((peer) => [peer.address, peer]));
+  const wanted = new Map<string, string>();
+  const doomed: string[] = [];
+  for (const object of objects) {
+    if (object.table !== table || object.type !== NFT_OBJECT_QUOTA || !object.name) continue;
+    const address = addressOfObject(object.name);
+    if (!address) continue;
+    const peer = peers?.get(address);
+    const quota = peers === null ? null : parseQuota(object);
+    const owner = quota?.owner ?? null;
+    if (peers !== null && (!peer || (owner !== null && owner !== peer.publicKey))) {
+      const held = quota
+        ? `quota ${object.name} (${quota.quotaBytes} bytes, ${quota.usedBytes} used)`
+        : `object ${object.name}`;
+      doomed.push(object.name);
+      repairs.push({
+        address,
+        found: peer
+          ? `${held} owned by another public key than the peer's`
+          : `${held} for an address no peer has`,
+        done: 'removed it and its map element',
+      });
+      continue;
+    }
+    wanted.set(address, object.name);
+  }
+  return { wanted, doomed };
+}
+
+/** Map elements in messages of at most ELEMENTS_PER_MESSAGE. */
+function chunks<T>(list: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += ELEMENTS_PER_MESSAGE) {
+    out.push(list.slice(i, i + ELEMENTS_PER_MESSAGE));
+  }
+  return out;
+}
