@@ -7,7 +7,10 @@
  * Every error leaving a public method of src/kernel is one of these, or a programming/protocol
  * error (NetlinkProtocolError, TypeError) that stays what it is.
  */
+import { constants } from 'node:os';
 import { type NetlinkError, isNetlinkError } from '../netlink/errors';
+
+const { errno } = constants;
 
 /** Base of every typed kernel error. */
 export abstract class KernelError extends Error {
@@ -69,6 +72,8 @@ export class KernelCallError extends KernelError {
   readonly errno: number;
   /** NLMSGERR_ATTR_MSG, when the kernel sent one. */
   readonly kernelMessage: string | undefined;
+  /** What the operator can do about it, when the errno alone says (EPERM: the capability). */
+  readonly remedy: string | undefined;
 
   constructor(error: NetlinkError) {
     super(error.message, { cause: error });
@@ -76,8 +81,17 @@ export class KernelCallError extends KernelError {
     this.code = error.code;
     this.errno = error.errno;
     this.kernelMessage = error.kernelMessage;
+    this.remedy = REMEDIES.get(error.errno);
   }
 }
+
+/**
+ * Remedies by errno (asm-generic/errno-base.h, as Node's os.constants has them). EPERM: every netlink request that changes
+ * anything, and WireGuard's even to read (GENL_UNS_ADMIN_PERM), needs CAP_NET_ADMIN.
+ */
+const REMEDIES: ReadonlyMap<number, string> = new Map([
+  [errno.EPERM, 'wg-peerd needs CAP_NET_ADMIN (run it as root)'],
+]);
 
 /**
  * What to do when the kernel has no WireGuard (the link kind and the generic netlink family are

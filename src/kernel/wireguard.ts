@@ -4,6 +4,7 @@
  * into several messages when large).
  */
 import {
+  GENL_ID_CTRL,
   GenericNetlink,
   type GenlReply,
   NETLINK_GENERIC,
@@ -265,7 +266,7 @@ export class WireGuard implements WireGuardApi {
     return atBoundary(
       () => this.genl.request(WG_GENL_NAME, cmd, attributes, { operation, dump }),
       (error) => {
-        if (error.code === 'ENOENT' && error.operation.startsWith('CTRL_CMD_GETFAMILY')) {
+        if (error.code === 'ENOENT' && error.messageType === GENL_ID_CTRL) {
           return new FacilityUnavailableError(
             'WireGuard (generic netlink family "wireguard")',
             WIREGUARD_REMEDY,

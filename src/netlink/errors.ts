@@ -12,8 +12,14 @@ export function errnoName(errno: number): string {
 export interface NetlinkErrorInit {
   /** Positive errno, as in errno.h. */
   errno: number;
-  /** What was being done, e.g. "WG_CMD_GET_DEVICE wg0". */
+  /** What was being done, e.g. "WG_CMD_GET_DEVICE wg0" (for people: logs and messages). */
   operation: string;
+  /**
+   * nlmsg_type of the request the kernel refused, from the socket's record of what it sent
+   * under each sequence number (for code: what an errno means depends on the message).
+   * Undefined when no one message failed (a socket error during a batch).
+   */
+  messageType?: number | undefined;
   /** NLMSGERR_ATTR_MSG: the kernel's extended-ACK text, when it sent one. */
   kernelMessage?: string | undefined;
   /** NLMSGERR_ATTR_OFFS: byte offset of the offending attribute in our request. */
@@ -30,6 +36,7 @@ export class NetlinkError extends Error {
   readonly errno: number;
   readonly code: string;
   readonly operation: string;
+  readonly messageType: number | undefined;
   readonly kernelMessage: string | undefined;
   readonly offset: number | undefined;
   readonly sequence: number | undefined;
@@ -42,6 +49,7 @@ export class NetlinkError extends Error {
     this.errno = init.errno;
     this.code = code;
     this.operation = init.operation;
+    this.messageType = init.messageType;
     this.kernelMessage = init.kernelMessage;
     this.offset = init.offset;
     this.sequence = init.sequence;

@@ -60,12 +60,21 @@ export interface BatchMessage {
 
 type Kind = 'request' | 'dump' | 'batch';
 
+/** What went out under one sequence number: an error names it by these. */
+interface Sent {
+  operation: string;
+  type: number;
+}
+
 interface Exchange {
   kind: Kind;
   operation: string;
+  /** The message type of a one-message exchange (a request or dump), for its errors. */
+  messageType: number | undefined;
   /** Sequence numbers still owed an answer. */
   outstanding: Set<number>;
-  operationsBySeq: Map<number, string>;
+  /** Every message of the exchange by sequence number (google/nftables keys errors alike). */
+  sent: Map<number, Sent>;
   replies: NetlinkMessage[];
   interrupted: boolean;
   firstError: NetlinkError | undefined;
@@ -127,6 +136,7 @@ export class NetlinkSocket {
           throw new NetlinkError({
             errno: EINTR,
             operation: options.operation,
+            messageType: type,
             kernelMessage: `dump was interrupted by concurrent changes ${attempts} times in a row`,
           });
         }
@@ -152,6 +162,7 @@ export class NetlinkSocket {
       new NetlinkError({
         errno: EBADF,
         operation: this.current.operation,
+        messageType: this.current.messageType,
         kernelMessage: 'socket closed',
       }),
     );
@@ -172,22 +183,24 @@ export class NetlinkSocket {
     options: RequestOptions,
     messages: BatchMessage[],
   ): Promise<NetlinkMessage[]> {
+    const messageType = messages.length === 1 ? messages[0]!.type : undefined;
     if (this.closed) {
       return Promise.reject(
         new NetlinkError({
           errno: EBADF,
           operation: options.operation,
+          messageType,
           kernelMessage: 'socket closed',
         }),
       );
     }
     return new Promise<NetlinkMessage[]>((resolve, reject) => {
       const outstanding = new Set<number>();
-      const operationsBySeq = new Map<number, string>();
+      const sent = new Map<number, Sent>();
       const datagram = Buffer.concat(
         messages.map((message) => {
           const seq = this.nextSeq();
-          operationsBySeq.set(seq, message.operation);
+          sent.set(seq, { operation: message.operation, type: message.type });
           if (message.ack) outstanding.add(seq);
           return encodeMessage({
             type: message.type,
@@ -203,6 +216,7 @@ export class NetlinkSocket {
           new NetlinkError({
             errno: ETIMEDOUT,
             operation: options.operation,
+            messageType,
             kernelMessage: `no answer from the kernel within ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
           }),
         );
@@ -210,8 +224,9 @@ export class NetlinkSocket {
       const exchange: Exchange = {
         kind,
         operation: options.operation,
+        messageType,
         outstanding,
-        operationsBySeq,
+        sent,
         replies: [],
         interrupted: false,
         firstError: undefined,
@@ -235,6 +250,7 @@ export class NetlinkSocket {
             ? new NetlinkError({
                 errno,
                 operation: options.operation,
+                messageType,
                 kernelMessage: (error as Error).message,
               })
             : (error as Error),
@@ -253,6 +269,7 @@ export class NetlinkSocket {
         new NetlinkError({
           errno: typeof errno === 'number' ? errno : EIO,
           operation: exchange.operation,
+          messageType: exchange.messageType,
           kernelMessage: error?.message ?? 'empty datagram',
         }),
       );
@@ -274,7 +291,7 @@ export class NetlinkSocket {
   private onMessage(exchange: Exchange, message: NetlinkMessage): void {
     // Replies carry our sequence numbers and our port id; anything else is not ours (a late
     // answer to an exchange that timed out, or a notification).
-    if (!exchange.operationsBySeq.has(message.seq)) return;
+    if (!exchange.sent.has(message.seq)) return;
     if (message.pid !== 0 && message.pid !== this.transport.portId) return;
     try {
       switch (message.type) {
@@ -304,9 +321,11 @@ export class NetlinkSocket {
   private onAck(exchange: Exchange, seq: number, report: ErrorReport): void {
     exchange.outstanding.delete(seq);
     if (report.errno !== 0 && !exchange.firstError) {
+      const failed = exchange.sent.get(seq);
       exchange.firstError = new NetlinkError({
         errno: report.errno,
-        operation: exchange.operationsBySeq.get(seq) ?? exchange.operation,
+        operation: failed?.operation ?? exchange.operation,
+        messageType: failed?.type ?? exchange.messageType,
         kernelMessage: report.kernelMessage,
         offset: report.offset,
         sequence: seq,

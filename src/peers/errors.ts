@@ -162,8 +162,14 @@ export class KernelFailureError extends DomainError {
   readonly category = 'internal';
   readonly operation: string;
   readonly errnoCode: string;
-  constructor(operation: string, errnoCode: string, kernelMessage: string | undefined) {
-    const hint = errnoCode === 'EPERM' ? '; wg-peerd needs CAP_NET_ADMIN (run it as root)' : '';
+  /** `remedy`: what the kernel layer says the operator can do (KernelCallError.remedy). */
+  constructor(
+    operation: string,
+    errnoCode: string,
+    kernelMessage: string | undefined,
+    remedy?: string,
+  ) {
+    const hint = remedy ? `; ${remedy}` : '';
     super(
       'KERNEL_ERROR',
       `The kernel refused ${operation}: ${kernelMessage ? `${kernelMessage} ` : ''}(${errnoCode})${hint}`,
@@ -190,7 +196,7 @@ export function translateKernelError(error: unknown, facility: Facility, ifname:
   }
   if (error instanceof kernel.SetupConflictError) return new HostSetupConflictError(error.message);
   if (error instanceof kernel.KernelCallError) {
-    return new KernelFailureError(error.operation, error.code, error.kernelMessage);
+    return new KernelFailureError(error.operation, error.code, error.kernelMessage, error.remedy);
   }
   return error;
 }

@@ -1,6 +1,20 @@
 /** What a refusal of nf_tables means for data caps: which module is missing, and the boundary's translation. */
-import { isNetlinkError } from '../../netlink';
-import { FacilityUnavailableError, KernelError, type Translate } from '../errors';
+import type { NetlinkError } from '../../netlink';
+import { FacilityUnavailableError, type Translate } from '../errors';
+import {
+  NFNL_MSG_BATCH_BEGIN,
+  NFT_MSG_GETCHAIN,
+  NFT_MSG_GETGEN,
+  NFT_MSG_GETOBJ,
+  NFT_MSG_GETOBJ_RESET,
+  NFT_MSG_GETRULE,
+  NFT_MSG_GETSET,
+  NFT_MSG_GETSETELEM,
+  NFT_MSG_GETTABLE,
+  NFT_MSG_NEWOBJ,
+  NFT_MSG_NEWRULE,
+  nftMessageType,
+} from '../nftables/constants';
 
 export const missingNfTables = (cause: unknown): FacilityUnavailableError =>
   new FacilityUnavailableError(
@@ -21,41 +35,51 @@ export const missingObjref = (cause: unknown): FacilityUnavailableError =>
     { cause },
   );
 
+/** nf_tables' GET requests (NFT_MSG_GET*, nf_tables.h), as nlmsg_types. */
+const NFT_GETS: ReadonlySet<number> = new Set(
+  [
+    NFT_MSG_GETTABLE,
+    NFT_MSG_GETCHAIN,
+    NFT_MSG_GETRULE,
+    NFT_MSG_GETSET,
+    NFT_MSG_GETSETELEM,
+    NFT_MSG_GETGEN,
+    NFT_MSG_GETOBJ,
+    NFT_MSG_GETOBJ_RESET,
+  ].map(nftMessageType),
+);
+
 /**
- * Turns the kernel's answer to a transaction into what is missing, when that is what it says:
- * the batch itself refused (no nf_tables subsystem: EOPNOTSUPP on BATCH_BEGIN), a quota object
- * of an unknown type (ENOENT after the kernel failed to load nft-obj-2), a rule with an unknown
- * expression (ENOENT after it failed to load nft-expr-objref). Only valid for batches where the
- * table, chains and map exist or are created before, so ENOENT cannot mean those.
+ * What a refusal of nf_tables means for data caps, by the message refused (its nlmsg_type, which
+ * the error carries) and the errno; undefined when it means nothing in particular. The one place
+ * that decides a facility is missing:
+ * - a GET answered with a bare EINVAL: nfnetlink has no nf_tables subsystem (and could not load
+ *   it); nf_tables itself always says why it refuses a well-formed request;
+ * - BATCH_BEGIN answered EOPNOTSUPP: no subsystem to run the transaction;
+ * - NEWOBJ answered ENOENT: the kernel failed to load nft-obj-2 (nft_quota);
+ * - NEWRULE answered ENOENT or EOPNOTSUPP: it failed to load nft-expr-objref.
+ * ENOENT can mean those only in batches where the table, chains and map exist or are created
+ * before, which is how every batch of the data caps is written.
  */
-export function translateCommitError(error: unknown): unknown {
-  if (!isNetlinkError(error)) return error;
-  // nfnetlink answers a request for a subsystem it does not have (and could not load) with a
-  // bare EINVAL; nf_tables itself always says why it refuses a well-formed request.
-  if (
-    error.code === 'EINVAL' &&
-    !error.kernelMessage &&
-    error.operation.startsWith('NFT_MSG_GET')
-  ) {
-    return missingNfTables(error);
+function missingFacility(error: NetlinkError): FacilityUnavailableError | undefined {
+  const type = error.messageType;
+  if (type === undefined) return undefined;
+  if (NFT_GETS.has(type)) {
+    return error.code === 'EINVAL' && !error.kernelMessage ? missingNfTables(error) : undefined;
   }
-  if (error.operation.startsWith('NFNL_MSG_BATCH_BEGIN') && error.code === 'EOPNOTSUPP') {
-    return missingNfTables(error);
+  switch (type) {
+    case NFNL_MSG_BATCH_BEGIN:
+      return error.code === 'EOPNOTSUPP' ? missingNfTables(error) : undefined;
+    case nftMessageType(NFT_MSG_NEWOBJ):
+      return error.code === 'ENOENT' ? missingQuota(error) : undefined;
+    case nftMessageType(NFT_MSG_NEWRULE):
+      return error.code === 'ENOENT' || error.code === 'EOPNOTSUPP'
+        ? missingObjref(error)
+        : undefined;
+    default:
+      return undefined;
   }
-  if (error.code === 'ENOENT' && error.operation.startsWith('NFT_MSG_NEWOBJ')) {
-    return missingQuota(error);
-  }
-  if (
-    (error.code === 'ENOENT' || error.code === 'EOPNOTSUPP') &&
-    error.operation.startsWith('NFT_MSG_NEWRULE')
-  ) {
-    return missingObjref(error);
-  }
-  return error;
 }
 
 /** The boundary of every public method: what a refusal means for data caps, else generic. */
-export const quotaErrors: Translate = (error) => {
-  const translated = translateCommitError(error);
-  return translated instanceof KernelError ? translated : undefined;
-};
+export const quotaErrors: Translate = missingFacility;

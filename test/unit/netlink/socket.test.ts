@@ -278,7 +278,7 @@ describe('netlink socket', () => {
       expect(new Set(kernel.requests.map((r) => r.seq)).size).to.equal(4);
     });
 
-    it('names the failing message of a batch by its sequence number', async () => {
+    it('names the failing message of a batch, and gives its type, by its sequence number', async () => {
       const kernel = new FakeKernel((request) => {
         if (!(request.flags & NLM_F_ACK)) return [];
         return request.payload.toString() === 'bad'
@@ -289,21 +289,21 @@ describe('netlink socket', () => {
         .batch(
           [
             {
-              type: 0xa00,
+              type: 0xa0c,
               flags: NLM_F_REQUEST | NLM_F_ACK,
               payload: Buffer.from('ok'),
               ack: true,
               operation: 'NEWSETELEM x',
             },
             {
-              type: 0xa00,
+              type: 0xa14,
               flags: NLM_F_REQUEST | NLM_F_ACK,
               payload: Buffer.from('bad'),
               ack: true,
               operation: 'DELOBJ q_1',
             },
             {
-              type: 0xa00,
+              type: 0xa12,
               flags: NLM_F_REQUEST | NLM_F_ACK,
               payload: Buffer.from('ok'),
               ack: true,
@@ -315,8 +315,17 @@ describe('netlink socket', () => {
         .catch((e: unknown) => e)) as NetlinkError;
       expect(error.code).to.equal('EBUSY');
       expect(error.operation).to.equal('DELOBJ q_1');
+      expect(error.messageType).to.equal(0xa14);
       expect(error.kernelMessage).to.equal('object in use');
     });
+  });
+
+  it('gives the type of a refused request with its error, whatever its label', async () => {
+    const kernel = new FakeKernel((request) => [ack(request, 2)]);
+    const error = (await new NetlinkSocket(kernel)
+      .request(0x10, Buffer.alloc(0), { operation: 'look the family up' })
+      .catch((e: unknown) => e)) as NetlinkError;
+    expect(error).to.include({ code: 'ENOENT', messageType: 0x10 });
   });
 
   it('rejects requests after close', async () => {
