@@ -1,0 +1,90 @@
+#!/bin/bash
+# check.sh [SUMMARY_FILE]: the release check of .ci/run, as root on a Debian host.
+#   1. `npm pack` makes the release tarball (built JavaScript + prebuilt addon);
+#   2. scripts/release/install-without-compiler.sh installs it with `npm install -g` on a clean
+#      Debian without a compiler and asks `wg-peerd --version` (issue 21, done-when 1);
+#   3. the README's install command, with npm's --prefix pointing at a clean directory instead of
+#      /usr: `npm install -g --prefix DIR ./wg-peerd-<version>.tgz`, then DIR/bin/wg-peerd --version;
+#   4. in the VM (stock kernel), scripts/release/readme-walkthrough.sh runs the README's blocks with
+#      that installed copy: set-up, start, create, a client passing traffic through the tunnel,
+#      list, delete.
+# Every check prints "ok N - ..." or "not ok N - ..."; SUMMARY_FILE gets {"passed", "failed",
+# "skipped"} as the mocha suites write it, for .ci/run's closing line. Exit status 1 when a check
+# failed.
+set -uo pipefail
+
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+summary="${1:-}"
+work="$(mktemp -d /var/tmp/wg-peerd-release.XXXXXX)" # /var/tmp: the VM sees the host's, not /tmp
+trap 'rm -rf "$work"' EXIT
+cd "$repo"
+
+passed=0
+failed=0
+skipped=0
+count() { # count FILE: adds up its "ok" / "not ok" lines
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      "ok "*"# SKIP"*) skipped=$((skipped + 1)) ;;
+      "ok "*) passed=$((passed + 1)) ;;
+      "not ok "*) failed=$((failed + 1)) ;;
+    esac
+  done <"$1"
+}
+one() { # one STATUS DESCRIPTION
+  if [ "$1" -eq 0 ]; then echo "ok - $2"; passed=$((passed + 1)); else echo "not ok - $2"; failed=$((failed + 1)); fi
+}
+run_checks() { # run_checks WHAT COMMAND...: streams its output, counts its checks, and fails
+  # once more when the command failed without saying "not ok" (it did not reach its end)
+  local what="$1" before=$failed status
+  shift
+  "$@" 2>&1 | tee "$work/checks.log"
+  status=${PIPESTATUS[0]}
+  count "$work/checks.log"
+  if [ "$status" -ne 0 ] && [ "$failed" -eq "$before" ]; then one 1 "$what ran to its end (status $status)"; fi
+}
+write_summary() {
+  echo "release: $passed passed, $failed failed, $skipped skipped"
+  if [ -n "$summary" ]; then
+    printf '{"passed":%d,"failed":%d,"skipped":%d}\n' "$passed" "$failed" "$skipped" >"$summary"
+  fi
+  [ "$failed" -eq 0 ]
+}
+
+echo "--- npm pack"
+npm pack --pack-destination "$work" >"$work/pack.log" 2>&1
+status=$?
+tarball="$(ls "$work"/wg-peerd-*.tgz 2>/dev/null | head -n 1)"
+if [ "$status" -eq 0 ] && [ -n "$tarball" ] && tar -tzf "$tarball" | grep -q '^package/prebuilds/linux-x64/.*\.node$'; then
+  one 0 "npm pack: $(basename "$tarball") with $(tar -tzf "$tarball" | grep '^package/prebuilds/')"
+else
+  tail -n 30 "$work/pack.log"
+  one 1 "npm pack makes a tarball with a prebuilt linux-x64 addon"
+  write_summary
+  exit 1
+fi
+
+echo "--- npm install -g on a Debian without a compiler"
+run_checks install-without-compiler.sh scripts/release/install-without-compiler.sh "$tarball"
+
+echo "--- npm install -g --prefix (a clean prefix) for the VM"
+prefix="$work/prefix"
+npm install -g --prefix "$prefix" "$tarball" >"$work/install.log" 2>&1
+status=$?
+[ "$status" -eq 0 ] || tail -n 30 "$work/install.log"
+one "$status" "npm install -g --prefix $prefix $(basename "$tarball")"
+version="$("$prefix/bin/wg-peerd" --version 2>&1)"
+[ "$version" = "wg-peerd $(node -p 'require("./package.json").version')" ]
+one $? "the installed wg-peerd --version answers: $version"
+
+echo "--- the README, block by block, in the VM, with the installed copy"
+if scripts/vm/prepare.sh >"$work/prepare.log" 2>&1; then
+  run_checks "the walkthrough VM" scripts/vm/run.sh --timeout 900 -e "WG_PEERD_PREFIX=$prefix" \
+    -- bash scripts/release/readme-walkthrough.sh
+else
+  tail -n 30 "$work/prepare.log"
+  one 1 "scripts/vm/prepare.sh prepares the VM"
+fi
+
+write_summary

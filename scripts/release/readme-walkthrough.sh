@@ -1,0 +1,173 @@
+#!/bin/bash
+# readme-walkthrough.sh: does what the README tells a newcomer, block by block as written, on a
+# fresh host, up to a client passing traffic through the tunnel. Run as root in the throw-away
+# VM (scripts/vm/run.sh), never on a real host: it changes the firewall, IP forwarding and links.
+#
+# The README marks the blocks to run with an HTML comment right above the code fence:
+#   <!-- walkthrough: KIND[, check: NAME] -->
+# KIND: `server` runs the block with bash -e on the VPN host (this VM's root network namespace);
+# `daemon` starts it in the background there and waits for /readyz; `client` runs it in the
+# client's network namespace; `install` is not run here (the guest's /usr is read-only): the
+# caller ran that block on the host with npm's --prefix and passes the prefix as
+# WG_PEERD_PREFIX, whose bin/ comes first on PATH. `check:` names a check of this script run
+# after the block (created, alive, deleted). All blocks run in README order in one directory.
+#
+# The machine around the README (not in it): the host's uplink `eth0` is 203.0.113.1/24, default
+# route via 203.0.113.254, a router namespace `internet` that also holds 1.1.1.1 (a server on the
+# internet) and a client namespace `client` (192.0.2.2, default route via the router). The
+# router has no route to the VPN's 10.8.0.0/24: a client reaches 1.1.1.1 only through the
+# tunnel, IP forwarding and the README's masquerade. `ping` is busybox's (the host has none).
+#
+# Output: "ok N - ..." / "not ok N - ..." per block and check, then "N passed, N failed".
+set -uo pipefail
+
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+readme="${WG_PEERD_README:-$repo/README.md}"
+prefix="${WG_PEERD_PREFIX:?WG_PEERD_PREFIX: the npm prefix the release tarball was installed into}"
+work="$(mktemp -d /tmp/walkthrough.XXXXXX)"
+export PATH="$prefix/bin:$work/bin:$PATH"
+mkdir -p "$work/bin" "$work/blocks"
+printf '#!/bin/sh\nexec busybox ping "$@"\n' >"$work/bin/ping"
+chmod +x "$work/bin/ping"
+
+n=0
+failed=0
+result() { # result STATUS DESCRIPTION
+  n=$((n + 1))
+  if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+finish() {
+  if [ -n "${daemon_pid:-}" ] && kill -0 "$daemon_pid" 2>/dev/null; then
+    kill -TERM "$daemon_pid"
+    wait "$daemon_pid"
+    result $? "the daemon stops on SIGTERM with status 0"
+  fi
+  echo "$((n - failed)) passed, $failed failed"
+  [ "$failed" -eq 0 ] && exit 0
+  exit 1
+}
+
+# --- the machine -------------------------------------------------------------------------------
+set -e
+ip link set lo up
+ip netns add internet
+ip netns add client
+ip link add eth0 type veth peer name up0 netns internet
+ip addr add 203.0.113.1/24 dev eth0
+ip link set eth0 up
+ip route add default via 203.0.113.254
+ip link add cl0 netns internet type veth peer name eth0 netns client
+ip -n internet addr add 203.0.113.254/24 dev up0
+ip -n internet addr add 192.0.2.1/24 dev cl0
+ip -n internet addr add 1.1.1.1/32 dev lo
+ip -n internet link set lo up
+ip -n internet link set up0 up
+ip -n internet link set cl0 up
+ip netns exec internet sysctl -qw net.ipv4.ip_forward=1
+ip -n client addr add 192.0.2.2/24 dev eth0
+ip -n client link set lo up
+ip -n client link set eth0 up
+ip -n client route add default via 192.0.2.1
+set +e
+[ "$(command -v wg-peerd)" = "$prefix/bin/wg-peerd" ]
+result $? "wg-peerd on PATH is the installed copy ($prefix/bin/wg-peerd: $(wg-peerd --version))"
+
+# --- the README's blocks -------------------------------------------------------------------------
+# Each marked block becomes blocks/NNN.KIND[.CHECK].sh, in order.
+count=0
+kind=""
+inside=0
+marker='^<!-- walkthrough: *([a-z]+)(, *check: *([a-z]+))? *-->$'
+while IFS= read -r line; do
+  if [ "$inside" -eq 1 ]; then
+    if [[ $line == '```'* ]]; then inside=0; kind=""; else printf '%s\n' "$line" >>"$file"; fi
+  elif [[ $line =~ $marker ]]; then
+    kind="${BASH_REMATCH[1]}"
+    check="${BASH_REMATCH[3]}"
+  elif [ -n "$kind" ] && [[ $line == '```'* ]]; then
+    inside=1
+    count=$((count + 1))
+    file="$(printf '%s/%03d.%s%s.sh' "$work/blocks" "$count" "$kind" "${check:+.$check}")"
+    : >"$file"
+  elif [ -n "$line" ]; then
+    kind="" # a marker belongs to the fence right below it
+  fi
+done <"$readme"
+blocks=("$work"/blocks/*.sh)
+[ -e "${blocks[0]}" ]
+result $? "the README marks blocks to run (${#blocks[@]})"
+
+api=http://127.0.0.1:8080
+key() { node -p 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).peer.publicKey' "$work/peer.json"; }
+list_status() { # the status of the created peer in GET /api/peers, "absent" when not listed
+  curl -sf "$api/api/peers" | node -e '
+    const list = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    const peer = list.peers.find((p) => p.public_key === process.argv[1]);
+    console.log(peer ? peer.status : "absent");' "$(key)"
+}
+run_check() {
+  case "$1" in
+    created)
+      node -e '
+        const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+        if (r.success !== true || !/^\[Interface\]/.test(r.config)) process.exit(1);' "$work/peer.json" &&
+        grep -q '^PrivateKey = ' "$work/client.conf"
+      result $? "check created: peer.json is a successful create response and client.conf its config"
+      ;;
+    alive)
+      local status
+      status="$(list_status)"
+      [ "$status" = ALIVE ]
+      result $? "check alive: GET /api/peers lists the client's peer as ALIVE (got: $status)"
+      ;;
+    deleted)
+      local status
+      status="$(list_status)"
+      [ "$status" = absent ]
+      result $? "check deleted: GET /api/peers no longer lists the peer (got: $status)"
+      ! ip netns exec client busybox ping -c 2 -W 2 10.8.0.1 >/dev/null 2>&1
+      result $? "check deleted: the client's tunnel no longer passes traffic"
+      ;;
+    *) result 1 "unknown check '$1'" ;;
+  esac
+}
+
+cd "$work"
+for block in "${blocks[@]}"; do
+  name="$(basename "$block" .sh)"
+  kind="$(echo "$name" | cut -d. -f2)"
+  check="$(echo "$name" | cut -d. -f3)"
+  first="$(grep -m 1 -v '^\s*\(#.*\)\?$' "$block")"
+  echo "--- README block ${name%%.*} ($kind): $first"
+  case "$kind" in
+    install)
+      result 0 "block ${name%%.*} (install) was run on the host with --prefix $prefix # SKIP in the VM"
+      ;;
+    server)
+      bash -e "$block"
+      result $? "block ${name%%.*} on the server: $first"
+      ;;
+    client)
+      ip netns exec client bash -e "$block"
+      result $? "block ${name%%.*} on the client: $first"
+      ;;
+    daemon)
+      bash -e "$block" >"$work/daemon.log" 2>&1 &
+      daemon_pid=$!
+      ready=1
+      for _ in $(seq 1 180); do
+        if curl -sf "$api/readyz" >/dev/null; then ready=0; break; fi
+        kill -0 "$daemon_pid" 2>/dev/null || break
+        sleep 1
+      done
+      result $ready "block ${name%%.*} starts the daemon and it gets ready: $first"
+      if [ "$ready" -ne 0 ]; then sed 's/^/    /' "$work/daemon.log"; fi
+      ;;
+    *) result 1 "block ${name%%.*}: unknown kind '$kind'" ;;
+  esac
+  if [ -n "$check" ]; then run_check "$check"; fi
+done
+grep -q '"level":50\|"level":60' "$work/daemon.log"
+[ $? -ne 0 ]
+result $? "the daemon logged no error"
+finish
