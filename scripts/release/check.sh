@@ -56,8 +56,9 @@ echo "--- npm pack"
 npm pack --pack-destination "$work" >"$work/pack.log" 2>&1
 status=$?
 tarball="$(ls "$work"/wg-peerd-*.tgz 2>/dev/null | head -n 1)"
-if [ "$status" -eq 0 ] && [ -n "$tarball" ] && tar -tzf "$tarball" | grep -q '^package/prebuilds/linux-x64/.*\.node$'; then
-  one 0 "npm pack: $(basename "$tarball") with $(tar -tzf "$tarball" | grep '^package/prebuilds/')"
+prebuild="$( [ -n "$tarball" ] && tar -tzf "$tarball" | grep '^package/prebuilds/linux-x64/.*\.node$')"
+if [ "$status" -eq 0 ] && [ -n "$prebuild" ]; then
+  one 0 "npm pack: $(basename "$tarball") with $prebuild"
 else
   tail -n 30 "$work/pack.log"
   one 1 "npm pack makes a tarball with a prebuilt linux-x64 addon"

@@ -38,7 +38,8 @@ result() { # result STATUS DESCRIPTION
 }
 finish() {
   if [ -n "${daemon_pid:-}" ] && kill -0 "$daemon_pid" 2>/dev/null; then
-    kill -TERM "$daemon_pid"
+    # The block's shell runs the daemon in the foreground: signal the daemon, as systemd would.
+    kill -TERM $(pgrep -P "$daemon_pid")
     wait "$daemon_pid"
     result $? "the daemon stops on SIGTERM with status 0"
   fi
@@ -132,6 +133,15 @@ run_check() {
   esac
 }
 
+shown() { # runs a command and shows its output indented, so no line of it reads as a result
+  local status
+  "$@" >"$work/output" 2>&1
+  status=$?
+  sed 's/^/    /' "$work/output"
+  if [ -n "$(tail -c 1 "$work/output")" ]; then echo; fi
+  return "$status"
+}
+
 cd "$work"
 for block in "${blocks[@]}"; do
   name="$(basename "$block" .sh)"
@@ -144,11 +154,11 @@ for block in "${blocks[@]}"; do
       result 0 "block ${name%%.*} (install) was run on the host with --prefix $prefix # SKIP in the VM"
       ;;
     server)
-      bash -e "$block"
+      shown bash -e "$block"
       result $? "block ${name%%.*} on the server: $first"
       ;;
     client)
-      ip netns exec client bash -e "$block"
+      shown ip netns exec client bash -e "$block"
       result $? "block ${name%%.*} on the client: $first"
       ;;
     daemon)
