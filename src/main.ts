@@ -220,9 +220,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
+  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
   const metrics = createMetrics({
     service: { snapshot: () => service.snapshot() },
     perPeer: config.metricsPerPeer,
+    build: { version: packageVersion(), readiness },
   });
   // The event stream and webhooks read the same shared snapshot as the list and the metrics.
   const events: Events = new Events({
@@ -267,7 +269,6 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const { admin, read } = config.tokens;
   // No token at all: no authentication (allowed on loopback, or when told explicitly).
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
-  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
   // The TLS files being served: those of the start, then of each good SIGHUP re-read.
   let tls: TlsMaterial | null = config.tls?.material ?? null;
   if (tls !== null) registerTlsMetrics(metrics.registry, () => tls!.certificate);

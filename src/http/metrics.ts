@@ -15,6 +15,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { KernelObserver, PeerServiceApi, PeerSnapshot } from '../peers';
 import { renderPeerMetrics } from './peer-metrics';
 import { RequestDurations, type DurationSeries } from './request-durations';
+import { registerServiceMetrics, type ServiceMetricsOptions } from './service-metrics';
 import { routeOf } from './request-log';
 
 export {
@@ -38,6 +39,8 @@ export interface MetricsOptions {
   now?: () => number;
   /** Process metrics (CPU, memory, event loop, ...); off in tests that build many registries. */
   processMetrics?: boolean;
+  /** Build info, readiness (service-metrics.ts); without it, no wg_peerd_build_info. */
+  build?: ServiceMetricsOptions;
 }
 
 /** Records one request's duration under a fixed method and route, by status code. */
@@ -84,6 +87,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     for (const name of LINT_FAILING_DEFAULTS) registry.removeSingleMetric(name);
   }
 
+  const service = registerServiceMetrics(registry, options.build ?? null);
   const requestDuration = new RequestDurations(registry);
   const kernelRead = new Histogram({
     name: 'wg_peerd_kernel_read_duration_seconds',
@@ -165,6 +169,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
         // The read's failure is already counted (observer); the daemon's own metrics are still
         // worth scraping, most of all when the kernel fails.
       }
+      service.observe(snapshot);
       let peers: Buffer[] = [];
       if (snapshot === null) {
         snapshotUp.set(0);
