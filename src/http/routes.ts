@@ -234,7 +234,7 @@ export const ROUTES: readonly RouteDef[] = [
     ...keyPath('/config'),
     polled: false,
     scope: 'read',
-    summary: 'Always 404: client configurations are not stored (SPEC §4.4)',
+    summary: 'Always 404: client configurations are not stored',
     success: {
       status: 404,
       description: 'Never succeeds: the error CONFIG_NOT_STORED explains why',
@@ -346,7 +346,7 @@ export const ROUTES: readonly RouteDef[] = [
     ...at('/api/docs'),
     polled: false,
     scope: 'public',
-    summary: 'A viewer of this document (Swagger UI, served from the package itself)',
+    summary: 'A viewer of the OpenAPI document (Swagger UI, served from the package itself)',
     success: {
       status: 200,
       description:
