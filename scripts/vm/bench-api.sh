@@ -11,20 +11,12 @@
 # run takes 30-40 minutes under TCG). Every BENCH_* variable (BENCH_SIZES, BENCH_ROUNDS,
 # BENCH_CONNECTIONS, BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_RAW_RUNS, BENCH_ALONE_REQUESTS, BENCH_ALONE_SIZE) is
 # passed into the guest.
-set -euo pipefail
-
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-REPO="$(cd "$HERE/../.." && pwd -P)"
-cd "$REPO"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 export WG_PEERD_VM_MEM="${WG_PEERD_VM_MEM:-6144}"
 export WG_PEERD_VM_TIMEOUT="${WG_PEERD_VM_TIMEOUT:-3600}"
 
-npm run build
-for f in api baseline-wg-dump replay-ceiling; do
-  [ -f "dist/bench/$f.js" ] || { echo "bench:api: dist/bench/$f.js was not built" >&2; exit 1; }
-done
-"$HERE/prepare.sh"
+build_for bench:api dist/bench/{api,baseline-wg-dump,replay-ceiling}.js
 
 env_args=()
 while IFS='=' read -r name _; do

@@ -5,17 +5,9 @@
 # with OUT_DIR set; the recorder writes $OUT_DIR/transcripts/*.json, which are then copied into
 # test/fixtures/transcripts/ (same names overwritten, others left alone). The committed
 # transcripts come from this command, never from hand-written bytes.
-set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-REPO="$(cd "$HERE/../.." && pwd -P)"
-cd "$REPO"
-q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-
-npm run build
-[ -f dist/scripts/record-transcripts.js ] ||
-  { echo "record-transcripts: dist/scripts/record-transcripts.js was not built" >&2; exit 1; }
-"$HERE/prepare.sh"
+build_for record-transcripts dist/scripts/record-transcripts.js
 
 out="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-transcripts.XXXXXX")"
 trap 'rm -rf "$out"' EXIT

@@ -28,22 +28,16 @@
 # WG_PEERD_VM_SMP (default 2), WG_PEERD_VM_APPEND (extra kernel command line; "vm.debug" traces
 # the guest init on the console), WG_PEERD_VM_KEEP=1 (keep the control directory: console log,
 # job script; for debugging), WG_PEERD_VM_TIMEOUT (default of --timeout).
-set -euo pipefail
-
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-REPO="$(cd "$HERE/../.." && pwd -P)"
-VM_DIR="${WG_PEERD_VM_DIR:-$REPO/.vm}"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,/^\. "\$(dirname/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() {
   printf 'run.sh: %s\n' "$*" >&2
   exit 125
 }
-# Single-quote a string for a POSIX shell (the guest's /bin/sh may be dash).
-q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 out_dir=""
 timeout_s="${WG_PEERD_VM_TIMEOUT:-1800}"
