@@ -7,6 +7,11 @@
 // what failed, so scripts/vm/test-kernel.sh can say which kernel each failure was on. .ci/run sums
 // these files.
 //
+// MOCHA_PROGRESS_FILE, when set, is rewritten as the run goes (at each test and hook start and
+// each result) with the same counts so far plus "running": the full title of the test or hook
+// under way, or null, and "last": the last one that started. A run that never ends (a VM killed for its time) leaves there what failed
+// before it stopped and where it stopped; scripts/vm/test-kernel.sh reads it then.
+//
 // Plain CommonJS (not compiled), so mocha can load it by path: --reporter test/support/reporter.js
 'use strict';
 
@@ -17,7 +22,23 @@ const path = require('path');
 const Mocha = require('mocha');
 
 const { Spec } = Mocha.reporters;
-const { EVENT_RUN_END, EVENT_TEST_FAIL } = Mocha.Runner.constants;
+const {
+  EVENT_HOOK_BEGIN,
+  EVENT_HOOK_END,
+  EVENT_RUN_END,
+  EVENT_TEST_BEGIN,
+  EVENT_TEST_END,
+  EVENT_TEST_FAIL,
+  EVENT_TEST_PASS,
+  EVENT_TEST_PENDING,
+} = Mocha.Runner.constants;
+
+/** Writes `data` as JSON to `file` in one piece (a reader never sees half a file). */
+function writeJson(file, data) {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(data)}\n`);
+  fs.renameSync(`${file}.tmp`, file);
+}
 
 class SummaryReporter extends Spec {
   constructor(runner, options) {
@@ -25,21 +46,28 @@ class SummaryReporter extends Spec {
     const failures = [];
     // WG_PEERD_TEST_KERNEL (set by test-kernel.sh in the VM) names the kernel a failure was on.
     const kernel = process.env.WG_PEERD_TEST_KERNEL;
+    const summary = () => {
+      const stats = runner.stats || this.stats;
+      return { passed: stats.passes, failed: stats.failures, skipped: stats.pending, failures };
+    };
     runner.on(EVENT_TEST_FAIL, (test) =>
       failures.push(kernel ? `[${kernel}] ${test.fullTitle()}` : test.fullTitle()),
     );
+    const progressFile = process.env.MOCHA_PROGRESS_FILE;
+    if (progressFile) {
+      // Registered after the Spec reporter's and the stats' own listeners: the counts are current.
+      // "last" is the last test or hook that started, which places a stop between two of them.
+      let last = null;
+      const progress = (running) => writeJson(progressFile, { ...summary(), running, last });
+      for (const event of [EVENT_TEST_BEGIN, EVENT_HOOK_BEGIN]) {
+        runner.on(event, (runnable) => progress((last = runnable.fullTitle())));
+      }
+      const ends = [EVENT_TEST_PASS, EVENT_TEST_FAIL, EVENT_TEST_PENDING, EVENT_TEST_END];
+      for (const event of [...ends, EVENT_HOOK_END]) runner.on(event, () => progress(null));
+    }
     runner.once(EVENT_RUN_END, () => {
       const file = process.env.MOCHA_SUMMARY_FILE;
-      if (!file) return;
-      const stats = runner.stats || this.stats;
-      const summary = {
-        passed: stats.passes,
-        failed: stats.failures,
-        skipped: stats.pending,
-        failures,
-      };
-      fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-      fs.writeFileSync(file, `${JSON.stringify(summary)}\n`);
+      if (file) writeJson(file, summary());
     });
   }
 }
