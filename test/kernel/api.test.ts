@@ -3,16 +3,20 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { WgDump } from '../support/wg-dump';
-import { type DaemonProcess, api, startDaemon } from './support/daemon';
+import {
+  type CreatedPeer,
+  type DaemonProcess,
+  api,
+  configureClient,
+  startDaemon,
+} from './support/daemon';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
   assertInTestVm,
-  deleteLink,
-  inNs,
   linkExists,
   ping,
-  q,
+  removeDaemonLeftovers,
   setupClientNamespace,
   sh,
   teardownClientNamespace,
@@ -31,12 +35,6 @@ const DAEMON_ARGS = [
   SERVER_UNDERLAY_IP,
 ];
 
-interface CreatedPeer {
-  success: boolean;
-  peer: { ip: string; privateKey: string; publicKey: string };
-  server: { publicKey: string; endpoint: string };
-}
-
 interface ListedPeer {
   public_key: string;
   ip_address: string;
@@ -49,24 +47,6 @@ function kernelPeers(): WgDump['peers'] {
   return wgShowDump(IFNAME).peers;
 }
 
-/** Brings up the client side using nothing but the create response. */
-function configureClient(created: CreatedPeer): void {
-  const dir = mkdtempSync(path.join(tmpdir(), 'wgc-'));
-  const keyFile = path.join(dir, 'private.key');
-  writeFileSync(keyFile, `${created.peer.privateKey}\n`, { mode: 0o600 });
-  deleteLink(CLIENT_IF, CLIENT_NS);
-  sh(inNs(CLIENT_NS, `ip link add ${CLIENT_IF} type wireguard`));
-  sh(
-    inNs(
-      CLIENT_NS,
-      `wg set ${CLIENT_IF} private-key ${q(keyFile)} peer ${q(created.server.publicKey)} ` +
-        `endpoint ${q(created.server.endpoint)} allowed-ips 10.8.0.0/24`,
-    ),
-  );
-  sh(inNs(CLIENT_NS, `ip addr add ${created.peer.ip}/24 dev ${CLIENT_IF}`));
-  sh(inNs(CLIENT_NS, `ip link set ${CLIENT_IF} up`));
-}
-
 // The whole product against a real kernel: `npm start`, HTTP, a real client through the tunnel,
 // with wg/tc/nft as the oracles of what the kernel holds.
 describe('HTTP API end to end (real kernel, npm start)', function () {
@@ -76,17 +56,12 @@ describe('HTTP API end to end (real kernel, npm start)', function () {
   before(function () {
     assertInTestVm();
     setupClientNamespace();
-    deleteLink(IFNAME);
+    removeDaemonLeftovers(IFNAME);
   });
 
   after(async function () {
     await daemon?.stop();
-    // What the daemon leaves by design (it outlives the daemon so limits and caps survive a
-    // restart) goes too, so later test files find the kernel as the VM booted: the shaper's IFB
-    // and the quota table (whose rules would keep nf_tables modules in use).
-    deleteLink(IFNAME);
-    deleteLink(`ifb-${IFNAME}`);
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
     teardownClientNamespace();
   });
 
@@ -111,7 +86,7 @@ describe('HTTP API end to end (real kernel, npm start)', function () {
     const inKernel = kernelPeers().find((p) => p.publicKey === created.peer.publicKey);
     expect(inKernel?.allowedIps).to.deep.equal([`${created.peer.ip}/32`]);
 
-    configureClient(created);
+    configureClient(created, CLIENT_IF, '10.8.0.0/24');
     ping(CLIENT_NS, '10.8.0.1');
   });
 
@@ -258,7 +233,7 @@ describe('start-up refusals (real kernel)', function () {
       ).to.equal(200);
     } finally {
       await daemon.stop();
-      deleteLink('wgz1');
+      removeDaemonLeftovers('wgz1');
     }
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { type DaemonProcess, type JsonResponse, api, startDaemon } from './support/daemon';
-import { assertInTestVm, createWgInterface, deleteLink, sh } from './support/topology';
+import { assertInTestVm, createWgInterface, removeDaemonLeftovers, sh } from './support/topology';
 
 // Issue 10's findings, reproduced against a real kernel with a running daemon and changes made
 // behind its back with ip/tc/nft (which are also the oracles of what the kernel holds).
@@ -19,24 +19,18 @@ const DAEMON_ARGS = [
   '192.0.2.1',
 ];
 
-function cleanUp(): void {
-  deleteLink(IFNAME);
-  deleteLink(`ifb-${IFNAME}`);
-  sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
-}
-
 describe('the interface deleted under a running daemon (real kernel)', function () {
   let daemon: DaemonProcess | undefined;
 
   before(async function () {
     assertInTestVm();
-    cleanUp();
+    removeDaemonLeftovers(IFNAME);
     daemon = await startDaemon({ args: DAEMON_ARGS, listen: LISTEN });
   });
 
   after(async function () {
     await daemon?.stop();
-    cleanUp();
+    removeDaemonLeftovers(IFNAME);
   });
 
   it('answers every route 503 INTERFACE_MISSING once `ip link del` removed it', async () => {
@@ -148,9 +142,7 @@ describe('changes behind the daemon back are listed truthfully, repaired on the 
 
   before(async function () {
     assertInTestVm();
-    deleteLink(IF2);
-    deleteLink(IFB2);
-    sh(`nft delete table ip ${TABLE2} 2>/dev/null || true`);
+    removeDaemonLeftovers(IF2);
     daemon = await startDaemon({ args, listen: LISTEN2 });
   });
 
@@ -163,9 +155,7 @@ describe('changes behind the daemon back are listed truthfully, repaired on the 
 
   after(async function () {
     await daemon?.stop();
-    deleteLink(IF2);
-    deleteLink(IFB2);
-    sh(`nft delete table ip ${TABLE2} 2>/dev/null || true`);
+    removeDaemonLeftovers(IF2);
   });
 
   it('after the interface is recreated, no old limit or cap reaches a new peer and nothing is left for addresses without a peer', async () => {

@@ -1,6 +1,12 @@
 import { expect } from 'chai';
 import { type DaemonProcess, api, startDaemon } from './support/daemon';
-import { SERVER_UNDERLAY_IP, assertInTestVm, deleteLink, sh, wgShowDump } from './support/topology';
+import {
+  SERVER_UNDERLAY_IP,
+  assertInTestVm,
+  removeDaemonLeftovers,
+  sh,
+  wgShowDump,
+} from './support/topology';
 
 const IFNAME = 'wglw0';
 const LISTEN = '127.0.0.1:18090';
@@ -18,14 +24,12 @@ describe('list freshness window: a list after a write sees it (real kernel, npm 
 
   before(function () {
     assertInTestVm();
-    deleteLink(IFNAME);
+    removeDaemonLeftovers(IFNAME);
   });
 
   after(async function () {
     await daemon?.stop();
-    deleteLink(IFNAME);
-    deleteLink(`ifb-${IFNAME}`);
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
   });
 
   const listed = async (): Promise<ListedPeer[]> => {

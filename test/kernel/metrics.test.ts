@@ -6,20 +6,22 @@
  */
 import { expect } from 'chai';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { type Sample, parseSamples, valueOf } from '../support/prom-text';
-import { type DaemonProcess, type Reply, call, startDaemon } from './support/daemon';
+import {
+  type CreatedPeer,
+  type DaemonProcess,
+  call,
+  configureClient,
+  scrape,
+  startDaemon,
+} from './support/daemon';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
   assertInTestVm,
-  deleteLink,
-  inNs,
   ping,
-  q,
+  removeDaemonLeftovers,
   setupClientNamespace,
   sh,
   teardownClientNamespace,
@@ -70,39 +72,11 @@ socket.on('error', done);
 idle();
 `;
 
-interface CreatedPeer {
-  peer: { ip: string; privateKey: string; publicKey: string };
-  server: { publicKey: string; endpoint: string };
-}
-
-async function scrape(daemon: DaemonProcess): Promise<Reply> {
-  const reply = await call(daemon, 'GET', '/metrics', { token: TOKEN });
-  expect(reply.status, reply.text).to.equal(200);
-  return reply;
-}
-
 /** Kernel reads so far: the _count of the read-duration histogram, both results. */
 function reads(samples: Sample[]): number {
   return samples
     .filter((s) => s.name === 'wg_peerd_kernel_read_duration_seconds_count')
     .reduce((sum, s) => sum + s.value, 0);
-}
-
-function configureClient(created: CreatedPeer): void {
-  const dir = mkdtempSync(path.join(tmpdir(), 'wgm-'));
-  const keyFile = path.join(dir, 'private.key');
-  writeFileSync(keyFile, `${created.peer.privateKey}\n`, { mode: 0o600 });
-  deleteLink(CLIENT_IF, CLIENT_NS);
-  sh(inNs(CLIENT_NS, `ip link add ${CLIENT_IF} type wireguard`));
-  sh(
-    inNs(
-      CLIENT_NS,
-      `wg set ${CLIENT_IF} private-key ${q(keyFile)} peer ${q(created.server.publicKey)} ` +
-        `endpoint ${q(created.server.endpoint)} allowed-ips ${SERVER_IP}/32`,
-    ),
-  );
-  sh(inNs(CLIENT_NS, `ip addr add ${created.peer.ip}/24 dev ${CLIENT_IF}`));
-  sh(inNs(CLIENT_NS, `ip link set ${CLIENT_IF} up`));
 }
 
 /** Runs the client script in the client namespace; resolves with the bytes it received. */
@@ -151,15 +125,13 @@ describe('metrics end to end (real kernel, npm start)', function () {
   before(function () {
     assertInTestVm();
     setupClientNamespace();
-    deleteLink(IFNAME);
+    removeDaemonLeftovers(IFNAME);
   });
 
   after(async function () {
     server?.close();
     await daemon?.stop();
-    deleteLink(IFNAME);
-    deleteLink(`ifb-${IFNAME}`);
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
     teardownClientNamespace();
   });
 
@@ -173,7 +145,7 @@ describe('metrics end to end (real kernel, npm start)', function () {
     const response = await call(daemon, 'POST', '/api/peer', { token: TOKEN });
     expect(response.status, response.text).to.equal(201);
     created = response.json<CreatedPeer>();
-    configureClient(created);
+    configureClient(created, CLIENT_IF, `${SERVER_IP}/32`);
     ping(CLIENT_NS, SERVER_IP);
 
     const key = encodeURIComponent(created.peer.publicKey);
@@ -204,7 +176,7 @@ describe('metrics end to end (real kernel, npm start)', function () {
     // close as two separate reads can be compared (no tolerance to pick; nothing should move
     // anyway, since the cap drops the client's traffic).
     const before = wgShowDump(IFNAME).peers.find((p) => p.publicKey === created.peer.publicKey)!;
-    const { text, headers } = await scrape(daemon!);
+    const { text, headers } = await scrape(daemon!, TOKEN);
     const after = wgShowDump(IFNAME).peers.find((p) => p.publicKey === created.peer.publicKey)!;
     expect(headers.get('content-type')).to.equal('text/plain; version=0.0.4; charset=utf-8');
     const samples = parseSamples(text);
@@ -243,7 +215,7 @@ describe('metrics end to end (real kernel, npm start)', function () {
   });
 
   it('passes promtool check metrics', async () => {
-    const { text } = await scrape(daemon!);
+    const { text } = await scrape(daemon!, TOKEN);
     const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     expect(result.error, 'promtool (Debian package prometheus) must be installed').to.equal(
       undefined,
@@ -252,12 +224,12 @@ describe('metrics end to end (real kernel, npm start)', function () {
   });
 
   it('answers a scrape and a list at the same time from one kernel read', async () => {
-    const first = reads(parseSamples((await scrape(daemon!)).text)); // counts its own read
+    const first = reads(parseSamples((await scrape(daemon!, TOKEN)).text)); // counts its own read
     const [metrics, list] = await Promise.all([
-      scrape(daemon!),
+      scrape(daemon!, TOKEN),
       call(daemon!, 'GET', '/api/peers', { token: TOKEN }),
     ]);
-    const last = reads(parseSamples((await scrape(daemon!)).text)); // and this one its own
+    const last = reads(parseSamples((await scrape(daemon!, TOKEN)).text)); // and this one its own
     console.log(`      kernel reads: ${first} after the first scrape, ${last} after the last`);
     expect(last - first, 'reads of the concurrent pair plus the last scrape').to.equal(2);
     // One read: both answers show the same counters.

@@ -6,8 +6,8 @@ import { type DaemonProcess, api, startDaemon } from './support/daemon';
 import {
   SERVER_UNDERLAY_IP,
   assertInTestVm,
-  deleteLink,
   linkExists,
+  removeDaemonLeftovers,
   setupClientNamespace,
   sh,
   teardownClientNamespace,
@@ -67,14 +67,12 @@ describe('daemon as a non-root user with only CAP_NET_ADMIN (real kernel)', func
   before(function () {
     assertInTestVm();
     setupClientNamespace();
-    deleteLink(IFNAME);
+    removeDaemonLeftovers(IFNAME);
   });
 
   after(async function () {
     await daemon?.stop();
-    deleteLink(IFNAME);
-    deleteLink(`ifb-${IFNAME}`);
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
     teardownClientNamespace();
   });
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { type DaemonProcess, api, startDaemon } from './support/daemon';
-import { SERVER_UNDERLAY_IP, assertInTestVm, deleteLink, sh } from './support/topology';
+import { SERVER_UNDERLAY_IP, assertInTestVm, removeDaemonLeftovers, sh } from './support/topology';
 
 const IFNAME = 'wgpr0';
 const LISTEN = '127.0.0.1:18095';
@@ -13,14 +13,12 @@ describe('probes: /healthz and /readyz on the real kernel (npm start)', function
 
   before(function () {
     assertInTestVm();
-    deleteLink(IFNAME);
+    removeDaemonLeftovers(IFNAME);
   });
 
   after(async function () {
     await daemon?.stop();
-    deleteLink(IFNAME);
-    deleteLink(`ifb-${IFNAME}`);
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
   });
 
   it('is ready on a working interface, and 503 INTERFACE_MISSING once it is deleted', async () => {

@@ -13,7 +13,13 @@
  */
 import { expect } from 'chai';
 import { type DaemonProcess, type JsonResponse, api, startDaemon } from './support/daemon';
-import { assertInTestVm, deleteLink, sh, wgShowDump } from './support/topology';
+import {
+  assertInTestVm,
+  deleteNftTable,
+  removeDaemonLeftovers,
+  sh,
+  wgShowDump,
+} from './support/topology';
 
 const IFNAME = 'wgsoak0';
 const IFB = `ifb-${IFNAME}`;
@@ -161,10 +167,8 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
 
   before(function () {
     assertInTestVm();
-    deleteLink(IFNAME);
-    deleteLink(IFB);
-    sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
-    sh(`nft delete table inet ${OPERATOR} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
+    deleteNftTable('inet', OPERATOR);
     // An operator's own table, there before the daemon and the soak.
     sh(`nft add table inet ${OPERATOR}`);
     sh(
@@ -180,10 +184,8 @@ describe('soak: concurrent API load with a daemon crash, then kernel == API', fu
 
   after(async function () {
     await daemon?.stop();
-    deleteLink(IFNAME);
-    deleteLink(IFB);
-    sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
-    sh(`nft delete table inet ${OPERATOR} 2>/dev/null || true`);
+    removeDaemonLeftovers(IFNAME);
+    deleteNftTable('inet', OPERATOR);
   });
 
   it('keeps the kernel and the API consistent through a minute of load and a SIGKILL', async () => {

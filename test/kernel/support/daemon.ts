@@ -3,9 +3,11 @@
  * `setpriv ...`) for end-to-end kernel tests and talks to it over HTTP.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { CLIENT_NS, deleteLink, inNs, q, sh } from './topology';
 
 const REPO = path.resolve(__dirname, '..', '..', '..', '..');
 
@@ -223,4 +225,40 @@ export async function api(
   // An empty token means none here, as it always has for api().
   const reply = await call(daemon, method, pathname, { body, token: token || undefined });
   return { status: reply.status, headers: reply.headers, body: reply.json() };
+}
+
+/** GET /metrics; throws (the status and body in the message) unless it answers 200. */
+export async function scrape(target: Target, token?: string): Promise<Reply> {
+  const reply = await call(target, 'GET', '/metrics', { token });
+  if (reply.status !== 200) throw new Error(`GET /metrics answered ${reply.status}: ${reply.text}`);
+  return reply;
+}
+
+/** What POST /api/peer answers (SPEC.md): the new peer's keys and address, and the server's. */
+export interface CreatedPeer {
+  success: boolean;
+  peer: { ip: string; privateKey: string; publicKey: string };
+  server: { publicKey: string; endpoint: string };
+}
+
+/**
+ * Brings up the client side in the client namespace from nothing but a create response: the
+ * WireGuard interface `ifname` (replacing one of that name) with the peer's private key and
+ * address (a /24), and the server as its one peer, reachable for `allowedIps`.
+ */
+export function configureClient(created: CreatedPeer, ifname: string, allowedIps: string): void {
+  const dir = mkdtempSync(path.join(tmpdir(), `${ifname}-`));
+  const keyFile = path.join(dir, 'private.key');
+  writeFileSync(keyFile, `${created.peer.privateKey}\n`, { mode: 0o600 });
+  deleteLink(ifname, CLIENT_NS);
+  sh(inNs(CLIENT_NS, `ip link add ${q(ifname)} type wireguard`));
+  sh(
+    inNs(
+      CLIENT_NS,
+      `wg set ${q(ifname)} private-key ${q(keyFile)} peer ${q(created.server.publicKey)} ` +
+        `endpoint ${q(created.server.endpoint)} allowed-ips ${q(allowedIps)}`,
+    ),
+  );
+  sh(inNs(CLIENT_NS, `ip addr add ${q(`${created.peer.ip}/24`)} dev ${q(ifname)}`));
+  sh(inNs(CLIENT_NS, `ip link set ${q(ifname)} up`));
 }

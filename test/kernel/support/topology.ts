@@ -13,6 +13,8 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { quotaTableName } from '../../../src/kernel/quota/naming';
+import { ifbNameFor } from '../../../src/kernel/shaper/addressing';
 import { type WgDump, parseWgDump } from '../../support/wg-dump';
 
 /** The client network namespace. */
@@ -112,6 +114,24 @@ export function linkExists(ifname: string, netns?: string): boolean {
 /** Deletes link `ifname` in `netns` if it exists. */
 export function deleteLink(ifname: string, netns?: string): void {
   if (linkExists(ifname, netns)) sh(inNs(netns, `ip link del dev ${q(ifname)}`));
+}
+
+/** Deletes nf_tables table `name` of `family` if it exists. */
+export function deleteNftTable(family: 'ip' | 'inet', name: string): void {
+  sh(`nft delete table ${family} ${q(name)} 2>/dev/null || true`);
+}
+
+/**
+ * Removes what a daemon for `ifname` leaves in the kernel, also by design (limits and caps
+ * outlive it, to survive a restart): the interface, the shaper's IFB and the quota table, named
+ * as the daemon names them. For a test file's `before` (what an earlier run left) and `after`,
+ * so that later files find the kernel as the VM booted (the table's rules would also keep the
+ * nf_tables modules in use). Idempotent.
+ */
+export function removeDaemonLeftovers(ifname: string): void {
+  deleteLink(ifname);
+  deleteLink(ifbNameFor(ifname));
+  deleteNftTable('ip', quotaTableName(ifname));
 }
 
 /**
