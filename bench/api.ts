@@ -58,6 +58,7 @@ import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/
 import { listPeers, toPeerJson } from '../test/support/peer-list';
 import { PEERS_PER_SLICE, PreviousBodies, buildListBody } from '../src/http/list-body';
 import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard-dump';
+import { median, timed as timedRuns } from './support';
 
 const IFNAME = 'wgapi0';
 const SERVER_ADDRESS = { address: '10.77.0.1', prefixLength: 16 };
@@ -122,12 +123,6 @@ interface RawCosts {
 
 // ---------------------------------------------------------------- small helpers
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
-
 const ms = (value: number): string => `${value.toFixed(1)} ms`;
 const ratio = (a: number, b: number): string => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
 const sleep = (milliseconds: number): Promise<void> =>
@@ -144,15 +139,10 @@ function settle(): void {
   gc?.();
 }
 
+/** The median of `runs` timings of `work`, after a full collection (settle). */
 async function timed(runs: number, work: () => unknown): Promise<number> {
   settle();
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const start = performance.now();
-    await work();
-    times.push(performance.now() - start);
-  }
-  return median(times);
+  return timedRuns(runs, work);
 }
 
 function peerAddress(i: number): string {

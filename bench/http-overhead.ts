@@ -23,6 +23,7 @@ import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
 import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
+import { median } from './support';
 
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -121,8 +122,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       for (const server of servers) server.runs.push(await load(server.port));
     }
-    const med = (v: number[]): number => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)]!;
-    const rate = (i: number): number => med(servers[i]!.runs.map((r) => r.rate));
+    const rate = (i: number): number => median(servers[i]!.runs.map((r) => r.rate));
     console.log(
       `${size} peers (${(identity.length / 1e6).toFixed(2)} MB, ${(body.length / 1e6).toFixed(2)} MB sent as ${encoding}), median of ${ROUNDS}:`,
     );
@@ -130,8 +130,8 @@ async function main(): Promise<void> {
       const rates = server.runs.map((r) => r.rate.toFixed(0)).join(' ');
       const cpus = server.runs.map((r) => r.cpuUs.toFixed(0)).join(' ');
       console.log(
-        `  ${server.name}: ${med(server.runs.map((r) => r.rate)).toFixed(0)} req/s (${rates}), ` +
-          `${med(server.runs.map((r) => r.cpuUs)).toFixed(0)} µs CPU/request (${cpus})`,
+        `  ${server.name}: ${median(server.runs.map((r) => r.rate)).toFixed(0)} req/s (${rates}), ` +
+          `${median(server.runs.map((r) => r.cpuUs)).toFixed(0)} µs CPU/request (${cpus})`,
       );
     }
     console.log(

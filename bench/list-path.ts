@@ -7,7 +7,7 @@
  * Run: npx tsc -p tsconfig.json && node dist/bench/list-path.js
  * Options: BENCH_SIZES (default "10000,50000"), BENCH_ROUNDS (default 7).
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { listPeers, toPeerJson } from '../test/support/peer-list';
@@ -18,37 +18,18 @@ import { WG_CMD_GET_DEVICE } from '../src/kernel/wireguard-schema';
 import type { PeerSnapshot } from '../src/peers';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
+import { median, time, timed } from './support';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10000,50000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
-
-async function timed(run: () => unknown): Promise<number> {
-  const samples: number[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    const start = performance.now();
-    await run();
-    samples.push(performance.now() - start);
-  }
-  return median(samples);
-}
 
 /** Medians of `a` and `b` run alternately (A B A B …), so that load on a shared host hits both. */
 async function alternating(a: () => unknown, b: () => unknown): Promise<[number, number]> {
   const samplesA: number[] = [];
   const samplesB: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
-    let start = performance.now();
-    await a();
-    samplesA.push(performance.now() - start);
-    start = performance.now();
-    await b();
-    samplesB.push(performance.now() - start);
+    samplesA.push(await time(a));
+    samplesB.push(await time(b));
   }
   return [median(samplesA), median(samplesB)];
 }
@@ -115,12 +96,12 @@ async function main(): Promise<void> {
     const brotlied = await brotli(body, BROTLI_OPTIONS);
     row(
       `gzip (level ${GZIP_OPTIONS.level}, thread pool)`,
-      await timed(() => gzip(body, GZIP_OPTIONS)),
+      await timed(ROUNDS, () => gzip(body, GZIP_OPTIONS)),
       `  → ${(gzipped.length / 1e6).toFixed(2)} MB`,
     );
     row(
       'br (quality 1, thread pool)',
-      await timed(() => brotli(body, BROTLI_OPTIONS)),
+      await timed(ROUNDS, () => brotli(body, BROTLI_OPTIONS)),
       `  → ${(brotlied.length / 1e6).toFixed(2)} MB`,
     );
     const heap = process.memoryUsage();

@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { renderPeerMetrics } from '../src/http/metrics';
 import type { KernelDataCap, LimitState, WireGuardPeer } from '../src/kernel/types';
 import type { PeerSnapshot } from '../src/peers';
+import { median } from './support';
 
 const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
     const text = Buffer.concat(chunks);
     console.log(
       `per-peer ${perPeer}: ${PEERS} peers, ${text.toString('utf8').split('\n').length - 1} lines, ` +
-        `${(text.length / 1e6).toFixed(1)} MB; render median ${times[times.length >> 1]!.toFixed(0)} ms ` +
+        `${(text.length / 1e6).toFixed(1)} MB; render median ${median(times).toFixed(0)} ms ` +
         `(min ${times[0]!.toFixed(0)}, max ${times[times.length - 1]!.toFixed(0)}); ` +
         `longest slice ${longestSlice.toFixed(1)} ms`,
     );

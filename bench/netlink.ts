@@ -11,16 +11,11 @@ import { performance } from 'node:perf_hooks';
 import { randomPublicKey } from '../test/support/keys';
 import { Links } from '../src/kernel/link';
 import { WireGuard } from '../src/kernel/wireguard';
+import { median } from './support';
 
 const IFNAME = 'wgbench0';
 const PEERS = Number(process.env.BENCH_PEERS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
 
 async function main(): Promise<void> {
   const links = new Links();

@@ -16,6 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { Shaper, ifbNameFor } from '../src/kernel/shaper';
+import { median, time, timed } from './support';
 
 const IFNAME = 'shbench0';
 const PEER_END = 'shbench1';
@@ -34,24 +35,6 @@ function cleanup(): void {
       // not there
     }
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
-
-async function time(work: () => Promise<unknown> | unknown): Promise<number> {
-  const start = performance.now();
-  await work();
-  return performance.now() - start;
-}
-
-async function medianOf(work: () => Promise<unknown> | unknown): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) times.push(await time(work));
-  return median(times);
 }
 
 function address(i: number): string {
@@ -92,13 +75,13 @@ async function main(): Promise<void> {
         `${ms(median(perLimit.slice(-block)))} for the last ${block}`,
     );
     console.log(
-      `  ensure(), intact (median of ${ROUNDS}): ${ms(await medianOf(() => shaper.ensure(IFNAME, LIVE)))}`,
+      `  ensure(), intact (median of ${ROUNDS}): ${ms(await timed(ROUNDS, () => shaper.ensure(IFNAME, LIVE)))}`,
     );
     let listed = 0;
-    const list = await medianOf(async () => {
+    const list = await timed(ROUNDS, async () => {
       listed = (await shaper.listLimits(IFNAME)).size;
     });
-    const tcList = await medianOf(() =>
+    const tcList = await timed(ROUNDS, () =>
       execFileSync('tc', ['class', 'show', 'dev', IFNAME], { maxBuffer: 256 * 1024 * 1024 }),
     );
     console.log(
@@ -106,7 +89,7 @@ async function main(): Promise<void> {
     );
     console.log(
       `  setLimit() replacing a limit (median of ${ROUNDS}): ` +
-        `${ms(await medianOf(() => shaper.setLimit(IFNAME, { address: address(0), publicKey: '' }, 5_000)))}`,
+        `${ms(await timed(ROUNDS, () => shaper.setLimit(IFNAME, { address: address(0), publicKey: '' }, 5_000)))}`,
     );
     console.log(`  removeLimit(): ${ms(await time(() => shaper.removeLimit(IFNAME, address(1))))}`);
     shaper.close();
