@@ -492,7 +492,7 @@ describe('data caps on a kernel without the nf_tables modules they need (real ke
     for (const module of ['nf_tables', 'nft_quota', 'nft_objref']) {
       if (!builtIn(module)) sh(`modprobe ${module}`);
     }
-    sh(`nft delete table ip wg_peerd_${IFNAME} 2>/dev/null || true`);
+    deleteNftTable('ip', `wg_peerd_${IFNAME}`);
   });
 
   /** Unloads `module` and the modules that use it; false when one of them is busy. */
