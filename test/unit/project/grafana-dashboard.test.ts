@@ -13,6 +13,7 @@ import request from 'supertest';
 import { createApp } from '../../../src/http';
 import { createMetrics } from '../../../src/http/metrics';
 import { registerStateMetrics } from '../../../src/http/state-metrics';
+import { registerTlsMetrics } from '../../../src/http/tls';
 import { PeerService, ReadinessCheck } from '../../../src/peers';
 import { parseSamples } from '../../support/prom-text';
 import { FakeKernel, netlinkError } from '../support/fake-kernel';
@@ -107,6 +108,12 @@ describe('contrib/ metric names', () => {
       checkpoints: () => ({ lastAt: NOW, lastDurationMs: 1, failures: 0 }),
       restoredPeers: () => 0,
     });
+    // And the TLS certificate's, as with --tls-cert.
+    registerTlsMetrics(metrics.registry, () => ({
+      subject: 'CN=vpn1.example.net',
+      notAfter: new Date(NOW + 90 * 86_400_000),
+      fingerprint256: '00',
+    }));
     const http = request(createApp({ service, logger: log.logger, metrics }));
     const peer = `/api/peer/${encoded(key(9))}`;
     expect(

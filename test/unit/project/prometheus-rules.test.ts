@@ -37,7 +37,7 @@ describe('contrib/prometheus alert rules', () => {
     expect(output).to.contain('SUCCESS');
   });
 
-  it('alert on daemon down, not ready, kernel errors, a cap, dead peers and checkpoints', () => {
+  it('alert on daemon down, not ready, kernel errors, a cap, dead peers, checkpoints, TLS expiry', () => {
     expect(alertNames()).to.deep.equal([
       'WgPeerdDown',
       'WgPeerdNotReady',
@@ -46,6 +46,7 @@ describe('contrib/prometheus alert rules', () => {
       'WgPeerdPeersDeadInBulk',
       'WgPeerdCheckpointFailing',
       'WgPeerdCheckpointStale',
+      'WgPeerdTlsCertificateExpiring',
     ]);
   });
 
