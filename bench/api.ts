@@ -14,8 +14,8 @@
  * per size the ratios A/B and A/C (A and A0) from the medians of the rounds.
  *
  * Per size it also prints the raw costs, measured in this process (medians): netlink receive of
- * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice),
- * the fast decoder (src/kernel/wireguard-dump) cold (a dump it has not seen), warm (with the
+ * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice, the oracle),
+ * the dump decoder (src/kernel/wireguard/dump.ts) cold (a dump it has not seen), warm (with the
  * DumpMemo of the previous read of an unchanged device: this bench's peers are idle) and after
  * churn (BENCH_CHURN of the peers changed since the previous read, by changing their allowed IPs),
  * the body build (src/http/list-body) the same three ways (warm twice: written afresh, and as the
@@ -41,8 +41,9 @@ import { randomPublicKey } from '../test/support/keys';
 import { openKernel } from '../src/kernel';
 import type { DataCap, Kernel } from '../src/kernel/types';
 import { Links } from '../src/kernel/link';
-import { WireGuard, parseDevice } from '../src/kernel/wireguard';
-import { WG_CMD_GET_DEVICE, deviceReadAttributes } from '../src/kernel/wireguard-schema';
+import { WireGuard } from '../src/kernel/wireguard';
+import { parseDevice } from '../test/support/wg-table-decode';
+import { WG_CMD_GET_DEVICE, deviceReadAttributes } from '../src/kernel/wireguard/schema';
 import {
   GENL_HDRLEN,
   GenericNetlink,
@@ -57,7 +58,7 @@ import {
 import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/peers';
 import { listPeers, toPeerJson } from '../test/support/peer-list';
 import { PEERS_PER_SLICE, PreviousBodies, buildListBody } from '../src/http/list-body';
-import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard-dump';
+import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard/dump';
 import { median, timed as timedRuns } from './support';
 
 const IFNAME = 'wgapi0';

@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { ListBodies, createApp, createHttpServer, createMetrics, createServer } from '../src/http';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
-import { decodeDeviceDump } from '../src/kernel/wireguard-dump';
+import { decodeDeviceDump } from '../src/kernel/wireguard/dump';
 import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';

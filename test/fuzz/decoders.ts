@@ -119,15 +119,16 @@ import {
   u32Options,
   u32Selector,
 } from '../../src/kernel/tc/u32';
-import { WireGuard, parseDevice } from '../../src/kernel/wireguard';
-import { decodeDeviceDump } from '../../src/kernel/wireguard-dump';
+import { WireGuard } from '../../src/kernel/wireguard';
+import { parseDevice } from '../support/wg-table-decode';
+import { decodeDeviceDump } from '../../src/kernel/wireguard/dump';
 import {
   WGDEVICE_A_PEERS,
   WGPEER_A_ALLOWEDIPS,
   allowedIpAttributes,
   deviceReadAttributes,
   peerAttributes,
-} from '../../src/kernel/wireguard-schema';
+} from '../../src/kernel/wireguard/schema';
 import { type Corpus, attributePayloads, distinct, listEntries } from './corpus';
 import type { Layout } from './mutate';
 import { FuzzStage } from './transport';
@@ -299,7 +300,7 @@ export function decoders(corpus: Corpus): DecoderEntry[] {
       typedErrors: CODEC_ERRORS,
     },
     {
-      // The hot-path twin of parseDevice (src/kernel/wireguard-dump.ts).
+      // The daemon's dump decoder (src/kernel/wireguard/dump.ts), held equal to parseDevice.
       name: 'wireguard.decodeDeviceDump',
       layout: 'attributes',
       seeds: distinct(wg),

@@ -19,7 +19,7 @@ import {
   deviceReadAttributes,
   endpoint,
   handshakeTime,
-} from '../../src/kernel/wireguard-schema';
+} from '../../src/kernel/wireguard/schema';
 import {
   AttributeWriter,
   NLA_F_NESTED,

@@ -2,14 +2,14 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { parseDevice } from '../../../src/kernel/wireguard';
-import { DumpMemo, decodeDeviceDump } from '../../../src/kernel/wireguard-dump';
+import { parseDevice } from '../../support/wg-table-decode';
+import { DumpMemo, decodeDeviceDump } from '../../../src/kernel/wireguard/dump';
 import { AF_INET6 } from '../../../src/kernel/rtnetlink';
 import {
   WGPEER_A_PUBLIC_KEY,
   WG_CMD_GET_DEVICE,
   bytesToIpv6,
-} from '../../../src/kernel/wireguard-schema';
+} from '../../../src/kernel/wireguard/schema';
 import {
   GENL_ID_CTRL,
   NLM_F_DUMP,
@@ -128,7 +128,7 @@ describe('kernel/wireguard-dump: the fast decoder equals the table codec', () =>
     );
   });
 
-  it('writes IPv6 allowed IPs and endpoints as the table codec does (property)', () => {
+  it('writes IPv6 allowed IPs and endpoints in RFC 5952 text, as the table codec does (property)', () => {
     // Groups drawn mostly from 0 so that runs of zero groups of every length and place occur.
     const group = fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff }));
     fc.assert(
@@ -136,6 +136,10 @@ describe('kernel/wireguard-dump: the fast decoder equals the table codec', () =>
         const raw = Buffer.alloc(16);
         groups.forEach((value, index) => raw.writeUInt16BE(value, index * 2));
         const text = bytesToIpv6(raw);
+        // The oracle: the WHATWG URL serializer compresses an IPv6 host as RFC 5952 says
+        // (lowercase, no leading zeros, the first longest run of two or more zero groups).
+        const full = groups.map((value) => value.toString(16)).join(':');
+        expect(text).to.equal(new URL(`http://[${full}]/`).hostname.slice(1, -1));
         const dump = generatedDump(1, 1, (peer) => {
           peer.ips.push({ family: AF_INET6, address: text, cidr: 64 });
           peer.endpoint = `[${text}]:443`;

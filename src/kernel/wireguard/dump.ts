@@ -1,28 +1,31 @@
 /**
- * A decoder for WG_CMD_GET_DEVICE dumps alone (issue 8): straight from the received bytes into
- * WireGuardDevice / WireGuardPeer, without an object per attribute or a copy of any payload
- * (keys become base64 text read off the receive buffer, addresses text, handshakes Dates,
- * counters numbers). A 10,000-peer dump is ~100,000 attributes, and the table-driven codec
- * (wireguard-schema.ts + decodeAttributes) spends five times the receive on them.
+ * The decoder of WG_CMD_GET_DEVICE dumps (issue 8), as wgctrl-go's parse_linux.go decodes them
+ * on mdlayher/netlink's AttributeDecoder: one walk with the netlink layer's AttributeCursor,
+ * straight from the received bytes into WireGuardDevice / WireGuardPeer, without an object per
+ * attribute or a copy of any payload. Each value is read by the codec the attribute tables of
+ * ./schema.ts use (keys become base64 text read off the receive buffer, addresses text,
+ * handshakes Dates, counters numbers), so the two decoders share every reader and check; what
+ * this one adds is the walk without intermediate objects (a 10,000-peer dump is ~100,000
+ * attributes, and the table codec's objects cost five times the receive) and the memo.
  *
- * The table codec stays the reference: parseDevice in wireguard.ts gives the same result, and
- * test/unit/kernel/wireguard-dump.test.ts holds the two deep-equal on every recorded dump and on
- * generated ones. This decoder follows it rule for rule: unknown attributes are skipped, a
- * repeated attribute keeps its last value, fixed-width values must have their exact width, the
- * device's own fields come from the first message, and a peer continued in a later message (its
- * allowed IPs did not fit) is merged by key. Malformed input raises NetlinkProtocolError with the
- * table codec's message and path (e.g. "wgdevice.peers.3.allowedIps.0.cidr: expected 1 bytes,
- * got 2").
+ * The table codec (decodeAttributes over deviceReadAttributes) stays the reference oracle in
+ * the tests (test/support/wg-table-decode.ts): they hold the two deep-equal on every recorded
+ * dump, on generated ones and under fuzzing. Rules, as the table codec's: unknown attributes
+ * are skipped, a repeated attribute keeps its last value, fixed-width values must have their
+ * exact width, the device's own fields come from the first message, and a peer continued in a
+ * later message (its allowed IPs did not fit) is merged by key. Malformed input raises
+ * NetlinkProtocolError with the table codec's message and path (e.g.
+ * "wgdevice.peers.3.allowedIps.0.cidr: expected 1 bytes, got 2").
  *
  * With a DumpMemo (the WireGuard facility keeps one per device), a peer entry whose bytes did
  * not change since the previous read is not decoded again: its earlier peer object is reused.
  * The tests hold the result with a memo deep-equal to the table codec's too, across reads where
  * peers changed, came and went.
  */
-import * as netlink from '../netlink';
-import { NetlinkProtocolError } from '../netlink';
-import { AF_INET, AF_INET6 } from './rtnetlink';
-import type { IpPrefix, WireGuardDevice, WireGuardPeer } from './types';
+import * as netlink from '../../netlink';
+import { AttributeCursor, located } from '../../netlink';
+import { AF_INET, AF_INET6 } from '../rtnetlink';
+import type { IpPrefix, WireGuardDevice, WireGuardPeer } from '../types';
 import {
   WGALLOWEDIP_A_CIDR_MASK,
   WGALLOWEDIP_A_FAMILY,
@@ -43,185 +46,40 @@ import {
   WGPEER_A_RX_BYTES,
   WGPEER_A_TX_BYTES,
   WG_KEY_LEN,
-} from './wireguard-schema';
+  base64Key,
+  counter,
+  endpointText as readEndpoint,
+  handshakeTime,
+  ipAddressText,
+} from './schema';
 
 // Module-local copies: the netlink index re-exports through getters, and a getter call per
 // attribute was a third of this decoder's time.
-const NLA_HDRLEN = netlink.NLA_HDRLEN;
-const NLA_TYPE_MASK = netlink.NLA_TYPE_MASK;
-const align = (length: number): number => (length + 3) & ~3; // NLA_ALIGN, linux/netlink.h
+const { string, u16, u32, u8 } = netlink;
 
 /**
- * A little-endian u16 at `offset`, which callers have bounds-checked (an attribute's header or
- * payload within its checked length): Buffer#readUInt16LE checks its argument again per call.
+ * One cursor per nesting level, reused for every message, peer and address (a decode is
+ * synchronous and never nests a level in itself): the walk allocates nothing but results.
  */
-const u16 = (buffer: Buffer, offset: number): number =>
-  buffer[offset]! | (buffer[offset + 1]! << 8);
+const MESSAGE = new AttributeCursor();
+const PEERS = new AttributeCursor();
+const PEER = new AttributeCursor();
+const ALLOWED_IPS = new AttributeCursor();
+const ALLOWED_IP = new AttributeCursor();
 
-/**
- * A key's base64 text. Buffer#base64Slice is what toString('base64', start, end) calls after
- * looking the encoding up (lib/buffer.js); called directly it saves that lookup per peer, a
- * tenth of a cold decode in the VM. Present on every Buffer since Node's first releases, but
- * not in the types: used when there, toString otherwise.
- */
-type Base64Slice = (this: Buffer, start: number, end: number) => string;
-const nativeBase64Slice = (Buffer.prototype as unknown as { base64Slice?: Base64Slice })
-  .base64Slice;
-const base64: (buffer: Buffer, start: number, end: number) => string =
-  typeof nativeBase64Slice === 'function'
-    ? (buffer, start, end) => nativeBase64Slice.call(buffer, start, end)
-    : (buffer, start, end) => buffer.toString('base64', start, end);
-
-/**
- * nla_len of the attribute at `offset` (a payload ends before `end`), checked as
- * forEachAttribute checks it; 0 when what remains is shorter than a header (zero padding, which
- * the kernel tolerates; anything else is an error).
- */
-function attributeLength(buffer: Buffer, offset: number, end: number): number {
-  const remaining = end - offset;
-  if (remaining < NLA_HDRLEN) {
-    for (let i = offset; i < end; i++) {
-      if (buffer[i] !== 0) {
-        throw new NetlinkProtocolError(`${remaining} stray bytes after the last attribute`);
-      }
-    }
-    return 0;
-  }
-  const length = u16(buffer, offset);
-  if (length < NLA_HDRLEN || length > remaining) {
-    throw new NetlinkProtocolError(
-      `attribute at offset ${offset} has length ${length}, ${remaining} bytes remain`,
-    );
-  }
-  return length;
-}
-
-function exactly(length: number, size: number, name: string): void {
-  if (length !== size) {
-    throw new NetlinkProtocolError(`${name}: expected ${size} bytes, got ${length}`);
-  }
-}
-
-/** Prefixes a decoding error with where it happened, as the table codec's `located` does. */
-function located(error: unknown, where: string): unknown {
-  return error instanceof NetlinkProtocolError
-    ? new NetlinkProtocolError(`${where}.${error.message}`)
-    : error;
-}
-
-/** An s64 as a number: two 32-bit reads while exact, BigInt (as the table codec) beyond. */
-function s64(buffer: Buffer, offset: number): number {
-  const high = buffer.readInt32LE(offset + 4);
-  if (high > 0x1fffff || high < -0x200000) return Number(buffer.readBigInt64LE(offset));
-  return high * 0x1_0000_0000 + buffer.readUInt32LE(offset);
-}
-
-/** A u64 byte counter, computed exactly as the table codec's `counter` computes it. */
-function counter(buffer: Buffer, offset: number): number {
-  return buffer.readUInt32LE(offset + 4) * 0x1_0000_0000 + buffer.readUInt32LE(offset);
-}
-
-/**
- * 16 address bytes as RFC 5952 text, as bytesToIpv6 (wireguard-schema.ts) writes it: lowercase
- * hex groups, the longest run of two or more zero groups (the first of equal runs) as "::".
- */
-function ipv6Text(buffer: Buffer, start: number): string {
-  let bestStart = -1;
-  let bestLength = 1;
-  let runStart = -1;
-  for (let group = 0; group <= 8; group++) {
-    const zero =
-      group < 8 && buffer[start + 2 * group] === 0 && buffer[start + 2 * group + 1] === 0;
-    if (zero) {
-      if (runStart === -1) runStart = group;
-    } else if (runStart !== -1) {
-      if (group - runStart > bestLength) {
-        bestStart = runStart;
-        bestLength = group - runStart;
-      }
-      runStart = -1;
-    }
-  }
-  let text = '';
-  for (let group = 0; group < 8; group++) {
-    if (group === bestStart) {
-      text += '::';
-      group += bestLength - 1;
-      continue;
-    }
-    const value = (buffer[start + 2 * group]! << 8) | buffer[start + 2 * group + 1]!;
-    text += text === '' || text.endsWith(':') ? value.toString(16) : `:${value.toString(16)}`;
-  }
-  return text;
-}
-
-/** "0" … "255": an IPv4 octet's text without a number-to-string conversion per octet. */
-const DECIMAL: readonly string[] = Array.from({ length: 256 }, (_, value) => String(value));
-
-/**
- * "a.b.c." by the first three octets: a tunnel's peers share a few /24s, so an address is one
- * concatenation of a known prefix and an octet instead of six (each a new string). Bounded: a
- * dump of arbitrary addresses would fill it with at most 2^24 short strings, so it is cleared
- * when it grows past what any tunnel needs.
- */
-const DOTTED_PREFIX = new Map<number, string>();
-const DOTTED_PREFIX_LIMIT = 65_536;
-
-function ipv4Text(buffer: Buffer, start: number): string {
-  const key = (buffer[start]! << 16) | (buffer[start + 1]! << 8) | buffer[start + 2]!;
-  let prefix = DOTTED_PREFIX.get(key);
-  if (prefix === undefined) {
-    if (DOTTED_PREFIX.size >= DOTTED_PREFIX_LIMIT) DOTTED_PREFIX.clear();
-    prefix = `${DECIMAL[buffer[start]!]}.${DECIMAL[buffer[start + 1]!]}.${DECIMAL[buffer[start + 2]!]}.`;
-    DOTTED_PREFIX.set(key, prefix);
-  }
-  return prefix + DECIMAL[buffer[start + 3]!]!;
-}
-
-/** WGALLOWEDIP_A_IPADDR / sockaddr address bytes as text (4: dotted, 16: RFC 5952). */
-function addressText(buffer: Buffer, start: number, length: number): string {
-  if (length === 4) return ipv4Text(buffer, start);
-  if (length === 16) return ipv6Text(buffer, start);
-  throw new NetlinkProtocolError(`address: an IP address is 4 or 16 bytes, got ${length}`);
-}
-
-/** sockaddr_in / sockaddr_in6 as "1.2.3.4:51820" / "[::1]:51820" (the endpoint codec's text). */
-function endpointText(buffer: Buffer, start: number, end: number): string {
-  const length = end - start;
-  if (length < 2) throw new NetlinkProtocolError('endpoint: sockaddr shorter than its family');
-  const family = buffer.readUInt16LE(start);
-  if (family === AF_INET && length >= 16) {
-    return `${addressText(buffer, start + 4, 4)}:${buffer.readUInt16BE(start + 2)}`;
-  }
-  if (family === AF_INET6 && length >= 28) {
-    return `[${addressText(buffer, start + 8, 16)}]:${buffer.readUInt16BE(start + 2)}`;
-  }
-  throw new NetlinkProtocolError(
-    `endpoint: unsupported sockaddr (family ${family}, ${length} bytes)`,
-  );
-}
-
-/** One WGPEER_A_ALLOWEDIPS entry; null for what toPeer drops (no address, unknown family). */
-function decodeAllowedIp(buffer: Buffer, from: number, to: number): IpPrefix | null {
+/** One WGPEER_A_ALLOWEDIPS entry; null for what the table codec drops (no address, unknown family). */
+function decodeAllowedIp(entry: AttributeCursor): IpPrefix | null {
   let family: number | undefined;
   let address: string | undefined;
   let cidr: number | undefined;
-  for (let offset = from; offset < to;) {
-    const length = attributeLength(buffer, offset, to);
-    if (length === 0) break;
-    const type = u16(buffer, offset + 2) & NLA_TYPE_MASK;
-    const start = offset + NLA_HDRLEN;
-    const size = length - NLA_HDRLEN;
-    if (type === WGALLOWEDIP_A_FAMILY) {
-      exactly(size, 2, 'family');
-      family = u16(buffer, start);
-    } else if (type === WGALLOWEDIP_A_IPADDR) {
-      address = addressText(buffer, start, size);
-    } else if (type === WGALLOWEDIP_A_CIDR_MASK) {
-      exactly(size, 1, 'cidr');
-      cidr = buffer[start]!;
-    }
-    offset += align(length);
+  while (entry.next()) {
+    const type = entry.type;
+    if (type === WGALLOWEDIP_A_FAMILY)
+      family = u16.read(entry.buffer, entry.at(u16.size, 'family'));
+    else if (type === WGALLOWEDIP_A_IPADDR)
+      address = ipAddressText(entry.buffer, entry.start, entry.end, 'address');
+    else if (type === WGALLOWEDIP_A_CIDR_MASK)
+      cidr = u8.read(entry.buffer, entry.at(u8.size, 'cidr'));
   }
   if (address === undefined) return null;
   if (family === AF_INET) return { family: 4, address, cidr: cidr ?? 32 };
@@ -229,16 +87,13 @@ function decodeAllowedIp(buffer: Buffer, from: number, to: number): IpPrefix | n
   return null;
 }
 
-function decodeAllowedIps(buffer: Buffer, from: number, to: number): IpPrefix[] {
+function decodeAllowedIps(list: AttributeCursor): IpPrefix[] {
   // Sized by what is found: most peers have one prefix, and `[]` grown by push allocates room
   // for 16 (a peer's arrays live as long as the peer, so they are kept tight).
   let prefixes: IpPrefix[] | null = null;
-  let index = 0;
-  for (let offset = from; offset < to; index++) {
-    const length = attributeLength(buffer, offset, to);
-    if (length === 0) break;
+  for (let index = 0; list.next(); index++) {
     try {
-      const prefix = decodeAllowedIp(buffer, offset + NLA_HDRLEN, offset + length);
+      const prefix = decodeAllowedIp(list.enter(ALLOWED_IP));
       if (prefix !== null) {
         if (prefixes === null) prefixes = [prefix];
         else prefixes.push(prefix);
@@ -246,87 +101,62 @@ function decodeAllowedIps(buffer: Buffer, from: number, to: number): IpPrefix[] 
     } catch (error) {
       throw located(error, String(index));
     }
-    offset += align(length);
   }
   return prefixes ?? [];
 }
 
-function decodePeer(buffer: Buffer, from: number, to: number): WireGuardPeer {
+function decodePeer(entry: AttributeCursor): WireGuardPeer {
   // Fields gathered in locals and the object made once at the end, in one shape for every peer.
   let publicKey = '';
-  let endpoint: string | null = null;
+  let endpointText: string | null = null;
   let lastHandshake: Date | null = null;
   let rxBytes = 0;
   let txBytes = 0;
   let persistentKeepalive = 0;
   let allowedIps: IpPrefix[] | null = null;
-  for (let offset = from; offset < to;) {
-    const length = attributeLength(buffer, offset, to);
-    if (length === 0) break;
-    const type = u16(buffer, offset + 2) & NLA_TYPE_MASK;
-    const start = offset + NLA_HDRLEN;
-    const end = offset + length;
-    const size = length - NLA_HDRLEN;
-    switch (type) {
+  while (entry.next()) {
+    switch (entry.type) {
       case WGPEER_A_PUBLIC_KEY:
-        exactly(size, WG_KEY_LEN, 'publicKey');
-        publicKey = base64(buffer, start, end);
+        publicKey = base64Key.read(entry.buffer, entry.at(WG_KEY_LEN, 'publicKey'));
         break;
       case WGPEER_A_FLAGS:
-        exactly(size, 4, 'flags');
+        entry.at(u32.size, 'flags'); // checked, as the table codec checks it, and not kept
         break;
       case WGPEER_A_ENDPOINT:
-        endpoint = endpointText(buffer, start, end);
+        endpointText = readEndpoint(entry.buffer, entry.start, entry.end, 'endpoint');
         break;
       case WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL:
-        exactly(size, 2, 'persistentKeepalive');
-        persistentKeepalive = u16(buffer, start);
+        persistentKeepalive = u16.read(entry.buffer, entry.at(u16.size, 'persistentKeepalive'));
         break;
-      case WGPEER_A_LAST_HANDSHAKE_TIME: {
-        // struct __kernel_timespec {s64 tv_sec; s64 tv_nsec} (linux/time_types.h); {0, 0}: never.
-        exactly(size, 16, 'lastHandshake');
-        const seconds = s64(buffer, start);
-        const nanoseconds = s64(buffer, start + 8);
-        if (seconds === 0 && nanoseconds === 0) {
-          lastHandshake = null;
-          break;
-        }
-        const date = new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
-        // Beyond what a Date holds (±8.64e15 ms), as the table codec's handshakeTime refuses it.
-        if (Number.isNaN(date.getTime())) {
-          throw new NetlinkProtocolError(
-            `handshake time ${seconds} s ${nanoseconds} ns is out of range`,
-          );
-        }
-        lastHandshake = date;
+      case WGPEER_A_LAST_HANDSHAKE_TIME:
+        lastHandshake = handshakeTime.read(
+          entry.buffer,
+          entry.at(handshakeTime.size, 'lastHandshake'),
+        );
         break;
-      }
       case WGPEER_A_RX_BYTES:
-        exactly(size, 8, 'rxBytes');
-        rxBytes = counter(buffer, start);
+        rxBytes = counter.read(entry.buffer, entry.at(counter.size, 'rxBytes'));
         break;
       case WGPEER_A_TX_BYTES:
-        exactly(size, 8, 'txBytes');
-        txBytes = counter(buffer, start);
+        txBytes = counter.read(entry.buffer, entry.at(counter.size, 'txBytes'));
         break;
       case WGPEER_A_ALLOWEDIPS:
         try {
-          allowedIps = decodeAllowedIps(buffer, start, end);
+          allowedIps = decodeAllowedIps(entry.enter(ALLOWED_IPS));
         } catch (error) {
           throw located(error, 'allowedIps');
         }
         break;
       case WGPEER_A_PROTOCOL_VERSION:
-        exactly(size, 4, 'protocolVersion');
+        entry.at(u32.size, 'protocolVersion');
         break;
       default:
         break;
     }
-    offset += align(length);
   }
   return {
     publicKey,
-    endpoint,
+    endpoint: endpointText,
     lastHandshake,
     rxBytes,
     txBytes,
@@ -445,19 +275,10 @@ interface MemoEntries {
   reused: number;
 }
 
-function decodePeers(
-  buffer: Buffer,
-  from: number,
-  to: number,
-  entries: MemoEntries | null,
-): WireGuardPeer[] {
+function decodePeers(list: AttributeCursor, entries: MemoEntries | null): WireGuardPeer[] {
   const peers: WireGuardPeer[] = [];
-  let index = 0;
-  for (let offset = from; offset < to; index++) {
-    const length = attributeLength(buffer, offset, to);
-    if (length === 0) break;
-    const start = offset + NLA_HDRLEN;
-    const end = offset + length;
+  for (let index = 0; list.next(); index++) {
+    const { buffer, start, end } = list;
     let peer: WireGuardPeer | null = null;
     if (entries !== null) {
       peer = entries.memo.lookup(entries.peers.length, buffer, start, end);
@@ -465,7 +286,7 @@ function decodePeers(
     }
     if (peer === null) {
       try {
-        peer = decodePeer(buffer, start, end);
+        peer = decodePeer(list.enter(PEER));
       } catch (error) {
         throw located(error, String(index));
       }
@@ -477,7 +298,6 @@ function decodePeers(
       entries.peers.push(peer);
     }
     peers.push(peer);
-    offset += align(length);
   }
   return peers;
 }
@@ -556,46 +376,37 @@ interface DeviceFields {
   fwmark?: number;
 }
 
-/** One message: the device's fields and its peers (the last WGDEVICE_A_PEERS, as the table). */
+/**
+ * One message: the device's fields (read into `device`, null for messages after the first:
+ * still checked, not kept) and its peers (the last WGDEVICE_A_PEERS, as the table codec keeps).
+ */
 function decodeMessage(
-  buffer: Buffer,
+  message: AttributeCursor,
   device: DeviceFields | null,
   entries: MemoEntries | null,
 ): { fields: DeviceFields | null; peers: WireGuardPeer[] } {
   let peers: WireGuardPeer[] = [];
-  for (let offset = 0; offset < buffer.length;) {
-    const length = attributeLength(buffer, offset, buffer.length);
-    if (length === 0) break;
-    const type = u16(buffer, offset + 2) & NLA_TYPE_MASK;
-    const start = offset + NLA_HDRLEN;
-    const end = offset + length;
-    const size = length - NLA_HDRLEN;
-    switch (type) {
+  const fields: DeviceFields = device ?? {};
+  while (message.next()) {
+    switch (message.type) {
       case WGDEVICE_A_IFINDEX:
-        exactly(size, 4, 'ifindex');
-        if (device) device.ifindex = buffer.readUInt32LE(start);
+        fields.ifindex = message.value(u32, 'ifindex');
         break;
-      case WGDEVICE_A_IFNAME: {
-        const nul = buffer.indexOf(0, start);
-        if (device)
-          device.ifname = buffer.toString('utf8', start, nul === -1 || nul > end ? end : nul);
+      case WGDEVICE_A_IFNAME:
+        fields.ifname = message.value(string, 'ifname');
         break;
-      }
       case WGDEVICE_A_PUBLIC_KEY:
-        exactly(size, WG_KEY_LEN, 'publicKey');
-        if (device) device.publicKey = base64(buffer, start, end);
+        fields.publicKey = message.value(base64Key, 'publicKey');
         break;
       case WGDEVICE_A_LISTEN_PORT:
-        exactly(size, 2, 'listenPort');
-        if (device) device.listenPort = buffer.readUInt16LE(start);
+        fields.listenPort = message.value(u16, 'listenPort');
         break;
       case WGDEVICE_A_FWMARK:
-        exactly(size, 4, 'fwmark');
-        if (device) device.fwmark = buffer.readUInt32LE(start);
+        fields.fwmark = message.value(u32, 'fwmark');
         break;
       case WGDEVICE_A_PEERS:
         try {
-          peers = decodePeers(buffer, start, end, entries);
+          peers = decodePeers(message.enter(PEERS), entries);
         } catch (error) {
           throw located(error, 'peers');
         }
@@ -603,7 +414,6 @@ function decodeMessage(
       default:
         break;
     }
-    offset += align(length);
   }
   return { fields: device, peers };
 }
@@ -639,7 +449,11 @@ export function decodeDeviceDump(
       decoded = same;
     } else {
       try {
-        decoded = decodeMessage(message, device === undefined ? {} : null, entries);
+        decoded = decodeMessage(
+          MESSAGE.reset(message, 0, message.length),
+          device === undefined ? {} : null,
+          entries,
+        );
       } catch (error) {
         throw located(error, 'wgdevice');
       }

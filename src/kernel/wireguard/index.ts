@@ -10,29 +10,21 @@ import {
   NETLINK_GENERIC,
   NetlinkSocket,
   type TransportFactory,
-  decodeAttributes,
   encodeAttributes,
   nested,
   openNativeTransport,
-} from '../netlink';
-import type { Attributes } from '../netlink';
+} from '../../netlink';
+import type { Attributes } from '../../netlink';
 import {
   FacilityUnavailableError,
   InterfaceMissingError,
   NotWireGuardError,
   WIREGUARD_REMEDY,
   atBoundary,
-} from './errors';
-import { AF_INET, AF_INET6 } from './rtnetlink';
-import { DumpMemo, decodeDeviceDump } from './wireguard-dump';
-import type {
-  DeviceConfig,
-  IpPrefix,
-  PeerConfig,
-  WireGuardApi,
-  WireGuardDevice,
-  WireGuardPeer,
-} from './types';
+} from '../errors';
+import { AF_INET, AF_INET6 } from '../rtnetlink';
+import { DumpMemo, decodeDeviceDump } from './dump';
+import type { DeviceConfig, IpPrefix, PeerConfig, WireGuardApi, WireGuardDevice } from '../types';
 import {
   WGPEER_F_REMOVE_ME,
   WGPEER_F_REPLACE_ALLOWEDIPS,
@@ -43,7 +35,7 @@ import {
   deviceReadAttributes,
   deviceWriteAttributes,
   peerAttributes,
-} from './wireguard-schema';
+} from './schema';
 
 /**
  * Bytes of peer entries per SET message. WGDEVICE_A_PEERS is one attribute and nla_len is 16
@@ -55,69 +47,12 @@ const PEERS_BYTES_PER_MESSAGE = 32 * 1024;
 const ALLOWED_IPS_PER_ENTRY = 256;
 
 type PeerAttributes = Attributes<typeof peerAttributes>;
-type DeviceAttributes = Attributes<typeof deviceReadAttributes>;
 
 function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']>[number] {
   return {
     family: prefix.family === 4 ? AF_INET : AF_INET6,
     address: prefix.address,
     cidr: prefix.cidr,
-  };
-}
-
-function fromAllowedIp(entry: NonNullable<PeerAttributes['allowedIps']>[number]): IpPrefix | null {
-  if (entry.address === undefined) return null;
-  if (entry.family === AF_INET)
-    return { family: 4, address: entry.address, cidr: entry.cidr ?? 32 };
-  if (entry.family === AF_INET6)
-    return { family: 6, address: entry.address, cidr: entry.cidr ?? 128 };
-  return null;
-}
-
-function toPeer(attributes: PeerAttributes): WireGuardPeer {
-  const allowedIps: IpPrefix[] = [];
-  for (const entry of attributes.allowedIps ?? []) {
-    const prefix = fromAllowedIp(entry);
-    if (prefix) allowedIps.push(prefix);
-  }
-  return {
-    publicKey: attributes.publicKey ?? '',
-    endpoint: attributes.endpoint ?? null,
-    lastHandshake: attributes.lastHandshake ?? null,
-    rxBytes: attributes.rxBytes ?? 0,
-    txBytes: attributes.txBytes ?? 0,
-    persistentKeepalive: attributes.persistentKeepalive ?? 0,
-    allowedIps,
-  };
-}
-
-/**
- * The reference decoder of a GET_DEVICE dump, over the attribute tables. getDevice uses
- * decodeDeviceDump (wireguard-dump.ts), which the tests hold deep-equal to this one.
- * Merges the messages of one GET_DEVICE dump. Only the first carries the device's own fields;
- * later ones carry WGDEVICE_A_PEERS only (wg_get_device_dump), and a peer whose allowed IPs did
- * not fit is repeated at the start of the next message with its key and the remaining IPs.
- */
-export function parseDevice(name: string, replies: GenlReply[]): WireGuardDevice {
-  let device: DeviceAttributes | undefined;
-  const peers = new Map<string, WireGuardPeer>();
-  for (const reply of replies) {
-    const attributes = decodeAttributes(deviceReadAttributes, reply.attributes, 'wgdevice');
-    device ??= attributes;
-    for (const peerAttributesEntry of attributes.peers ?? []) {
-      const peer = toPeer(peerAttributesEntry);
-      const earlier = peers.get(peer.publicKey);
-      if (earlier) earlier.allowedIps.push(...peer.allowedIps);
-      else peers.set(peer.publicKey, peer);
-    }
-  }
-  return {
-    name: device?.ifname ?? name,
-    ifindex: device?.ifindex ?? 0,
-    publicKey: device?.publicKey ?? null,
-    listenPort: device?.listenPort ?? 0,
-    fwmark: device?.fwmark ?? 0,
-    peers: [...peers.values()],
   };
 }
 

@@ -16,9 +16,9 @@ import {
   u16,
   u32,
   u8,
-} from '../netlink';
-import { bytesToIpv4, ipv4ToBytes } from './ipv4';
-import { AF_INET, AF_INET6 } from './rtnetlink';
+} from '../../netlink';
+import { ipv4ToBytes } from '../ipv4';
+import { AF_INET, AF_INET6 } from '../rtnetlink';
 
 export const WG_GENL_NAME = 'wireguard';
 export const WG_KEY_LEN = 32;
@@ -56,9 +56,25 @@ export const WGALLOWEDIP_A_FAMILY = 1;
 export const WGALLOWEDIP_A_IPADDR = 2;
 export const WGALLOWEDIP_A_CIDR_MASK = 3;
 
-// Value codecs that decode straight into the domain's types. A 10,000-peer dump is about 100,000
-// attributes, so each peer's key, handshake, counters and addresses become strings, Dates and
-// numbers in one step, without an intermediate Buffer copy or BigInt.
+// Value codecs that decode straight into the domain's types, in place (decodeRange). A
+// 10,000-peer dump is about 100,000 attributes, so each peer's key, handshake, counters and
+// addresses become strings, Dates and numbers in one step, without an intermediate Buffer copy
+// or BigInt. The table codec (decodeAttributes over the tables below) and the dump decoder
+// (./dump.ts) read every value through these same codecs.
+
+/**
+ * A key's base64 text. Buffer#base64Slice is what toString('base64', start, end) calls after
+ * looking the encoding up (lib/buffer.js); called directly it saves that lookup per peer, a
+ * tenth of a cold decode in the VM. Present on every Buffer since Node's first releases, but
+ * not in the types: used when there, toString otherwise.
+ */
+type Base64Slice = (this: Buffer, start: number, end: number) => string;
+const nativeBase64Slice = (Buffer.prototype as unknown as { base64Slice?: Base64Slice })
+  .base64Slice;
+const base64: (buffer: Buffer, start: number, end: number) => string =
+  typeof nativeBase64Slice === 'function'
+    ? (buffer, start, end) => nativeBase64Slice.call(buffer, start, end)
+    : (buffer, start, end) => buffer.toString('base64', start, end);
 
 /** A 32-byte Curve25519 key as standard base64 text; encoding rejects anything else. */
 export const base64Key = fixedWidth<string>(
@@ -70,8 +86,15 @@ export const base64Key = fixedWidth<string>(
     }
     raw.copy(buffer);
   },
-  (buffer, offset) => buffer.toString('base64', offset, offset + WG_KEY_LEN),
+  (buffer, offset) => base64(buffer, offset, offset + WG_KEY_LEN),
 );
+
+/** An s64 as a number: two 32-bit reads while exact (|value| < 2^53), through BigInt beyond. */
+function s64(buffer: Buffer, offset: number): number {
+  const high = buffer.readInt32LE(offset + 4);
+  if (high > 0x1fffff || high < -0x200000) return Number(buffer.readBigInt64LE(offset));
+  return high * 0x1_0000_0000 + buffer.readUInt32LE(offset);
+}
 
 /**
  * WGPEER_A_LAST_HANDSHAKE_TIME: struct __kernel_timespec {s64 tv_sec; s64 tv_nsec} (always 16
@@ -87,8 +110,8 @@ export const handshakeTime = fixedWidth<Date | null>(
     buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), 8);
   },
   (buffer, offset) => {
-    const seconds = Number(buffer.readBigInt64LE(offset));
-    const nanoseconds = Number(buffer.readBigInt64LE(offset + 8));
+    const seconds = s64(buffer, offset);
+    const nanoseconds = s64(buffer, offset + 8);
     if (seconds === 0 && nanoseconds === 0) return null;
     const date = new Date(seconds * 1000 + Math.floor(nanoseconds / 1e6));
     // Beyond what a Date holds (±8.64e15 ms): an Invalid Date would throw later in toISOString.
@@ -108,6 +131,69 @@ export const counter = fixedWidth<number>(
   (buffer, offset) => buffer.readUInt32LE(offset + 4) * 0x1_0000_0000 + buffer.readUInt32LE(offset),
 );
 
+/** "0" … "255": an IPv4 octet's text without a number-to-string conversion per octet. */
+const DECIMAL: readonly string[] = Array.from({ length: 256 }, (_, value) => String(value));
+
+/**
+ * "a.b.c." by the first three octets: a tunnel's peers share a few /24s, so an address is one
+ * concatenation of a known prefix and an octet instead of six (each a new string). Bounded: a
+ * dump of arbitrary addresses would fill it with at most 2^24 short strings, so it is cleared
+ * when it grows past what any tunnel needs.
+ */
+const DOTTED_PREFIX = new Map<number, string>();
+const DOTTED_PREFIX_LIMIT = 65_536;
+
+/** 4 address bytes at `start` as dotted text. */
+function ipv4Text(buffer: Buffer, start: number): string {
+  const key = (buffer[start]! << 16) | (buffer[start + 1]! << 8) | buffer[start + 2]!;
+  let prefix = DOTTED_PREFIX.get(key);
+  if (prefix === undefined) {
+    if (DOTTED_PREFIX.size >= DOTTED_PREFIX_LIMIT) DOTTED_PREFIX.clear();
+    prefix = `${DECIMAL[buffer[start]!]}.${DECIMAL[buffer[start + 1]!]}.${DECIMAL[buffer[start + 2]!]}.`;
+    DOTTED_PREFIX.set(key, prefix);
+  }
+  return prefix + DECIMAL[buffer[start + 3]!]!;
+}
+
+/**
+ * 16 address bytes at `start` as RFC 5952 text: lowercase hex groups, the longest run of two or
+ * more zero groups (the first of equal runs) as "::".
+ */
+function ipv6Text(buffer: Buffer, start: number): string {
+  let bestStart = -1;
+  let bestLength = 1;
+  let runStart = -1;
+  for (let group = 0; group <= 8; group++) {
+    const zero =
+      group < 8 && buffer[start + 2 * group] === 0 && buffer[start + 2 * group + 1] === 0;
+    if (zero) {
+      if (runStart === -1) runStart = group;
+    } else if (runStart !== -1) {
+      if (group - runStart > bestLength) {
+        bestStart = runStart;
+        bestLength = group - runStart;
+      }
+      runStart = -1;
+    }
+  }
+  let text = '';
+  for (let group = 0; group < 8; group++) {
+    if (group === bestStart) {
+      text += '::';
+      group += bestLength - 1;
+      continue;
+    }
+    const value = (buffer[start + 2 * group]! << 8) | buffer[start + 2 * group + 1]!;
+    text += text === '' || text.endsWith(':') ? value.toString(16) : `:${value.toString(16)}`;
+  }
+  return text;
+}
+
+/** RFC 5952 text of 16 address bytes (see ipv6Text). */
+export function bytesToIpv6(data: Buffer): string {
+  return ipv6Text(data, 0);
+}
+
 /** WGALLOWEDIP_A_IPADDR: 4 or 16 network-order bytes as dotted IPv4 or RFC 5952 IPv6 text. */
 export const ipAddress: Codec<string> = {
   nested: false,
@@ -115,16 +201,16 @@ export const ipAddress: Codec<string> = {
     return value.includes(':') ? ipv6ToBytes(value) : ipv4ToBytes(value);
   },
   decode(data, where) {
-    if (data.length === 4) return bytesToIpv4(data);
-    if (data.length === 16) return bytesToIpv6(data);
-    throw new NetlinkProtocolError(`${where}: an IP address is 4 or 16 bytes, got ${data.length}`);
+    return ipAddressText(data, 0, data.length, where);
   },
-  decodeRange(buffer, start, end, where) {
-    if (end - start === 4)
-      return `${buffer[start]}.${buffer[start + 1]}.${buffer[start + 2]}.${buffer[start + 3]}`;
-    return this.decode(buffer.subarray(start, end), where);
-  },
+  decodeRange: ipAddressText,
 };
+
+export function ipAddressText(buffer: Buffer, start: number, end: number, where: string): string {
+  if (end - start === 4) return ipv4Text(buffer, start);
+  if (end - start === 16) return ipv6Text(buffer, start);
+  throw new NetlinkProtocolError(`${where}: an IP address is 4 or 16 bytes, got ${end - start}`);
+}
 
 /** sockaddr_in (16 bytes) or sockaddr_in6 (28 bytes) as text: "1.2.3.4:51820", "[::1]:51820". */
 export const endpoint: Codec<string> = {
@@ -147,20 +233,25 @@ export const endpoint: Codec<string> = {
     return buffer;
   },
   decode(data, where) {
-    if (data.length < 2)
-      throw new NetlinkProtocolError(`${where}: sockaddr shorter than its family`);
-    const family = data.readUInt16LE(0);
-    if (family === AF_INET && data.length >= 16) {
-      return `${data[4]}.${data[5]}.${data[6]}.${data[7]}:${data.readUInt16BE(2)}`;
-    }
-    if (family === AF_INET6 && data.length >= 28) {
-      return `[${bytesToIpv6(data.subarray(8, 24))}]:${data.readUInt16BE(2)}`;
-    }
-    throw new NetlinkProtocolError(
-      `${where}: unsupported sockaddr (family ${family}, ${data.length} bytes)`,
-    );
+    return endpointText(data, 0, data.length, where);
   },
+  decodeRange: endpointText,
 };
+
+export function endpointText(buffer: Buffer, start: number, end: number, where: string): string {
+  const length = end - start;
+  if (length < 2) throw new NetlinkProtocolError(`${where}: sockaddr shorter than its family`);
+  const family = buffer.readUInt16LE(start);
+  if (family === AF_INET && length >= 16) {
+    return `${ipv4Text(buffer, start + 4)}:${buffer.readUInt16BE(start + 2)}`;
+  }
+  if (family === AF_INET6 && length >= 28) {
+    return `[${ipv6Text(buffer, start + 8)}]:${buffer.readUInt16BE(start + 2)}`;
+  }
+  throw new NetlinkProtocolError(
+    `${where}: unsupported sockaddr (family ${family}, ${length} bytes)`,
+  );
+}
 
 export const allowedIpAttributes = schema({
   family: { type: WGALLOWEDIP_A_FAMILY, codec: u16 },
@@ -218,27 +309,4 @@ export function ipv6ToBytes(text: string): Buffer {
   const buffer = Buffer.alloc(16);
   groups.forEach((group, index) => buffer.writeUInt16BE(parseInt(group, 16), index * 2));
   return buffer;
-}
-
-/** RFC 5952 text: lowercase, longest run of two or more zero groups compressed. */
-export function bytesToIpv6(data: Buffer): string {
-  const groups = Array.from({ length: 8 }, (_, index) => data.readUInt16BE(index * 2));
-  let bestStart = -1;
-  let bestLength = 1;
-  for (let start = 0; start < 8;) {
-    if (groups[start] !== 0) {
-      start++;
-      continue;
-    }
-    let end = start;
-    while (end < 8 && groups[end] === 0) end++;
-    if (end - start > bestLength) {
-      bestStart = start;
-      bestLength = end - start;
-    }
-    start = end;
-  }
-  const hex = groups.map((group) => group.toString(16));
-  if (bestStart === -1) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLength).join(':')}`;
 }
