@@ -186,11 +186,8 @@ function decodePeer(entry: AttributeCursor): WireGuardPeer {
  * handed out are shared between reads and must not be changed by anyone (nothing does).
  */
 export class DumpMemo {
-  private messages: MessageEntry[] = [];
-  private buffers: Buffer[] = [];
-  private starts: number[] = [];
-  private ends: number[] = [];
-  private peers: WireGuardPeer[] = [];
+  /** The entries of the last read that decoded whole. */
+  private last: ReadEntries = { messages: [], buffers: [], starts: [], ends: [], peers: [] };
   private device: WireGuardDevice | null = null;
   /** The name that device was decoded under (its name when the dump carries none). */
   private name = '';
@@ -203,42 +200,45 @@ export class DumpMemo {
    */
   again(name: string, messages: readonly Buffer[]): WireGuardDevice | null {
     const device = this.device;
-    if (device === null || name !== this.name || messages.length !== this.messages.length) {
+    const last = this.last;
+    if (device === null || name !== this.name || messages.length !== last.messages.length) {
       return null;
     }
     for (let i = 0; i < messages.length; i++) {
-      if (!this.messages[i]!.buffer.equals(messages[i]!)) return null;
+      if (!last.messages[i]!.buffer.equals(messages[i]!)) return null;
     }
-    this.reused = this.peers.length;
+    this.reused = last.peers.length;
     return { ...device, peers: device.peers.slice() };
   }
 
   /** The previous read's message at `index` when it had exactly these bytes, else null. */
   message(index: number, buffer: Buffer): MessageEntry | null {
-    const previous = this.messages[index];
+    const previous = this.last.messages[index];
     return previous !== undefined && previous.buffer.equals(buffer) ? previous : null;
   }
 
   /** The previous read's peer at `index` when its entry had exactly these bytes, else null. */
   lookup(index: number, buffer: Buffer, start: number, end: number): WireGuardPeer | null {
-    if (index >= this.peers.length) return null;
-    const previous = this.buffers[index]!;
-    const previousStart = this.starts[index]!;
-    const previousEnd = this.ends[index]!;
+    const last = this.last;
+    if (index >= last.peers.length) return null;
+    const previous = last.buffers[index]!;
+    const previousStart = last.starts[index]!;
+    const previousEnd = last.ends[index]!;
     if (previousEnd - previousStart !== end - start) return null;
     return buffer.compare(previous, previousStart, previousEnd, start, end) === 0
-      ? this.peers[index]!
+      ? last.peers[index]!
       : null;
   }
 
   /** Appends the entries of a message taken whole (`message`) to the read being decoded. */
   carry(previous: MessageEntry, next: MemoEntries): void {
-    const last = previous.first + previous.peers.length;
-    for (let i = previous.first; i < last; i++) {
-      next.buffers.push(this.buffers[i]!);
-      next.starts.push(this.starts[i]!);
-      next.ends.push(this.ends[i]!);
-      next.peers.push(this.peers[i]!);
+    const { buffers, starts, ends, peers } = this.last;
+    const stop = previous.first + previous.peers.length;
+    for (let i = previous.first; i < stop; i++) {
+      next.buffers.push(buffers[i]!);
+      next.starts.push(starts[i]!);
+      next.ends.push(ends[i]!);
+      next.peers.push(peers[i]!);
     }
     next.reused += previous.peers.length;
   }
@@ -247,11 +247,7 @@ export class DumpMemo {
   keep(next: MemoEntries, name: string, device: WireGuardDevice): void {
     this.name = name;
     this.device = device;
-    this.messages = next.messages;
-    this.buffers = next.buffers;
-    this.starts = next.starts;
-    this.ends = next.ends;
-    this.peers = next.peers;
+    this.last = next;
     this.reused = next.reused;
   }
 }
@@ -264,14 +260,18 @@ interface MessageEntry {
   first: number;
 }
 
-/** The entries of the read being decoded, in order; kept by DumpMemo once it decoded whole. */
-interface MemoEntries {
-  memo: DumpMemo;
+/** The messages and peer entries of one read, in order (each entry a range of a datagram). */
+interface ReadEntries {
   messages: MessageEntry[];
   buffers: Buffer[];
   starts: number[];
   ends: number[];
   peers: WireGuardPeer[];
+}
+
+/** The entries of the read being decoded, in order; kept by DumpMemo once it decoded whole. */
+interface MemoEntries extends ReadEntries {
+  memo: DumpMemo;
   reused: number;
 }
 
