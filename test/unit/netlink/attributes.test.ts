@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import {
+  AttributeCursor,
   AttributeWriter,
   NLA_F_NESTED,
   NetlinkProtocolError,
@@ -177,5 +178,25 @@ describe('netlink attributes', () => {
       NetlinkProtocolError,
       /16 bits/,
     );
+  });
+
+  it('walks attributes with a cursor: type without flags, payload range, nested members, widths', () => {
+    // {len 8, type 1: u32 7}, {len 20, type 2|NLA_F_NESTED: {len 6, type 5: u16 0x0102, pad 2},
+    // {len 5, type 6: u8 9, pad 3}}.
+    const data = Buffer.from([
+      8, 0, 1, 0, 7, 0, 0, 0, 20, 0, 2, 0x80, 6, 0, 5, 0, 2, 1, 0, 0, 5, 0, 6, 0, 9, 0, 0, 0,
+    ]);
+    const outer = new AttributeCursor(data);
+    expect(outer.next()).to.equal(true);
+    expect(outer).to.include({ type: 1, nested: false, start: 4, end: 8 });
+    expect(u32.read(outer.buffer, outer.at(u32.size, 'id'))).to.equal(7);
+    expect(() => outer.at(2, 'id')).to.throw(NetlinkProtocolError, 'id: expected 2 bytes, got 4');
+    expect(outer.next()).to.equal(true);
+    expect(outer).to.include({ type: 2, nested: true });
+    const inner = outer.enter(new AttributeCursor());
+    expect(inner.next() && inner.value(u16, 'a')).to.equal(0x0102);
+    expect(inner.next() && inner.value(u8, 'b')).to.equal(9);
+    expect(inner.next()).to.equal(false);
+    expect(outer.next()).to.equal(false);
   });
 });
