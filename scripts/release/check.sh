@@ -3,8 +3,8 @@
 #   1. `npm pack` makes the release tarball (built JavaScript + prebuilt addon);
 #   2. scripts/release/install-without-compiler.sh installs it with `npm install -g` on a clean
 #      Debian without a compiler and asks `wg-peerd --version` (issue 21, done-when 1);
-#   3. the README's install command, with npm's --prefix pointing at a clean directory instead of
-#      /usr: `npm install -g --prefix DIR ./wg-peerd-<version>.tgz`, then DIR/bin/wg-peerd --version;
+#   3. the README's install block as written, in the tarball's directory, with npm's prefix
+#      (npm_config_prefix) a clean directory instead of /usr; then DIR/bin/wg-peerd --version;
 #   4. in the VM (stock kernel), scripts/release/readme-walkthrough.sh runs the README's blocks with
 #      that installed copy: set-up, start, create, a client passing traffic through the tunnel,
 #      list, delete.
@@ -69,12 +69,22 @@ fi
 echo "--- npm install -g on a Debian without a compiler"
 run_checks install-without-compiler.sh scripts/release/install-without-compiler.sh "$tarball"
 
-echo "--- npm install -g --prefix (a clean prefix) for the VM"
+echo "--- the README's install block, with npm's prefix a clean directory (for the VM)"
 prefix="$work/prefix"
-npm install -g --prefix "$prefix" "$tarball" >"$work/install.log" 2>&1
-status=$?
-[ "$status" -eq 0 ] || tail -n 30 "$work/install.log"
-one "$status" "npm install -g --prefix $prefix $(basename "$tarball")"
+scripts/release/readme-blocks.sh README.md "$work/blocks"
+installs=("$work"/blocks/*.install.sh)
+if [ -e "${installs[0]}" ]; then
+  for block in "${installs[@]}"; do
+    sed 's/^/    /' "$block"
+    # As written, in the directory that holds the tarball; npm_config_prefix keeps it off /usr.
+    (cd "$work" && npm_config_prefix="$prefix" PATH="$prefix/bin:$PATH" bash -e "$block") >"$work/install.log" 2>&1
+    status=$?
+    sed 's/^/    /' "$work/install.log" | tail -n 30
+    one "$status" "the README's install block, npm's prefix $prefix"
+  done
+else
+  one 1 "the README marks its install block (<!-- walkthrough: install -->)"
+fi
 version="$("$prefix/bin/wg-peerd" --version 2>&1)"
 [ "$version" = "wg-peerd $(node -p 'require("./package.json").version')" ]
 one $? "the installed wg-peerd --version answers: $version"

@@ -7,9 +7,9 @@
 #   <!-- walkthrough: KIND[, check: NAME] -->
 # KIND: `server` runs the block with bash -e on the VPN host (this VM's root network namespace);
 # `daemon` starts it in the background there and waits for /readyz; `client` runs it in the
-# client's network namespace; `install` is not run here (the guest's /usr is read-only): the
-# caller ran that block on the host with npm's --prefix and passes the prefix as
-# WG_PEERD_PREFIX, whose bin/ comes first on PATH. `check:` names a check of this script run
+# client's network namespace; `install` is not run here (the guest's /usr is read-only):
+# scripts/release/check.sh ran that block on the host with npm's prefix set to a clean directory
+# and passes it as WG_PEERD_PREFIX, whose bin/ comes first on PATH. `check:` names a check of this script run
 # after the block (created, alive, deleted). All blocks run in README order in one directory.
 #
 # The machine around the README (not in it): the host's uplink `eth0` is 203.0.113.1/24, default
@@ -75,25 +75,7 @@ result $? "wg-peerd on PATH is the installed copy ($prefix/bin/wg-peerd: $(wg-pe
 
 # --- the README's blocks -------------------------------------------------------------------------
 # Each marked block becomes blocks/NNN.KIND[.CHECK].sh, in order.
-count=0
-kind=""
-inside=0
-marker='^<!-- walkthrough: *([a-z]+)(, *check: *([a-z]+))? *-->$'
-while IFS= read -r line; do
-  if [ "$inside" -eq 1 ]; then
-    if [[ $line == '```'* ]]; then inside=0; kind=""; else printf '%s\n' "$line" >>"$file"; fi
-  elif [[ $line =~ $marker ]]; then
-    kind="${BASH_REMATCH[1]}"
-    check="${BASH_REMATCH[3]}"
-  elif [ -n "$kind" ] && [[ $line == '```'* ]]; then
-    inside=1
-    count=$((count + 1))
-    file="$(printf '%s/%03d.%s%s.sh' "$work/blocks" "$count" "$kind" "${check:+.$check}")"
-    : >"$file"
-  elif [ -n "$line" ]; then
-    kind="" # a marker belongs to the fence right below it
-  fi
-done <"$readme"
+"$(dirname "$0")/readme-blocks.sh" "$readme" "$work/blocks"
 blocks=("$work"/blocks/*.sh)
 [ -e "${blocks[0]}" ]
 result $? "the README marks blocks to run (${#blocks[@]})"
@@ -151,7 +133,7 @@ for block in "${blocks[@]}"; do
   echo "--- README block ${name%%.*} ($kind): $first"
   case "$kind" in
     install)
-      result 0 "block ${name%%.*} (install) was run on the host with --prefix $prefix # SKIP in the VM"
+      echo "    (run on the host by scripts/release/check.sh, with npm's prefix $prefix)"
       ;;
     server)
       shown bash -e "$block"
