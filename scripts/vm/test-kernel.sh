@@ -101,6 +101,7 @@ for k in "${kernels[@]}"; do
     node "$HERE/kernel-summary.js" merge "${runs[@]}" >"$kout/mocha-summary.json"
     say "kernel $kver: prepare and VM run took $((SECONDS - start)) s (exit status $rc)"
     if [ "$rc" -ne 0 ]; then overall=1; fi
+    WG_PEERD_VM_DIR="$dir" "$HERE/test-reboot.sh" --kernel "$kver" --add-to "$kout/mocha-summary.json" "$@" || overall=1
   else
     say "kernel $k: prepare.sh failed; counted as 1 failure"
     echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$k] the kernel could not be prepared\"]}" >"$kout/mocha-summary.json"
