@@ -16,7 +16,7 @@
 # end (one more failure). A pair whose VM ran out of time or reported no status (run.sh's 124,
 # 125) runs once more from scratch, as test-kernel.sh does with a suite. MOCHA-ARGS go to both
 # boots; when they select no reboot test (`--grep soak`), no VM boots and nothing is counted.
-# WG_PEERD_TEST_REBOOT_TIMEOUT: seconds per boot (default 600). MOCHA_SUMMARY_FILE (standalone):
+# WG_PEERD_TEST_REBOOT_TIMEOUT: seconds per boot (default 900). MOCHA_SUMMARY_FILE (standalone):
 # the summed summary is written there. Exit status: 0 when every test passed, else 1.
 set -euo pipefail
 
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 files=(dist/test/kernel-reboot/boot1.test.js dist/test/kernel-reboot/boot2.test.js)
-timeout_s="${WG_PEERD_TEST_REBOOT_TIMEOUT:-600}"
+timeout_s="${WG_PEERD_TEST_REBOOT_TIMEOUT:-900}"
 
 # Adds summary files ({"passed","failed","skipped","failures"}) into the first one.
 add_summaries() {
@@ -51,6 +51,11 @@ add_summaries() {
       sum.failures.push(...(s.failures ?? []));
     }
     fs.writeFileSync(into, JSON.stringify(sum) + "\n");' "$@"
+}
+
+# summary_says FILE EXPR: EXPR (JavaScript, over the summary `s`) of a summary file.
+summary_says() {
+  node -e 'const s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"
 }
 
 # Does any reboot test match MOCHA-ARGS? (a dry run on the host: nothing is executed)
@@ -99,13 +104,13 @@ run_pair() {
       rm -rf "$out"
       continue
     fi
-    say "kernel $label: reboot tests: $(node -p 'const s=require(process.argv[1]);`${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`' "$result")"
+    say "kernel $label: reboot tests: $(summary_says "$result" '`${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`')"
     rm -rf "$out"
     return 0
   done
 }
 
-failed() { [ "$(node -p 'require(process.argv[1]).failed' "$1")" -gt 0 ]; }
+failed() { [ "$(summary_says "$1" 's.failed')" -gt 0 ]; }
 
 if [ -n "$add_to" ]; then
   # One kernel, already built and prepared by test-kernel.sh.
@@ -151,10 +156,11 @@ for k in "${kernels[@]}"; do
   add_summaries "$total" "$result"
   rm -f "$result"
 done
-node -e 'const s=require(process.argv[1]);console.error(`test:reboot: all kernels: ${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`);for(const f of s.failures)console.error(`test:reboot:   failed: ${f}`)' "$total"
+say "all kernels: $(summary_says "$total" '`${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`')"
+if failed "$total"; then summary_says "$total" 's.failures.map((f) => `test:reboot:   failed: ${f}`).join("\n")' >&2; fi
 if [ -n "$summary" ]; then
   mkdir -p "$(dirname "$summary")"
-  node -e 'const s=require(process.argv[1]);console.log(JSON.stringify({passed:s.passed,failed:s.failed,skipped:s.skipped,failures:s.failures}))' "$total" >"$summary"
+  cp "$total" "$summary"
 fi
 failed "$total" && exit 1
 exit 0

@@ -175,25 +175,26 @@ for (const scenario of SCENARIOS) {
         );
         expect(last, 'a checkpoint after the count settled').to.be.above(settledAt);
 
-        // Traffic the next checkpoint may or may not have seen before the crash.
-        await transfer(capped, 'upload', 600_000);
-        const atCrash = await settledUsage(scenario.ifname, created.capped.ip);
         // A write answered 2xx just before the crash is on disk.
         await create('last');
         await patch('last', 'speed-limit', { bytesPerSecond: LAST.rate });
         await patch('last', 'data-cap', { quotaBytes: LAST.cap });
-        teardownClientNamespace(1);
-        teardownClientNamespace(2);
         listed = await listPeers(daemon!);
+        // Traffic right up to the crash: what came after the last checkpoint is lost.
+        await transfer(capped, 'upload', 600_000);
         const lastCheckpoint = metric(
           (await call(daemon!, 'GET', '/metrics')).text,
           'wg_peerd_state_last_checkpoint_timestamp_seconds',
         );
         const age = Date.now() / 1000 - (lastCheckpoint ?? 0);
         expect(await daemon!.kill()).to.equal(null);
+        teardownClientNamespace(1);
+        teardownClientNamespace(2);
+        // The kernel counted on after the crash (the transfer's last ACKs): its final count.
+        const atCrash = await settledUsage(scenario.ifname, created.capped.ip);
         usage = { checkpointed, atCrash, checkpointAgeAtCrashS: age };
         console.log(
-          `      SIGKILL: usage at the crash ${atCrash}, last checkpoint ${age.toFixed(1)} s before`,
+          `      SIGKILL right after a 600000-byte upload: the cap counted ${atCrash}; the last checkpoint was ${age.toFixed(1)} s before`,
         );
         expect(age, 'checkpoints kept their interval').to.be.below(scenario.saveIntervalS * 3);
       });
