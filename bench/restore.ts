@@ -1,0 +1,579 @@
+/**
+ * `npm run bench:restore` (issue 16, "Done when" 5): the state directory's costs, in one VM run
+ * (as root, by scripts/vm/bench-restore.sh). Not a test and not part of CI: it prints figures.
+ *
+ * 1. Restore. A state dir holding BENCH_RESTORE_PEERS peers (default 50,000: distinct /32s of
+ *    10.77.0.0/16, each with a speed limit and a data cap that has counted bytes) is written with
+ *    the daemon's own store (src/state), as a daemon of an earlier boot would have left it. Then,
+ *    BENCH_ROUNDS times alternating, on a kernel without the interface, its IFB or its table:
+ *    D  the daemon (`node <npm start's flags> dist/src/main.js --state-dir ...`) creates the
+ *       interface and puts everything back; its own figure is the `milliseconds` of its
+ *       `state_restored` log line (kernel read, plan, the kernel changes, journal rewrite); also
+ *       from spawn to the first 200 of /readyz, beside the same start on an empty state dir;
+ *    K  the kernel's own bulk tools putting the same state back: `ip link add` + `wg addconf`
+ *       (the `wg showconf` of D's result) + address + up; `ip link add` of the IFB + `tc -batch`
+ *       (the same HTB classes and u32 tables as the daemon's layout, src/kernel/shaper); and
+ *       `nft -f` (the `nft list table` of D's result: the quotas with their `used` bytes).
+ *    Both results are checked against each other with wg, tc and nft (peers, classes and rates,
+ *    quotas with bytes and used) before any figure is printed.
+ * 2. Polls. On the restored interface, GET /api/peers under autocannon (BENCH_CONNECTIONS, 8),
+ *    BENCH_ROUNDS rounds alternating: the daemon without a state dir, and with one and
+ *    `--usage-save-interval 1` (a checkpoint every second reads every cap; the default is 10).
+ *    p50, p99, req/s and the number of checkpoints made during the measurement. The peers are idle:
+ *    a checkpoint reads all counters and writes only changed ones (none here).
+ * 3. Creates. 50 concurrent POST /api/peer on a fresh interface, BENCH_ROUNDS rounds alternating
+ *    with and without a state dir: the time until all 50 answered.
+ *
+ * Knobs: BENCH_RESTORE_PEERS (50000), BENCH_ROUNDS (3), BENCH_CONNECTIONS (8), BENCH_WARMUP_S
+ * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates").
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { generatePrivateKey, publicKeyOf } from '../src/peers/keys';
+import { type SavedPeer, StateStore } from '../src/state';
+
+const IFNAME = 'wgrs0';
+const IFB = `ifb-${IFNAME}`;
+const TABLE = `wg_peerd_${IFNAME}`;
+const SERVER = '10.77.0.1/16';
+const PORT_BASE = 18300;
+const WORK = '/tmp/bench-restore';
+const PEERS = Number(process.env.BENCH_RESTORE_PEERS ?? 50_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 10);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 30);
+const CREATES = Number(process.env.BENCH_CREATES ?? 50);
+const PARTS = (process.env.BENCH_PARTS ?? 'restore,polls,creates').split(',');
+
+let nextPort = PORT_BASE;
+
+// ---------------------------------------------------------------- helpers
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+const ms = (value: number): string => `${value.toFixed(0)} ms`;
+const sleep = (milliseconds: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+function sh(cmd: string): string {
+  return execFileSync('/bin/sh', ['-c', cmd], { encoding: 'utf8', maxBuffer: 1 << 30 });
+}
+/** Wall time of a shell command, in ms. */
+function timedSh(cmd: string): number {
+  const start = performance.now();
+  sh(cmd);
+  return performance.now() - start;
+}
+
+function cleanKernel(): void {
+  sh(`ip link del ${IFNAME} 2>/dev/null || true; ip link del ${IFB} 2>/dev/null || true`);
+  sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
+}
+
+/** Host numbers 2.. of 10.77.0.0/16 (10.77.0.1 is the server): at most 65,532 peers. */
+function peerAddress(i: number): string {
+  const host = i + 2;
+  return `10.77.${host >> 8}.${host & 255}`;
+}
+/** Whole kbit/s, so tc's text shows them exactly. */
+const rateOf = (i: number): number => (1000 + (i % 1000)) * 125;
+const capOf = (i: number): { quotaBytes: number; usedBytes: number } => ({
+  quotaBytes: 1_000_000_000 + i,
+  usedBytes: 1000 * i + 7,
+});
+
+/** The node flags of `npm start` (package.json), so the daemon runs as deployed. */
+function daemonNodeFlags(): string[] {
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const words = (pkg.scripts.start ?? '').split(/\s+/);
+  return words.slice(1, words.indexOf('dist/src/main.js'));
+}
+
+interface Daemon {
+  child: ChildProcess;
+  port: number;
+  log: string;
+  started: number;
+}
+
+function startDaemon(args: string[]): Daemon {
+  const port = nextPort++;
+  const log = `${WORK}/daemon-${port}.log`;
+  const fd = openSync(log, 'w');
+  const started = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      ...daemonNodeFlags(),
+      'dist/src/main.js',
+      '--interface',
+      IFNAME,
+      '--address',
+      SERVER,
+      '--listen-port',
+      '51899',
+      '--endpoint-host',
+      '192.0.2.1',
+      '--listen',
+      `127.0.0.1:${port}`,
+      ...args,
+    ],
+    { stdio: ['ignore', fd, fd] },
+  );
+  closeSync(fd);
+  return { child, port, log, started };
+}
+
+function tail(file: string): string {
+  return readFileSync(file, 'utf8').split('\n').slice(-15).join('\n');
+}
+
+function request(
+  port: number,
+  method: string,
+  path: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Polls /readyz until 200: the ms since spawn, and whether a 503 RESTORING was seen first. */
+async function untilReady(daemon: Daemon): Promise<{ ms: number; sawRestoring: boolean }> {
+  let sawRestoring = false;
+  for (;;) {
+    if (daemon.child.exitCode !== null) {
+      throw new Error(`the daemon exited (${daemon.child.exitCode}):\n${tail(daemon.log)}`);
+    }
+    try {
+      const reply = await request(daemon.port, 'GET', '/readyz');
+      if (reply.status === 200) return { ms: performance.now() - daemon.started, sawRestoring };
+      if (reply.body.includes('RESTORING')) sawRestoring = true;
+    } catch {
+      // not listening yet
+    }
+    await sleep(50);
+  }
+}
+
+async function stopDaemon(daemon: Daemon): Promise<void> {
+  if (daemon.child.exitCode !== null) return;
+  const exited = new Promise<void>((resolve) => daemon.child.once('exit', () => resolve()));
+  daemon.child.kill('SIGTERM');
+  const killer = setTimeout(() => daemon.child.kill('SIGKILL'), 60_000);
+  await exited;
+  clearTimeout(killer);
+}
+
+/** The fields of the daemon's `state_restored` log line. */
+function restoredLine(daemon: Daemon): Record<string, unknown> {
+  const line = readFileSync(daemon.log, 'utf8')
+    .split('\n')
+    .find((l) => l.includes('"event":"state_restored"'));
+  if (line === undefined) throw new Error(`no state_restored line:\n${tail(daemon.log)}`);
+  return JSON.parse(line) as Record<string, unknown>;
+}
+
+// ---------------------------------------------------------------- the state dir
+
+const STATE = `${WORK}/state`;
+
+/** A state dir as a daemon of another boot left it: N peers with limits and caps that counted. */
+async function writeState(): Promise<void> {
+  rmSync(STATE, { recursive: true, force: true });
+  const store = await StateStore.open({ dir: STATE, interfaceName: IFNAME });
+  const privateKey = generatePrivateKey();
+  const publicKey = Buffer.from(publicKeyOf(privateKey)).toString('base64');
+  await store.saveInterface(privateKey, { listenPort: 51899, addresses: [SERVER], publicKey });
+  const peers = new Map<string, SavedPeer>();
+  for (let i = 0; i < PEERS; i++) {
+    const key = randomBytes(32).toString('base64');
+    peers.set(key, {
+      publicKey: key,
+      allowedIps: [`${peerAddress(i)}/32`],
+      limit: rateOf(i),
+      cap: capOf(i),
+    });
+  }
+  await store.replaceState({
+    boot: { bootId: 'an-earlier-boot', ifindex: 1, interfaceName: IFNAME },
+    iface: store.state.iface,
+    peers,
+    intents: new Map(),
+  });
+  await store.close();
+}
+
+// ---------------------------------------------------------------- the kernel's view
+
+interface KernelView {
+  peers: number;
+  classes: { dev: string; ifb: string };
+  filters: { dev: number; ifb: number };
+  quotas: string;
+}
+
+/** HTB classes of a device as "classid rate" lines, sorted (rates as tc prints them). */
+function classes(dev: string): string {
+  return sh(`tc class show dev ${dev}`)
+    .split('\n')
+    .map((line) => /^class htb (\S+) .*\brate (\S+) ceil (\S+)/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => `${m[1]} ${m[2]} ${m[3]}`)
+    .sort()
+    .join('\n');
+}
+
+function view(): KernelView {
+  const quotas = (
+    JSON.parse(sh(`nft -j list table ip ${TABLE}`)) as {
+      nftables: Array<{ quota?: { name: string; bytes: number; used?: number } }>;
+    }
+  ).nftables
+    .flatMap((e) => (e.quota ? [`${e.quota.name} ${e.quota.bytes} ${e.quota.used ?? 0}`] : []))
+    .sort()
+    .join('\n');
+  const filters = (dev: string): number =>
+    Number(sh(`tc filter show dev ${dev} | grep -c 'flowid\\|link' || true`).trim());
+  return {
+    peers: Number(sh(`wg show ${IFNAME} peers | wc -l`).trim()),
+    classes: { dev: classes(IFNAME), ifb: classes(IFB) },
+    filters: { dev: filters(IFNAME), ifb: filters(IFB) },
+    quotas,
+  };
+}
+
+/**
+ * tc commands for the daemon's layout (src/kernel/shaper/index.ts): per device an HTB root 1:
+ * (default 0, direct_qlen 1000), parent class 1:ffff at 8 Tbit, one class 1:<low 16 bits> per
+ * peer, then u32 at prio 10: table 100: hashing the third octet, tables 2XX: hashing the last,
+ * a link from the root table, one link per third octet, one key node per peer; on the interface
+ * an ingress qdisc redirecting everything to the IFB. Classes before filters: binding filters to
+ * classes that exist is the cheap order for tc as for the daemon.
+ */
+function tcBatch(): string {
+  const lines: string[] = [];
+  const octets = new Set<number>();
+  for (let i = 0; i < PEERS; i++) octets.add((i + 2) >> 8);
+  for (const [dev, at, dir] of [
+    [IFNAME, 16, 'dst'],
+    [IFB, 12, 'src'],
+  ] as const) {
+    lines.push(`qdisc add dev ${dev} root handle 1: htb default 0 direct_qlen 1000`);
+    lines.push(`class add dev ${dev} parent 1: classid 1:ffff htb rate 8Tbit ceil 8Tbit`);
+    for (let i = 0; i < PEERS; i++) {
+      const rate = `${(rateOf(i) * 8) / 1000}kbit`;
+      lines.push(
+        `class add dev ${dev} parent 1:ffff classid 1:${(i + 2).toString(16)} htb rate ${rate} ceil ${rate}`,
+      );
+    }
+    lines.push(`filter add dev ${dev} parent 1: prio 10 handle 100: protocol ip u32 divisor 256`);
+    for (const x of octets) {
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 handle ${(0x200 + x).toString(16)}: protocol ip u32 divisor 256`,
+      );
+    }
+    lines.push(
+      `filter add dev ${dev} parent 1: prio 10 protocol ip u32 link 100: hashkey mask 0x0000ff00 at ${at} match ip ${dir} 10.77.0.0/16`,
+    );
+    for (const x of octets) {
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 protocol ip u32 ht 100:${x.toString(16)}: link ${(0x200 + x).toString(16)}: hashkey mask 0x000000ff at ${at} match ip ${dir} 10.77.${x}.0/24`,
+      );
+    }
+    for (let i = 0; i < PEERS; i++) {
+      const host = i + 2;
+      const table = (0x200 + (host >> 8)).toString(16);
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 handle ${table}:${(host & 255).toString(16)}:1 protocol ip u32 ht ${table}:${(host & 255).toString(16)}: match ip ${dir} ${peerAddress(i)}/32 classid 1:${host.toString(16)}`,
+      );
+    }
+  }
+  lines.push(`qdisc add dev ${IFNAME} handle ffff: ingress`);
+  lines.push(
+    `filter add dev ${IFNAME} parent ffff: prio 10 protocol ip u32 match u32 0 0 action mirred egress redirect dev ${IFB}`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+// ---------------------------------------------------------------- 1. restore
+
+interface RestoreFigures {
+  daemonMs: number[];
+  daemonReadyMs: number[];
+  emptyReadyMs: number[];
+  sawRestoring: boolean[];
+  wgMs: number[];
+  tcMs: number[];
+  nftMs: number[];
+}
+
+async function restorePart(): Promise<void> {
+  console.log(`\n## 1. Restore of ${PEERS} peers, each with a speed limit and a data cap\n`);
+  let start = performance.now();
+  await writeState();
+  const journalBytes = Number(sh(`stat -c %s ${STATE}/${IFNAME}/journal`).trim());
+  console.log(
+    `state dir written with the daemon's store: ${journalBytes} bytes of journal (${ms(performance.now() - start)})`,
+  );
+  const figures: RestoreFigures = {
+    daemonMs: [],
+    daemonReadyMs: [],
+    emptyReadyMs: [],
+    sawRestoring: [],
+    wgMs: [],
+    tcMs: [],
+    nftMs: [],
+  };
+  let reference: KernelView | undefined;
+  const files = { wg: `${WORK}/wg.conf`, tc: `${WORK}/tc.batch`, nft: `${WORK}/nft.txt` };
+  writeFileSync(files.tc, tcBatch());
+
+  for (let round = 1; round <= ROUNDS; round++) {
+    // D: the daemon.
+    cleanKernel();
+    const daemon = startDaemon(['--state-dir', STATE]);
+    const ready = await untilReady(daemon);
+    const line = restoredLine(daemon);
+    await stopDaemon(daemon);
+    if (line.mode !== 'reboot' || line.restoredPeers !== PEERS) {
+      throw new Error(`round ${round}: the daemon restored ${JSON.stringify(line)}`);
+    }
+    const daemonView = view();
+    if (reference === undefined) {
+      reference = daemonView;
+      sh(`wg showconf ${IFNAME} > ${files.wg}`);
+      sh(`nft list table ip ${TABLE} > ${files.nft}`);
+      const expected = Array.from({ length: PEERS }, (_, i) => {
+        const { quotaBytes, usedBytes } = capOf(i);
+        return `q_${peerAddress(i).replace(/\./g, '_')} ${quotaBytes} ${usedBytes}`;
+      })
+        .sort()
+        .join('\n');
+      if (reference.quotas !== expected) throw new Error('the daemon restored other quotas');
+      if (reference.peers !== PEERS)
+        throw new Error(`the daemon restored ${reference.peers} peers`);
+    } else if (JSON.stringify(daemonView) !== JSON.stringify(reference)) {
+      throw new Error(`round ${round}: the daemon's restore differs from round 1's`);
+    }
+    figures.daemonMs.push(Number(line.milliseconds));
+    figures.daemonReadyMs.push(ready.ms);
+    figures.sawRestoring.push(ready.sawRestoring);
+
+    // The same start on an empty state dir and no interface: what a start costs without a restore.
+    cleanKernel();
+    const emptyDir = `${WORK}/empty-state`;
+    rmSync(emptyDir, { recursive: true, force: true });
+    const empty = startDaemon(['--state-dir', emptyDir]);
+    figures.emptyReadyMs.push((await untilReady(empty)).ms);
+    await stopDaemon(empty);
+
+    // K: the kernel's own tools.
+    cleanKernel();
+    figures.wgMs.push(
+      timedSh(
+        `ip link add ${IFNAME} type wireguard && wg addconf ${IFNAME} ${files.wg} && ` +
+          `ip addr add ${SERVER} dev ${IFNAME} && ip link set ${IFNAME} up`,
+      ),
+    );
+    figures.tcMs.push(
+      timedSh(`ip link add ${IFB} type ifb && ip link set ${IFB} up && tc -batch ${files.tc}`),
+    );
+    figures.nftMs.push(timedSh(`nft -f ${files.nft}`));
+    const toolsView = view();
+    if (JSON.stringify(toolsView) !== JSON.stringify(reference)) {
+      const diff = (Object.keys(reference) as Array<keyof KernelView>).filter(
+        (k) => JSON.stringify(reference![k]) !== JSON.stringify(toolsView[k]),
+      );
+      throw new Error(`round ${round}: the tools' state differs from the daemon's in ${diff}`);
+    }
+    console.log(
+      `round ${round}: D restore ${ms(figures.daemonMs.at(-1)!)} (spawn to ready ${ms(ready.ms)}, ` +
+        `503 RESTORING seen: ${ready.sawRestoring}; empty start ${ms(figures.emptyReadyMs.at(-1)!)}); ` +
+        `K wg ${ms(figures.wgMs.at(-1)!)} + tc ${ms(figures.tcMs.at(-1)!)} + nft ${ms(figures.nftMs.at(-1)!)}`,
+    );
+  }
+  cleanKernel();
+  start = performance.now();
+  const d = median(figures.daemonMs);
+  const k = median(figures.wgMs) + median(figures.tcMs) + median(figures.nftMs);
+  console.log(`\n| ${PEERS} peers with limits and caps (median of ${ROUNDS}) | ms |`);
+  console.log('| --- | --- |');
+  console.log(`| daemon: restore (state_restored milliseconds) | ${d.toFixed(0)} |`);
+  console.log(
+    `| daemon: spawn to /readyz 200 | ${median(figures.daemonReadyMs).toFixed(0)} (empty state dir: ${median(figures.emptyReadyMs).toFixed(0)}) |`,
+  );
+  console.log(
+    `| tools: ip link add + wg addconf + ip addr + up | ${median(figures.wgMs).toFixed(0)} |`,
+  );
+  console.log(`| tools: ip link add (IFB) + tc -batch | ${median(figures.tcMs).toFixed(0)} |`);
+  console.log(`| tools: nft -f | ${median(figures.nftMs).toFixed(0)} |`);
+  console.log(`| tools: sum | ${k.toFixed(0)} |`);
+  console.log(`| daemon / tools | ${(d / k).toFixed(2)}x (target <= 3x) |`);
+  console.log(
+    `| daemon (spawn to ready - empty start) / tools | ${((median(figures.daemonReadyMs) - median(figures.emptyReadyMs)) / k).toFixed(2)}x |`,
+  );
+}
+
+// ---------------------------------------------------------------- 2. polls
+
+async function pollRun(
+  withState: boolean,
+  round: number,
+): Promise<{ p50: number; p99: number; rps: number; checkpoints: number }> {
+  const daemon = startDaemon(withState ? ['--state-dir', STATE, '--usage-save-interval', '1'] : []);
+  try {
+    await untilReady(daemon);
+    const first = await request(daemon.port, 'GET', '/api/peers');
+    const total = (JSON.parse(first.body) as { total_count: number }).total_count;
+    if (total !== PEERS) throw new Error(`listed ${total} peers, expected ${PEERS}`);
+    const url = `http://127.0.0.1:${daemon.port}/api/peers`;
+    await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, timeout: 120 });
+    const checkpoint = async (): Promise<number> => {
+      const text = (await request(daemon.port, 'GET', '/metrics')).body;
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith('wg_peerd_state_last_checkpoint_timestamp_seconds '));
+      return line === undefined ? 0 : Number(line.split(' ')[1]);
+    };
+    const before = withState ? await checkpoint() : 0;
+    const result = await autocannon({
+      url,
+      connections: CONNECTIONS,
+      duration: DURATION_S,
+      timeout: 120,
+    });
+    const after = withState ? await checkpoint() : 0;
+    if (result.errors || result.non2xx) {
+      throw new Error(`errors ${result.errors}, non-2xx ${result.non2xx}`);
+    }
+    const figures = {
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      rps: result.requests.total / result.duration,
+      // Checkpoints run every second: the last one's time moved by about the measured seconds.
+      checkpoints: withState ? Math.round(after - before) : 0,
+    };
+    console.log(
+      `round ${round} ${withState ? 'with checkpoints   ' : 'without state dir  '}: ` +
+        `p50 ${ms(figures.p50)}, p99 ${ms(figures.p99)}, ${figures.rps.toFixed(2)} req/s ` +
+        `(${result.requests.total} requests)` +
+        (withState ? `; last checkpoint moved ${after - before} s` : ''),
+    );
+    return figures;
+  } finally {
+    await stopDaemon(daemon);
+  }
+}
+
+async function pollsPart(): Promise<void> {
+  console.log(
+    `\n## 2. GET /api/peers at ${PEERS} capped peers, ${CONNECTIONS} connections, ${DURATION_S} s measured\n`,
+  );
+  // The restored state, made once by the daemon.
+  cleanKernel();
+  const restorer = startDaemon(['--state-dir', STATE]);
+  await untilReady(restorer);
+  await stopDaemon(restorer);
+  const runs: Record<'without' | 'with', Array<{ p50: number; p99: number; rps: number }>> = {
+    without: [],
+    with: [],
+  };
+  for (let round = 1; round <= ROUNDS; round++) {
+    runs.without.push(await pollRun(false, round));
+    runs.with.push(await pollRun(true, round));
+  }
+  const med = (kind: 'without' | 'with', key: 'p50' | 'p99' | 'rps'): number =>
+    median(runs[kind].map((r) => r[key]));
+  console.log(`\n| median of ${ROUNDS} | p50 ms | p99 ms | req/s |`);
+  console.log('| --- | --- | --- | --- |');
+  for (const kind of ['without', 'with'] as const) {
+    console.log(
+      `| ${kind === 'with' ? 'with checkpoints (every 1 s)' : 'without state dir'} | ${med(kind, 'p50').toFixed(0)} | ${med(kind, 'p99').toFixed(0)} | ${med(kind, 'rps').toFixed(2)} |`,
+    );
+  }
+  const change = (med('with', 'p99') / med('without', 'p99') - 1) * 100;
+  console.log(
+    `| p99 with / without | ${change >= 0 ? '+' : ''}${change.toFixed(1)}% (target <= +10%) | | |`,
+  );
+  cleanKernel();
+}
+
+// ---------------------------------------------------------------- 3. creates
+
+async function createRun(withState: boolean): Promise<number> {
+  cleanKernel();
+  const dir = `${WORK}/creates-state`;
+  rmSync(dir, { recursive: true, force: true });
+  const daemon = startDaemon(withState ? ['--state-dir', dir] : []);
+  try {
+    await untilReady(daemon);
+    const start = performance.now();
+    const replies = await Promise.all(
+      Array.from({ length: CREATES }, () => request(daemon.port, 'POST', '/api/peer')),
+    );
+    const elapsed = performance.now() - start;
+    const bad = replies.filter((r) => r.status !== 201 && r.status !== 200);
+    if (bad.length > 0) throw new Error(`${bad.length} creates failed: ${bad[0].body}`);
+    return elapsed;
+  } finally {
+    await stopDaemon(daemon);
+  }
+}
+
+async function createsPart(): Promise<void> {
+  console.log(`\n## 3. ${CREATES} concurrent creates on a fresh interface\n`);
+  const times: Record<'without' | 'with', number[]> = { without: [], with: [] };
+  for (let round = 1; round <= ROUNDS; round++) {
+    times.without.push(await createRun(false));
+    times.with.push(await createRun(true));
+    console.log(
+      `round ${round}: without state dir ${ms(times.without.at(-1)!)}, with ${ms(times.with.at(-1)!)}`,
+    );
+  }
+  const without = median(times.without);
+  const withState = median(times.with);
+  console.log(`\n| ${CREATES} concurrent creates (median of ${ROUNDS}) | ms |`);
+  console.log('| --- | --- |');
+  console.log(`| without state dir | ${without.toFixed(0)} |`);
+  console.log(`| with state dir | ${withState.toFixed(0)} |`);
+  console.log(`| with / without | ${(withState / without).toFixed(2)}x |`);
+  cleanKernel();
+}
+
+async function main(): Promise<void> {
+  mkdirSync(WORK, { recursive: true });
+  console.log(
+    `bench:restore: kernel ${sh('uname -r').trim()}, ${PEERS} peers, ${ROUNDS} rounds, parts ${PARTS.join(',')}`,
+  );
+  if (PARTS.includes('restore') || PARTS.includes('polls')) {
+    if (!PARTS.includes('restore')) await writeState();
+  }
+  if (PARTS.includes('restore')) await restorePart();
+  if (PARTS.includes('polls')) await pollsPart();
+  if (PARTS.includes('creates')) await createsPart();
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  cleanKernel();
+  process.exit(1);
+});
