@@ -265,14 +265,14 @@ function view(): KernelView {
  * tc commands for the daemon's layout (src/kernel/shaper/index.ts): per device an HTB root 1:
  * (default 0, direct_qlen 1000), parent class 1:ffff at 8 Tbit, one class 1:<low 16 bits> per
  * peer, then u32 at prio 10: table 100: hashing the third octet, tables 2XX: hashing the last,
- * a link from the root table, one link per third octet, one key node per peer; on the interface
+ * a link from the root table, one link per third octet of the /16, one key node per peer; on the interface
  * an ingress qdisc redirecting everything to the IFB. Classes before filters: binding filters to
  * classes that exist is the cheap order for tc as for the daemon.
  */
 function tcBatch(): string {
   const lines: string[] = [];
-  const octets = new Set<number>();
-  for (let i = 0; i < PEERS; i++) octets.add((i + 2) >> 8);
+  // The daemon builds the skeleton for the whole subnet: every third octet of the /16.
+  const octets = Array.from({ length: 256 }, (_, x) => x);
   for (const [dev, at, dir] of [
     [IFNAME, 16, 'dst'],
     [IFB, 12, 'src'],
@@ -403,7 +403,15 @@ async function restorePart(): Promise<void> {
       const diff = (Object.keys(reference) as Array<keyof KernelView>).filter(
         (k) => JSON.stringify(reference![k]) !== JSON.stringify(toolsView[k]),
       );
-      throw new Error(`round ${round}: the tools' state differs from the daemon's in ${diff}`);
+      throw new Error(
+        `round ${round}: the tools' state differs from the daemon's in ${diff}: ` +
+          diff
+            .map(
+              (k) =>
+                `${JSON.stringify(reference![k]).slice(0, 300)} vs ${JSON.stringify(toolsView[k]).slice(0, 300)}`,
+            )
+            .join('; '),
+      );
     }
     console.log(
       `round ${round}: D restore ${ms(figures.daemonMs.at(-1)!)} (spawn to ready ${ms(ready.ms)}, ` +
