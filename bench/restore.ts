@@ -35,6 +35,7 @@ import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { generatePrivateKey, publicKeyOf } from '../src/peers/keys';
 import { type SavedPeer, StateStore } from '../src/state';
+import { median } from './support';
 
 const IFNAME = 'wgrs0';
 const IFB = `ifb-${IFNAME}`;
@@ -54,11 +55,6 @@ let nextPort = PORT_BASE;
 
 // ---------------------------------------------------------------- helpers
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
 const ms = (value: number): string => `${value.toFixed(0)} ms`;
 const sleep = (milliseconds: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, milliseconds));

@@ -13,8 +13,7 @@
 # Boot 1 runs dist/test/kernel-reboot/boot1.test.js, boot 2 boot2.test.js, each with mocha in the
 # guest (240 s per test). Both boots' tests count: a boot whose VM run ends without a summary
 # (timeout, panic) counts as one failed test, and boot 2 is not run when boot 1 did not reach its
-# end (one more failure). A pair whose VM ran out of time or reported no status (run.sh's 124,
-# 125) runs once more from scratch, as test-kernel.sh does with a suite. MOCHA-ARGS go to both
+# end (one more failure); a boot that ran out of time is a failure, never rerun. MOCHA-ARGS go to both
 # boots; when they select no reboot test (`--grep soak`), no VM boots and nothing is counted.
 # WG_PEERD_TEST_REBOOT_TIMEOUT: seconds per boot (default 900). MOCHA_SUMMARY_FILE (standalone):
 # the summed summary is written there. Exit status: 0 when every test passed, else 1.
@@ -74,40 +73,31 @@ run_pair() {
   shift 2
   local args="" a
   for a in "$@"; do args+=" $(q "$a")"; done
-  local attempt boot rc out
-  for attempt in 1 2; do
-    out="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-reboot.XXXXXX")"
-    echo '{"passed":0,"failed":0,"skipped":0,"failures":[]}' >"$result"
-    local hung=0
-    for boot in 1 2; do
-      local summary="$out/summary-boot$boot.json"
-      if [ "$boot" = 2 ] && [ ! -s "$out/summary-boot1.json" ]; then
-        say "kernel $label: boot 2 not run: boot 1 did not reach its end; counted as 1 failure"
-        echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$label] reboot boot 2 not run: boot 1 did not reach its end\"]}" >"$summary"
-        add_summaries "$result" "$summary"
-        break
-      fi
-      say "kernel $label: boot $boot of 2"
-      rc=0
-      "$HERE/run.sh" --timeout "$timeout_s" --out "$out" -e "WG_PEERD_TEST_KERNEL=$label" -- \
-        "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec ./node_modules/.bin/mocha --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit dist/test/kernel-reboot/boot$boot.test.js$args" ||
-        rc=$?
-      if [ ! -s "$summary" ]; then
-        if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then hung=1; fi
-        say "kernel $label: boot $boot's VM run ended without a summary (exit status $rc); counted as 1 failure"
-        echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$label] reboot boot $boot: the VM run did not reach its end (exit status $rc)\"]}" >"$summary"
-      fi
+  local boot rc summary
+  local out
+  out="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-reboot.XXXXXX")"
+  echo '{"passed":0,"failed":0,"skipped":0,"failures":[]}' >"$result"
+  for boot in 1 2; do
+    summary="$out/summary-boot$boot.json"
+    if [ "$boot" = 2 ] && [ ! -s "$out/summary-boot1.json" ]; then
+      say "kernel $label: boot 2 not run: boot 1 did not reach its end; counted as 1 failure"
+      echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$label] reboot boot 2 not run: boot 1 did not reach its end\"]}" >"$summary"
       add_summaries "$result" "$summary"
-    done
-    if [ "$hung" = 1 ] && [ "$attempt" = 1 ]; then
-      say "kernel $label: a boot ran out of time or reported no status (run.sh printed why above); the pair runs once more from scratch"
-      rm -rf "$out"
-      continue
+      break
     fi
-    say "kernel $label: reboot tests: $(summary_says "$result" '`${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`')"
-    rm -rf "$out"
-    return 0
+    say "kernel $label: boot $boot of 2"
+    rc=0
+    "$HERE/run.sh" --timeout "$timeout_s" --out "$out" -e "WG_PEERD_TEST_KERNEL=$label" -- \
+      "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec ./node_modules/.bin/mocha --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit dist/test/kernel-reboot/boot$boot.test.js$args" ||
+      rc=$?
+    if [ ! -s "$summary" ]; then
+      say "kernel $label: boot $boot's VM run ended without a summary (exit status $rc: 124 ran out of time, 125 reported no status); counted as 1 failure"
+      echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$label] reboot boot $boot: the VM run did not reach its end (exit status $rc)\"]}" >"$summary"
+    fi
+    add_summaries "$result" "$summary"
   done
+  say "kernel $label: reboot tests: $(summary_says "$result" '`${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`')"
+  rm -rf "$out"
 }
 
 failed() { [ "$(summary_says "$1" 's.failed')" -gt 0 ]; }
