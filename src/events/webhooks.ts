@@ -389,7 +389,8 @@ export class Webhooks {
     options: WebhooksOptions,
   ) {
     this.policy = { ...DEFAULT_DELIVERY_POLICY, ...options.policy };
-    this.options = { send: fetchSend, now: Date.now, ...options };
+    // Not a spread: an option given as undefined (Events passes its own through) keeps the default.
+    this.options = { ...options, send: options.send ?? fetchSend, now: options.now ?? Date.now };
   }
 
   get targetCount(): number {

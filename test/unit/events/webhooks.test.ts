@@ -219,6 +219,38 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   });
 });
 
+describe('events: webhooks over real HTTP', () => {
+  it('POSTs with fetch when no sender is given (also when the option is passed as undefined)', async () => {
+    const http = await import('node:http');
+    const got: Array<{ headers: Record<string, string>; body: string }> = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        got.push({ headers: req.headers as Record<string, string>, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const hub = new EventHub({ interfaceName: 'wg0', historySize: 10, run: 'r' });
+    const webhooks = new Webhooks(hub, {
+      send: undefined,
+      now: undefined,
+      logger: { info: () => {}, warn: () => {} },
+    });
+    webhooks.setTargets([{ url: `http://127.0.0.1:${port}/in`, secret: SECRET, types: null }]);
+    const event = hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 100 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    webhooks.close();
+    server.close();
+    expect(got).to.have.length(1);
+    expect(new Webhook(SECRET).verify(got[0]!.body, got[0]!.headers)).to.deep.equal(
+      JSON.parse(event.json),
+    );
+  });
+});
+
 describe('events: the webhooks file', () => {
   const read =
     (text: string, mode = 0o100600) =>
