@@ -214,7 +214,6 @@ interface Option<T, D extends string | null = string | null> {
   parse(text: string, what: string, fromEnv: boolean): T;
 }
 
-/** Ties a row's default to its parse, for the type of Config. */
 /** Usage checkpoints: at least every second, at most every hour. */
 export const USAGE_SAVE_INTERVAL_MAX_S = 3600;
 
@@ -225,6 +224,7 @@ function parseStateDir(text: string, what: string): string {
   return text;
 }
 
+/** Ties a row's default to its parse, for the type of Config. */
 function option<T, D extends string | null>(row: Option<T, D>): Option<T, D> {
   return row;
 }

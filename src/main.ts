@@ -368,10 +368,14 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   };
   const reloadTokens = (): boolean => {
     if (tokens === null) {
-      logger.warn(
-        { event: 'tokens_not_reloaded' },
-        'SIGHUP: no token is configured, nothing to re-read',
-      );
+      // Only a SIGHUP with nothing at all to re-read is worth a warning: with HTTPS or webhooks,
+      // their own lines say what the signal did.
+      if (config.tls === null && config.webhooksFile === null) {
+        logger.warn(
+          { event: 'tokens_not_reloaded' },
+          'SIGHUP: no token, TLS or webhooks file is configured, nothing to re-read',
+        );
+      }
       return false;
     }
     try {

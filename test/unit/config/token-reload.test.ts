@@ -203,4 +203,34 @@ describe('webhooks file (start and SIGHUP)', () => {
     const warning = log.lines().find((l) => l.event === 'webhooks_reload_failed');
     expect(String(warning?.reason)).to.match(/line 1: the secret must be whsec_/);
   });
+
+  it('says nothing of tokens on a SIGHUP when the webhooks file is what there is to re-read', async () => {
+    const files = new Files();
+    files.set('/etc/wg-peerd/webhooks', `https://a.example/ ${SECRET}\n`);
+    const log = captureLog();
+    daemon = await startDaemon(config(), {
+      openKernel: async () => FakeKernel.withInterface(),
+      logger: log.logger,
+      readTokenFile: files.read,
+    });
+    expect(daemon.reloadTokens()).to.equal(false);
+    expect(daemon.reloadWebhooks()).to.equal(true);
+    expect(log.lines().filter((l) => l.level === 40)).to.deep.equal([]);
+  });
+
+  it('warns on a SIGHUP that finds nothing at all to re-read', async () => {
+    const outcome = parseConfig([], {}, () => {
+      throw new Error('no token file');
+    });
+    if (outcome.kind !== 'run') throw new Error('expected a configuration');
+    const log = captureLog();
+    daemon = await startDaemon(
+      { ...outcome.config, listen: { host: '127.0.0.1', port: 0 } },
+      { openKernel: async () => FakeKernel.withInterface(), logger: log.logger },
+    );
+    expect(daemon.reloadTokens()).to.equal(false);
+    const warning = log.lines().find((l) => l.event === 'tokens_not_reloaded');
+    expect(warning?.level).to.equal(40);
+    expect(String(warning?.msg)).to.contain('nothing to re-read');
+  });
 });
