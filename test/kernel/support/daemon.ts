@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { httpsCall, type TlsClientOptions } from '../../support/https-client';
 import { CLIENT_NS, deleteLink, inNs, q, sh } from './topology';
 
 const REPO = path.resolve(__dirname, '..', '..', '..', '..');
@@ -26,6 +27,8 @@ export interface DaemonProcess {
    * `npm start` once it is gone.
    */
   kill(): Promise<number | null>;
+  /** Sends `signal` (SIGHUP: re-read the token and TLS files) to the daemon itself. */
+  signal(signal: NodeJS.Signals): void;
 }
 
 /**
@@ -75,6 +78,11 @@ export interface StartOptions {
    * unit use npm).
    */
   prefix?: string[];
+  /**
+   * The daemon serves HTTPS: the readiness poll goes over TLS with these options (a client
+   * certificate too under mutual TLS), and baseUrl is https://.
+   */
+  tls?: TlsClientOptions;
 }
 
 /** Starts `npm start -- <args>` (or the prefixed node) and resolves once GET /api/peers answers. */
@@ -95,7 +103,9 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
   let done = false;
   void exited.then(() => (done = true));
 
-  const baseUrl = `http://${options.listen}`;
+  const baseUrl = `${options.tls === undefined ? 'http' : 'https'}://${options.listen}`;
+  const url = new URL(baseUrl);
+  const token = options.token || undefined;
   const deadline = Date.now() + 180_000;
   for (;;) {
     if (done) throw new Error(`the daemon exited before serving:\n${output}`);
@@ -104,35 +114,38 @@ export async function startDaemon(options: StartOptions): Promise<DaemonProcess>
       throw new Error(`the daemon did not answer within 180 s:\n${output}`);
     }
     try {
-      const reply = await call({ baseUrl }, 'GET', '/api/peers', {
-        token: options.token || undefined,
-      });
+      const reply =
+        options.tls === undefined
+          ? await call({ baseUrl }, 'GET', '/api/peers', { token })
+          : await httpsCall(url.hostname, Number(url.port), 'GET', '/api/peers', {
+              ...options.tls,
+              token,
+            });
       if (reply.status === 200) break;
     } catch {
       // not listening yet
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
+  /** To the daemon itself, not to npm (which would die of the signal). */
+  const send = (signal: NodeJS.Signals): void => {
+    const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
+    if (pid === undefined) child.kill(signal);
+    else process.kill(pid, signal);
+  };
   return {
     child,
     baseUrl,
     output: () => output,
     stop: async () => {
-      if (!done) {
-        const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
-        if (pid === undefined) child.kill('SIGTERM');
-        else process.kill(pid, 'SIGTERM');
-      }
+      if (!done) send('SIGTERM');
       return exited;
     },
     kill: async () => {
-      if (!done) {
-        const pid = child.pid === undefined ? undefined : daemonPid(child.pid);
-        if (pid === undefined) child.kill('SIGKILL');
-        else process.kill(pid, 'SIGKILL');
-      }
+      if (!done) send('SIGKILL');
       return exited;
     },
+    signal: send,
   };
 }
 
