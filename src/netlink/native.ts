@@ -83,12 +83,21 @@ function loadNative(): NativeModule {
   return nativeModule;
 }
 
-/** Socket buffer size: a 10,000-peer WireGuard dump or a large nf_tables batch fits with room. */
+/** Receive buffer size: a 10,000-peer WireGuard dump fits with room. */
 const BUFFER_BYTES = 4 * 1024 * 1024;
+/**
+ * Send buffer size. An nf_tables transaction must be ONE datagram (nfnetlink_rcv_batch runs the
+ * batch of one skb), and netlink_sendmsg refuses a datagram longer than sk_sndbuf - 32 with
+ * EMSGSIZE (net/netlink/af_netlink.c): a restore of 50,000 caps is one transaction of about
+ * 13 MB. A limit, not an allocation: each datagram's skb is allocated at its own size.
+ */
+const SEND_BUFFER_BYTES = 64 * 1024 * 1024;
 
 export interface NativeTransportOptions {
-  /** Receive/send buffer size in bytes. */
+  /** Receive buffer size in bytes. */
   bufferBytes?: number;
+  /** Send buffer size in bytes. */
+  sendBufferBytes?: number;
 }
 
 export class NativeTransport implements Transport {
@@ -110,8 +119,9 @@ export class NativeTransport implements Transport {
     if (!this.trySetOption(SOL_SOCKET, SO_RCVBUFFORCE, bytes)) {
       this.trySetOption(SOL_SOCKET, SO_RCVBUF, bytes);
     }
-    if (!this.trySetOption(SOL_SOCKET, SO_SNDBUFFORCE, bytes)) {
-      this.trySetOption(SOL_SOCKET, SO_SNDBUF, bytes);
+    const sendBytes = options.sendBufferBytes ?? SEND_BUFFER_BYTES;
+    if (!this.trySetOption(SOL_SOCKET, SO_SNDBUFFORCE, sendBytes)) {
+      this.trySetOption(SOL_SOCKET, SO_SNDBUF, sendBytes);
     }
     // Extended ACKs carry the kernel's own error text; capped ACKs stop the kernel echoing
     // whole requests (a 1,000-peer SET) back in every ACK. Both exist since 4.12/4.3.

@@ -212,13 +212,15 @@ export class NetlinkSocket {
         }),
       );
       const timer = setTimeout(() => {
+        // A batch whose last answer never came may still have said what failed first.
         exchange.finish(
-          new NetlinkError({
-            errno: ETIMEDOUT,
-            operation: options.operation,
-            messageType,
-            kernelMessage: `no answer from the kernel within ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
-          }),
+          exchange.firstError ??
+            new NetlinkError({
+              errno: ETIMEDOUT,
+              operation: options.operation,
+              messageType,
+              kernelMessage: `no answer from the kernel within ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
+            }),
         );
       }, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
       const exchange: Exchange = {

@@ -466,6 +466,27 @@ describe('data caps over nf_tables (real kernel, through a WireGuard tunnel)', f
       enforced: true,
     });
   });
+
+  it('puts back 12,000 caps with the bytes they had counted in one transaction (an ACK per message overflowed the receive buffer from about 10,000)', async function () {
+    const live = Array.from({ length: 12_000 }, (_, i) => ({
+      address: `10.90.${i >> 8}.${i & 255}`,
+      publicKey: Buffer.from(`cap-${i}`.padEnd(32, '.')).toString('base64'),
+      lastSeen: { quotaBytes: 5_000_000, usedBytes: 1_000 + i },
+    }));
+    const started = process.hrtime.bigint();
+    await quota.ensure(SERVER_IF, live);
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    const quotas = nftJson(`list table ip ${TABLE}`)
+      .filter((e) => e.quota)
+      .map((e) => e.quota as { name: string; bytes: number; used: number });
+    console.log(
+      `      ensure of 12,000 caps: ${ms.toFixed(0)} ms; nft lists ${quotas.length} quotas`,
+    );
+    expect(quotas).to.have.length(12_000);
+    const last = quotas.find((q) => q.name === 'q_10_90_46_223');
+    expect(last).to.include({ bytes: 5_000_000, used: 1_000 + 11_999 });
+    expect((await quota.listCaps(SERVER_IF)).size).to.equal(12_000);
+  });
 });
 
 describe('data caps on a kernel without the nf_tables modules they need (real kernel)', function () {

@@ -129,10 +129,10 @@ export class NftBatch {
   ): this {
     this.queued.push({
       type: nftMessageType(msg),
-      // Every message asks for an ACK: the batch completes when each has answered.
-      flags: NLM_F_REQUEST | NLM_F_ACK | flags,
+      // NLM_F_ACK goes on the last message only (toMessages), as nft does.
+      flags: NLM_F_REQUEST | flags,
       payload: Buffer.concat([header(this.family), encodeAttributes(table, values)]),
-      ack: true,
+      ack: false,
       operation: `${NFT_MSG_NAMES[msg]} ${familyName(this.family)} ${what}`,
     });
     return this;
@@ -247,6 +247,15 @@ export class NftBatch {
   }
 
   /** The datagram's messages: BATCH_BEGIN, the queued messages, BATCH_END. */
+  /**
+   * The transaction as sent. Only its last message asks for an ACK: the kernel runs the whole
+   * batch inside our sendmsg and answers a failed message whether or not it asked
+   * (nfnetlink_rcv_batch: errors are queued and delivered in order once the batch is done), so
+   * every error comes before the last message's answer, which ends the exchange. An ACK per
+   * message overflowed the receive buffer at 10,000 caps (ENOBUFS: each ACK is an skb of its
+   * own) and made a restore of that many fail; google/nftables stopped asking for them too
+   * (PR 336), and nft never did.
+   */
   toMessages(): BatchMessage[] {
     // BEGIN/END carry nfgenmsg {AF_UNSPEC, NFNETLINK_V0, res_id = htons(NFNL_SUBSYS_NFTABLES)}:
     // res_id selects the subsystem that runs the transaction. They ask for no ACK.
@@ -257,9 +266,12 @@ export class NftBatch {
       ack: false,
       operation: name,
     });
+    const last = this.queued.length - 1;
     return [
       delimiter(NFNL_MSG_BATCH_BEGIN, 'NFNL_MSG_BATCH_BEGIN'),
-      ...this.queued,
+      ...this.queued.map((message, index) =>
+        index === last ? { ...message, flags: message.flags | NLM_F_ACK, ack: true } : message,
+      ),
       delimiter(NFNL_MSG_BATCH_END, 'NFNL_MSG_BATCH_END'),
     ];
   }

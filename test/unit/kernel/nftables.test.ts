@@ -244,12 +244,16 @@ describe('nf_tables messages of the data caps, against nft 1.0.6', () => {
     expect(ours).to.deep.equal(nfts);
   });
 
-  it('sends the message flags nft sends, plus ACK on every message', () => {
-    const create = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE;
+  it("sends the message flags nft sends, and asks for an ACK on the transaction's last message only", () => {
+    const create = NLM_F_REQUEST | NLM_F_CREATE;
     expect(messages[1].flags).to.equal(create); // nft: 0x401 for NEWSET
     expect(messages[2].flags).to.equal(create); // nft: 0x401 for NEWCHAIN
-    expect(messages[3].flags).to.equal(create | NLM_F_APPEND); // nft: 0xc01 for NEWRULE
-    expect(messages.every((m) => m.ack && (m.flags & NLM_F_ACK) !== 0)).to.equal(true);
+    expect(messages[3].flags & ~NLM_F_ACK).to.equal(create | NLM_F_APPEND); // nft: 0xc01 for NEWRULE
+    const last = messages.length - 1;
+    expect(messages.map((m) => m.ack)).to.deep.equal(messages.map((_, i) => i === last));
+    expect(messages.map((m) => (m.flags & NLM_F_ACK) !== 0)).to.deep.equal(
+      messages.map((_, i) => i === last),
+    );
   });
 
   it('frames the batch with BATCH_BEGIN/END for subsystem 10 (res_id big-endian)', () => {
