@@ -306,6 +306,7 @@ class TargetQueue {
     const timeout = setTimeout(() => controller.abort(), this.policy.timeoutMs);
     let outcome: AttemptOutcome;
     let status: number | null = null;
+    let reason: string | null = null;
     try {
       status = await this.options.send({
         url: this.target.url,
@@ -314,8 +315,9 @@ class TargetQueue {
         signal: controller.signal,
       });
       outcome = status >= 200 && status < 300 ? 'success' : 'http_error';
-    } catch {
+    } catch (error) {
       outcome = controller.signal.aborted ? 'timeout' : 'network_error';
+      reason = reasonOf(error);
     } finally {
       clearTimeout(timeout);
     }
@@ -330,10 +332,15 @@ class TargetQueue {
       }
       return;
     }
-    this.retryLater(delivery, outcome, status);
+    this.retryLater(delivery, outcome, status, reason);
   }
 
-  private retryLater(delivery: Delivery, outcome: AttemptOutcome, status: number | null): void {
+  private retryLater(
+    delivery: Delivery,
+    outcome: AttemptOutcome,
+    status: number | null,
+    reason: string | null,
+  ): void {
     if (this.closed) return;
     const delay = retryDelayMs(this.policy, delivery.attempts);
     const due = this.options.now() + delay;
@@ -343,6 +350,7 @@ class TargetQueue {
       type: delivery.event.type,
       outcome,
       status,
+      reason,
       attempts: delivery.attempts,
     };
     if (due - delivery.firstAt > this.policy.giveUpAfterMs) {
@@ -434,6 +442,14 @@ export class Webhooks {
   close(): void {
     this.setTargets([]);
   }
+}
+
+/** What a failed attempt's error says: fetch puts the system error (ECONNREFUSED) in `cause`. */
+function reasonOf(error: unknown): string {
+  const cause =
+    error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  if (typeof cause?.code === 'string') return cause.code;
+  return error instanceof Error ? error.message : String(error);
 }
 
 function keyOf(target: WebhookTarget): string {
