@@ -28,6 +28,7 @@ import {
   type ApiServer,
 } from './http';
 import type { Kernel } from './kernel/types';
+import type { CapExhaustedNotice, CapWatch } from './kernel/quota/exhaustion';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
 import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
@@ -67,6 +68,12 @@ export interface DaemonDeps {
   webhookPolicy?: Partial<DeliveryPolicy>;
   /** The kernel's boot id (/proc/sys/kernel/random/boot_id when absent); for tests. */
   readBootId?: () => Promise<string>;
+  /** The kernel's notices of exhausted caps (peer.cap_exhausted); none when absent. */
+  watchCaps?: (
+    ifname: string,
+    onExhausted: (notice: CapExhaustedNotice) => void,
+    onError: (error: Error) => void,
+  ) => Promise<CapWatch>;
 }
 
 export interface Daemon {
@@ -116,6 +123,41 @@ function listen(server: ApiServer, config: Config): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * peer.cap_exhausted from the kernel's own notification. Without it (nf_tables unreachable) the
+ * daemon still serves, and says what is missing.
+ */
+async function watchCaps(
+  ifname: string,
+  events: Events,
+  deps: DaemonDeps,
+  logger: Logger,
+): Promise<CapWatch | null> {
+  if (deps.watchCaps === undefined) return null;
+  const unavailable = (error: unknown): null => {
+    logger.warn(
+      { event: 'cap_notifications_unavailable', reason: messageOf(error) },
+      `peer.cap_exhausted events are not available: ${messageOf(error)}`,
+    );
+    return null;
+  };
+  try {
+    const watch = await deps.watchCaps(
+      ifname,
+      (notice) => events.capExhausted(notice),
+      (error) =>
+        logger.warn(
+          { event: 'cap_notifications_lost', reason: messageOf(error) },
+          `an nf_tables notification was lost or unreadable (${messageOf(error)}); the list still shows every exhausted cap`,
+        ),
+    );
+    watch.ready.catch(unavailable);
+    return watch;
+  } catch (error) {
+    return unavailable(error);
+  }
 }
 
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
@@ -237,6 +279,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     webhookTargets,
     webhookPolicy: deps.webhookPolicy,
   });
+  const capWatch = await watchCaps(config.interfaceName, events, deps, logger);
   const service: PeerService = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
@@ -345,6 +388,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       force.unref();
       // Event streams never end by themselves: end them, and stop reading and delivering.
       events.close();
+      capWatch?.close();
       // Stops accepting; keep-alive connections close once their request is answered.
       server.close(() => {
         clearTimeout(force);
@@ -487,6 +531,7 @@ async function cli(): Promise<void> {
       logger,
       // Loaded only once the configuration is good: a bad flag never needs the native addon.
       openKernel: async () => (await import('./kernel')).openKernel(),
+      watchCaps: async (...args) => (await import('./kernel')).watchCapExhaustion(...args),
     });
   } catch (error) {
     const status = error instanceof StartupError ? error.exitStatus : EXIT_FAILURE;

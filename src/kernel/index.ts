@@ -9,6 +9,7 @@ import { WireGuard } from './wireguard';
 
 export * from './types';
 export * from './errors';
+export { watchCapExhaustion, type CapExhaustedNotice, type CapWatch } from './quota/exhaustion';
 
 /**
  * One socket per facility, so a slow tc change never queues behind a WireGuard dump (a netlink

@@ -57,6 +57,8 @@ export const NLMSGERR_ATTR_MISS_NEST = 6;
 // setsockopt(SOL_NETLINK, ...).
 export const SOL_NETLINK = 270;
 export const NETLINK_CAP_ACK = 10;
+/** linux/netlink.h: join a multicast group (the value is the group number). */
+export const NETLINK_ADD_MEMBERSHIP = 1;
 export const NETLINK_EXT_ACK = 11;
 export const NETLINK_GET_STRICT_CHK = 12;
 

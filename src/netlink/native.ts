@@ -4,6 +4,7 @@
 import path from 'node:path';
 import nodeGypBuild from 'node-gyp-build';
 import {
+  NETLINK_ADD_MEMBERSHIP,
   NETLINK_CAP_ACK,
   NETLINK_EXT_ACK,
   NETLINK_GET_STRICT_CHK,
@@ -153,6 +154,10 @@ export class NativeTransport implements Transport {
       this.socket.start((error, datagram) => this.handler?.(error, datagram));
       this.socket.unref();
     }
+  }
+
+  joinGroup(group: number): void {
+    this.socket.setOption(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group);
   }
 
   setBusy(busy: boolean): void {

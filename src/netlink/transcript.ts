@@ -73,6 +73,12 @@ export class RecordingTransport implements Transport {
     this.inner.setBusy(busy);
   }
 
+  /** Multicast datagrams land in the socket's last exchange, in the order they came. */
+  joinGroup(group: number): void {
+    if (!this.inner.joinGroup) throw new Error('the recorded transport cannot join groups');
+    this.inner.joinGroup(group);
+  }
+
   close(): void {
     this.inner.close();
   }
@@ -188,6 +194,9 @@ export class ReplayTransport implements Transport {
   }
 
   setBusy(): void {}
+
+  /** The recorded multicast datagrams come with the exchange they were recorded in. */
+  joinGroup(): void {}
 
   close(): void {}
 }

@@ -16,5 +16,7 @@ export interface Transport {
   receive(handler: DatagramHandler): void;
   /** Whether a pending reply should keep the process alive. */
   setBusy(busy: boolean): void;
+  /** Joins a multicast group of the protocol (NETLINK_ADD_MEMBERSHIP); absent: cannot. */
+  joinGroup?(group: number): void;
   close(): void;
 }

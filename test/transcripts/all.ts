@@ -1,6 +1,7 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
 import { apiPeers } from './api';
 import { linkLifecycle } from './link';
+import { nftablesNotifications } from './notifications';
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
 import { shaperScenarios } from './shaper';
@@ -12,4 +13,5 @@ export const scenarios: Scenario[] = [
   ...quotaScenarios,
   ...shaperScenarios,
   apiPeers,
+  nftablesNotifications,
 ];
