@@ -432,15 +432,20 @@ describe('events: SSE stream and webhooks (real kernel, real client)', function 
     while (Date.now() < deadline && !ids.every((id) => good.got.some((d) => d.id === id))) {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    // Each once (up to 4 attempts run at once per target, so not necessarily in order).
-    expect(good.got.map((d) => d.id).sort()).to.deep.equal([...ids].sort());
+    // Every event, at least once (not necessarily in order: up to 4 attempts run at once per
+    // target). A second delivery of one id is a retry after a timeout: this process, which is
+    // also the receiver, blocks while it runs shell commands; the id lets a receiver drop it.
+    expect([...new Set(good.got.map((d) => d.id))].sort()).to.deep.equal([...ids].sort());
     const verifier = new Webhook(SECRET);
     for (const delivery of good.got) {
       const streamed = streams[0]!.events.find((e) => e.id === delivery.id)!;
       expect(verifier.verify(delivery.body, delivery.headers)).to.deep.equal(streamed.data);
-      // A target that never answers slowed nothing: each event reached this receiver within
-      // a second of the stream.
-      expect(delivery.at - streamed.at, delivery.id).to.be.below(1_000);
+    }
+    // A target that never answers slowed nothing: each event's first delivery reached this
+    // receiver within a second of the stream.
+    for (const streamed of streams[0]!.events) {
+      const first = good.got.find((d) => d.id === streamed.id)!;
+      expect(first.at - streamed.at, streamed.id).to.be.below(1_000);
     }
   });
 
