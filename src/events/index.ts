@@ -12,14 +12,17 @@
  * through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
  * `sink`); connect, disconnect and behind-the-back changes come from the shared kernel read,
  * read only while someone listens and at most once per --list-max-age (watcher.ts);
- * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`).
+ * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`), or
+ * from the shared read where the kernel holds that notice back (6.12), once either way
+ * (exhaustion.ts).
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
  * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
  * time, and a bounded queue per target whose drops are counted; a target that is down slows
  * nothing else.
  */
 import type { Registry } from 'prom-client';
-import type { PeerChange, PeerChangeSink, PeerSnapshot } from '../peers';
+import { tunnelAddressOf, type PeerChange, type PeerChangeSink, type PeerSnapshot } from '../peers';
+import { ExhaustionLatch } from './exhaustion';
 import { EventHub } from './hub';
 import { createEventMetrics } from './metrics';
 import { EventStreams } from './streams';
@@ -90,6 +93,7 @@ export class Events {
   readonly webhooks: Webhooks;
   /** Give it to PeerService (option `events`): the changes made through the daemon. */
   readonly sink: PeerChangeSink;
+  private readonly exhaustion = new ExhaustionLatch();
 
   constructor(options: EventsOptions) {
     const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
@@ -117,6 +121,7 @@ export class Events {
       publish: (input) => this.hub.publish(input),
       intervalMs: options.listMaxAgeMs > 0 ? options.listMaxAgeMs : 1000,
       logger: options.logger,
+      onRead: (snapshot) => this.capsRead(snapshot),
     });
     this.webhooks = new Webhooks(this.hub, {
       logger: options.logger,
@@ -142,6 +147,7 @@ export class Events {
 
   /** The kernel announced that a cap ran out (NFT_MSG_NEWOBJ to NFNLGRP_NFTABLES). */
   capExhausted(cap: CapExhaustion): void {
+    if (!this.exhaustion.notice(cap.address, cap.quotaBytes)) return;
     const input: EventInput = {
       type: 'peer.cap_exhausted',
       publicKey: cap.publicKey,
@@ -149,6 +155,27 @@ export class Events {
       details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
     };
     this.hub.publish(input);
+  }
+
+  /** The shared read's caps: one that is used up and was not announced is announced now. */
+  private capsRead(snapshot: PeerSnapshot): void {
+    const news = this.exhaustion.read(snapshot.caps);
+    if (news.length === 0) return;
+    const owners = new Map<string, string>();
+    for (const peer of snapshot.device.peers) {
+      const address = tunnelAddressOf(peer);
+      if (address !== null) owners.set(address, peer.publicKey);
+    }
+    for (const address of news) {
+      const cap = snapshot.caps.get(address)!;
+      this.hub.publish({
+        type: 'peer.cap_exhausted',
+        at: snapshot.takenAt,
+        publicKey: owners.get(address) ?? null,
+        ipAddress: address,
+        details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+      });
+    }
   }
 
   /** Shutdown: ends the streams, stops reading and delivering. */

@@ -31,6 +31,8 @@ export interface WatcherOptions {
   /** Shortest time between two reads, milliseconds. */
   intervalMs: number;
   logger: WatcherLogger;
+  /** Each successful read, after its comparison (the caps' second source: exhaustion.ts). */
+  onRead?: (snapshot: PeerSnapshot) => void;
 }
 
 interface Known {
@@ -123,6 +125,7 @@ export class KernelWatcher {
       this.options.publish({ type: 'interface.restored', at: snapshot.takenAt });
     }
     this.compare(snapshot, changesBefore);
+    this.options.onRead?.(snapshot);
   }
 
   private readFailed(error: unknown): void {

@@ -1,7 +1,8 @@
 /**
  * Caps that run out, as the kernel tells it: the quota object of a peer announces its depletion
  * once on NFNLGRP_NFTABLES when the packet that exhausts it passes (nftables/notifications.ts).
- * No polling: the notice arrives with the packet that makes the cut.
+ * On 6.1 the notice arrives with the packet that makes the cut; 6.12 queues it until the next
+ * nf_tables commit, so src/events/exhaustion.ts also learns exhaustion from the shared read.
  */
 import { openNativeTransport, type TransportFactory } from '../../netlink';
 import { NfTablesMonitor } from '../nftables/notifications';

@@ -105,4 +105,47 @@ describe('events: changes made through the daemon are published when made', () =
     ]);
     events.close();
   });
+
+  it("through the room: a cap the shared read finds used up is peer.cap_exhausted once, and the kernel's late notice adds nothing", async () => {
+    const kernel = FakeKernel.withInterface();
+    const log = captureLog();
+    const events: Events = new Events({
+      interfaceName: 'wg0',
+      historySize: 100,
+      snapshot: (): Promise<PeerSnapshot> => service.snapshot(),
+      listMaxAgeMs: 1000,
+      logger: log.logger,
+    });
+    const service: PeerService = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      endpointHost: 'vpn.example.net',
+      logger: log.logger,
+      events: events.sink,
+    });
+    const created = await service.createPeer();
+    await service.setDataCap(created.publicKey, 1_000_000);
+    const seen: StoredEvent[] = [];
+    events.hub.subscribe((e) => seen.push(e));
+    await events.watcher.poll(); // baseline
+    kernel.setUsed(created.ip, 1_000_000);
+    await events.watcher.poll();
+    await events.watcher.poll();
+    // 6.12 sends the quota's notice only with the next nf_tables commit.
+    events.capExhausted({
+      address: created.ip,
+      publicKey: created.publicKey,
+      quotaBytes: 1_000_000,
+      usedBytes: 1_000_000,
+    });
+    const exhausted = seen.filter((e) => e.type === 'peer.cap_exhausted');
+    expect(exhausted).to.have.length(1);
+    expect(JSON.parse(exhausted[0]!.json)).to.include({
+      public_key: created.publicKey,
+      ip_address: created.ip,
+      quota_bytes: 1_000_000,
+      used_bytes: 1_000_000,
+    });
+    events.close();
+  });
 });
