@@ -4,6 +4,27 @@ import { PeerService, type PeerChange, type PeerSnapshot } from '../../../src/pe
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 
+/** The room wired to a PeerService over the fake kernel, as the daemon wires them. */
+function wired() {
+  const kernel = FakeKernel.withInterface();
+  const log = captureLog();
+  const events: Events = new Events({
+    interfaceName: 'wg0',
+    historySize: 100,
+    snapshot: (): Promise<PeerSnapshot> => service.snapshot(),
+    listMaxAgeMs: 1000,
+    logger: log.logger,
+  });
+  const service: PeerService = new PeerService({
+    kernel,
+    interfaceName: 'wg0',
+    endpointHost: 'vpn.example.net',
+    logger: log.logger,
+    events: events.sink,
+  });
+  return { kernel, events, service };
+}
+
 describe('events: changes made through the daemon are published when made', () => {
   it("PeerService tells its sink of each change, beside the change's log line, in order", async () => {
     const kernel = FakeKernel.withInterface();
@@ -76,22 +97,7 @@ describe('events: changes made through the daemon are published when made', () =
   });
 
   it('through the room: a stream-level event with origin api, and the watcher does not report it again', async () => {
-    const kernel = FakeKernel.withInterface();
-    const log = captureLog();
-    const events: Events = new Events({
-      interfaceName: 'wg0',
-      historySize: 100,
-      snapshot: (): Promise<PeerSnapshot> => service.snapshot(),
-      listMaxAgeMs: 1000,
-      logger: log.logger,
-    });
-    const service: PeerService = new PeerService({
-      kernel,
-      interfaceName: 'wg0',
-      endpointHost: 'vpn.example.net',
-      logger: log.logger,
-      events: events.sink,
-    });
+    const { events, service } = wired();
     const seen: StoredEvent[] = [];
     events.hub.subscribe((e) => seen.push(e));
     await events.watcher.poll(); // baseline: no peer
@@ -107,22 +113,7 @@ describe('events: changes made through the daemon are published when made', () =
   });
 
   it("through the room: a cap the shared read finds used up is peer.cap_exhausted once, and the kernel's late notice adds nothing", async () => {
-    const kernel = FakeKernel.withInterface();
-    const log = captureLog();
-    const events: Events = new Events({
-      interfaceName: 'wg0',
-      historySize: 100,
-      snapshot: (): Promise<PeerSnapshot> => service.snapshot(),
-      listMaxAgeMs: 1000,
-      logger: log.logger,
-    });
-    const service: PeerService = new PeerService({
-      kernel,
-      interfaceName: 'wg0',
-      endpointHost: 'vpn.example.net',
-      logger: log.logger,
-      events: events.sink,
-    });
+    const { kernel, events, service } = wired();
     const created = await service.createPeer();
     await service.setDataCap(created.publicKey, 1_000_000);
     const seen: StoredEvent[] = [];
