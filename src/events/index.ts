@@ -71,6 +71,8 @@ export interface EventsOptions {
   /** Tests shorten the delivery timings. */
   webhookPolicy?: Partial<DeliveryPolicy>;
   send?: Send;
+  /** The clock, ms since the epoch (Date.now; tests inject one). */
+  now?: () => number;
   /** Streams: keep-alive period and slow-reader bound (tests). */
   keepAliveMs?: number;
   maxBufferedBytes?: number;
@@ -94,8 +96,10 @@ export class Events {
   /** Give it to PeerService (option `events`): the changes made through the daemon. */
   readonly sink: PeerChangeSink;
   private readonly exhaustion = new ExhaustionLatch();
+  private readonly now: () => number;
 
   constructor(options: EventsOptions) {
+    this.now = options.now ?? Date.now;
     const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
     this.hub = new EventHub({
       interfaceName: options.interfaceName,
@@ -147,7 +151,7 @@ export class Events {
 
   /** The kernel announced that a cap ran out (NFT_MSG_NEWOBJ to NFNLGRP_NFTABLES). */
   capExhausted(cap: CapExhaustion): void {
-    if (!this.exhaustion.notice(cap.address, cap.quotaBytes)) return;
+    if (!this.exhaustion.notice(cap.address, cap.publicKey, cap.quotaBytes, this.now())) return;
     const input: EventInput = {
       type: 'peer.cap_exhausted',
       publicKey: cap.publicKey,
@@ -159,13 +163,13 @@ export class Events {
 
   /** The shared read's caps: one that is used up and was not announced is announced now. */
   private capsRead(snapshot: PeerSnapshot): void {
-    const news = this.exhaustion.read(snapshot.caps);
-    if (news.length === 0) return;
     const owners = new Map<string, string>();
     for (const peer of snapshot.device.peers) {
       const address = tunnelAddressOf(peer);
       if (address !== null) owners.set(address, peer.publicKey);
     }
+    const startedAt = snapshot.takenAt - snapshot.readMs;
+    const news = this.exhaustion.read(snapshot.caps, owners, startedAt);
     for (const address of news) {
       const cap = snapshot.caps.get(address)!;
       this.hub.publish({
