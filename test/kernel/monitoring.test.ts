@@ -24,6 +24,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fillVariables, readDashboard, targetsOf } from '../support/dashboard';
@@ -82,6 +83,18 @@ async function until<T>(
     if (Date.now() > deadline) throw new Error(`${what}: not within ${seconds} s`);
     await sleep(500);
   }
+}
+
+/** true once a stream connection to the unix socket at `socketPath` is accepted. */
+function acceptsConnections(socketPath: string): Promise<true | undefined> {
+  return new Promise((resolve) => {
+    const socket = net.connect(socketPath);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(undefined));
+  });
 }
 
 /** The daemon's journal lines (`journalctl -o json`), with extra journalctl arguments. */
@@ -160,8 +173,10 @@ describe('monitoring: journald and Prometheus against the real daemon', function
     journald = spawn('/lib/systemd/systemd-journald', [], {
       stdio: ['ignore', journaldLog, journaldLog],
     });
-    await until('systemd-journald listening', 60, () =>
-      existsSync(JOURNAL_STDOUT) ? true : undefined,
+    // The socket file appears at bind(), before journald listens on it: wait for a connection
+    // to be accepted (systemd-cat refused with ECONNREFUSED once, on 6.1).
+    await until('systemd-journald accepting stream connections', 60, () =>
+      existsSync(JOURNAL_STDOUT) ? acceptsConnections(JOURNAL_STDOUT) : undefined,
     );
 
     // Named tokens: the journal must name them, never show them.
