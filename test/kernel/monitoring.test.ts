@@ -169,6 +169,9 @@ describe('monitoring: journald and Prometheus against the real daemon', function
       '/run/systemd/journald.conf.d/wg-peerd-test.conf',
       '[Journal]\nStorage=volatile\n',
     );
+    // journald exits at once ("Failed to acquire cgroup root path: No medium found") without the
+    // cgroup2 hierarchy, which systemd mounts on a real host and the VM's init does not.
+    sh('mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup');
     const journaldLog = openSync(path.join(dir, 'journald.log'), 'w');
     journald = spawn('/lib/systemd/systemd-journald', [], {
       stdio: ['ignore', journaldLog, journaldLog],
