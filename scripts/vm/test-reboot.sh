@@ -88,7 +88,7 @@ run_pair() {
     say "kernel $label: boot $boot of 2"
     rc=0
     "$HERE/run.sh" --timeout "$timeout_s" --out "$out" -e "WG_PEERD_TEST_KERNEL=$label" -- \
-      "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec ./node_modules/.bin/mocha --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit dist/test/kernel-reboot/boot$boot.test.js$args" ||
+      "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec node --single-threaded-gc ./node_modules/mocha/bin/mocha.js --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit dist/test/kernel-reboot/boot$boot.test.js$args" ||
       rc=$?
     if [ ! -s "$summary" ]; then
       say "kernel $label: boot $boot's VM run ended without a summary (exit status $rc: 124 ran out of time, 125 reported no status); counted as 1 failure"
