@@ -166,6 +166,19 @@ describe('webhooks file (start and SIGHUP)', () => {
     return { ...outcome.config, listen: { host: '127.0.0.1', port: 0 } };
   }
 
+  /** A daemon started with one webhook target in a good file. */
+  async function startWithWebhooks() {
+    const files = new Files();
+    files.set('/etc/wg-peerd/webhooks', `https://a.example/ ${SECRET}\n`);
+    const log = captureLog();
+    daemon = await startDaemon(config(), {
+      openKernel: async () => FakeKernel.withInterface(),
+      logger: log.logger,
+      readTokenFile: files.read,
+    });
+    return { files, log, started: daemon };
+  }
+
   it('stops the start with exit status 2 and one line for a file others may read', async () => {
     const files = new Files();
     files.set('/etc/wg-peerd/webhooks', `https://hooks.example/ ${SECRET}\n`, 0o644);
@@ -184,37 +197,23 @@ describe('webhooks file (start and SIGHUP)', () => {
   });
 
   it('re-reads the targets on SIGHUP; a broken file keeps the old ones, logged at warn', async () => {
-    const files = new Files();
-    files.set('/etc/wg-peerd/webhooks', `https://a.example/ ${SECRET}\n`);
-    const log = captureLog();
-    daemon = await startDaemon(config(), {
-      openKernel: async () => FakeKernel.withInterface(),
-      logger: log.logger,
-      readTokenFile: files.read,
-    });
+    const { files, log, started } = await startWithWebhooks();
     files.set(
       '/etc/wg-peerd/webhooks',
       `https://a.example/ ${SECRET}\nhttps://b.example/ ${SECRET}\n`,
     );
-    expect(daemon.reloadWebhooks()).to.equal(true);
+    expect(started.reloadWebhooks()).to.equal(true);
     expect(log.lines().find((l) => l.event === 'webhooks_reloaded')).to.include({ targets: 2 });
     files.set('/etc/wg-peerd/webhooks', 'https://c.example/ not-a-secret\n');
-    expect(daemon.reloadWebhooks()).to.equal(false);
+    expect(started.reloadWebhooks()).to.equal(false);
     const warning = log.lines().find((l) => l.event === 'webhooks_reload_failed');
     expect(String(warning?.reason)).to.match(/line 1: the secret must be whsec_/);
   });
 
   it('says nothing of tokens on a SIGHUP when the webhooks file is what there is to re-read', async () => {
-    const files = new Files();
-    files.set('/etc/wg-peerd/webhooks', `https://a.example/ ${SECRET}\n`);
-    const log = captureLog();
-    daemon = await startDaemon(config(), {
-      openKernel: async () => FakeKernel.withInterface(),
-      logger: log.logger,
-      readTokenFile: files.read,
-    });
-    expect(daemon.reloadTokens()).to.equal(false);
-    expect(daemon.reloadWebhooks()).to.equal(true);
+    const { log, started } = await startWithWebhooks();
+    expect(started.reloadTokens()).to.equal(false);
+    expect(started.reloadWebhooks()).to.equal(true);
     expect(log.lines().filter((l) => l.level === 40)).to.deep.equal([]);
   });
 
