@@ -21,7 +21,7 @@
  * nothing else.
  */
 import type { Registry } from 'prom-client';
-import { tunnelAddressOf, type PeerChange, type PeerChangeSink, type PeerSnapshot } from '../peers';
+import type { PeerChange, PeerChangeSink, PeerSnapshot } from '../peers';
 import { ExhaustionLatch } from './exhaustion';
 import { EventHub } from './hub';
 import { createEventMetrics } from './metrics';
@@ -103,6 +103,7 @@ export class Events {
     const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
     this.hub = new EventHub({
       interfaceName: options.interfaceName,
+      now: this.now,
       historySize: options.historySize,
       observer: metrics?.hub,
       onListenerError: (error) =>
@@ -125,7 +126,7 @@ export class Events {
       publish: (input) => this.hub.publish(input),
       intervalMs: options.listMaxAgeMs > 0 ? options.listMaxAgeMs : 1000,
       logger: options.logger,
-      onRead: (snapshot) => this.capsRead(snapshot),
+      onRead: (snapshot, owners) => this.capsRead(snapshot, owners),
     });
     this.webhooks = new Webhooks(this.hub, {
       logger: options.logger,
@@ -162,12 +163,7 @@ export class Events {
   }
 
   /** The shared read's caps: one that is used up and was not announced is announced now. */
-  private capsRead(snapshot: PeerSnapshot): void {
-    const owners = new Map<string, string>();
-    for (const peer of snapshot.device.peers) {
-      const address = tunnelAddressOf(peer);
-      if (address !== null) owners.set(address, peer.publicKey);
-    }
+  private capsRead(snapshot: PeerSnapshot, owners: ReadonlyMap<string, string>): void {
     const startedAt = snapshot.takenAt - snapshot.readMs;
     const news = this.exhaustion.read(snapshot.caps, owners, startedAt);
     for (const address of news) {

@@ -31,8 +31,11 @@ export interface WatcherOptions {
   /** Shortest time between two reads, milliseconds. */
   intervalMs: number;
   logger: WatcherLogger;
-  /** Each successful read, after its comparison (the caps' second source: exhaustion.ts). */
-  onRead?: (snapshot: PeerSnapshot) => void;
+  /**
+   * Each successful read, after its comparison, with the read's tunnel address → public key (the
+   * caps' second source: exhaustion.ts).
+   */
+  onRead?: (snapshot: PeerSnapshot, owners: ReadonlyMap<string, string>) => void;
 }
 
 interface Known {
@@ -124,8 +127,8 @@ export class KernelWatcher {
       this.interfaceLost = false;
       this.options.publish({ type: 'interface.restored', at: snapshot.takenAt });
     }
-    this.compare(snapshot, changesBefore);
-    this.options.onRead?.(snapshot);
+    const owners = this.compare(snapshot, changesBefore);
+    this.options.onRead?.(snapshot, owners);
   }
 
   private readFailed(error: unknown): void {
@@ -142,9 +145,11 @@ export class KernelWatcher {
     );
   }
 
-  private compare(snapshot: PeerSnapshot, changesBefore: number): void {
+  /** Compares the read with the last one; gives the read's tunnel address → public key. */
+  private compare(snapshot: PeerSnapshot, changesBefore: number): Map<string, string> {
     const previous = this.known;
     const current = new Map<string, Known>();
+    const owners = new Map<string, string>();
     // A peer the daemon changed after this read started: the daemon's word stands.
     const stale = (key: string): boolean => (this.touched.get(key) ?? 0) > changesBefore;
     for (const peer of snapshot.device.peers) {
@@ -155,6 +160,7 @@ export class KernelWatcher {
         status: statusAt(peer.lastHandshake, snapshot.takenAt).status,
         handshake,
       };
+      if (entry.ip !== null) owners.set(entry.ip, key);
       if (stale(key)) {
         const kept = previous?.get(key);
         if (kept !== undefined) current.set(key, kept);
@@ -198,6 +204,7 @@ export class KernelWatcher {
       if (seq <= changesBefore) this.touched.delete(key);
     }
     this.known = current;
+    return owners;
   }
 
   private emit(
