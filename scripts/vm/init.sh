@@ -118,6 +118,16 @@ hang_report() {
       "$(cat "$t/comm" 2>/dev/null)" "$args"
     case "$state" in R | D) sed 's/^/    /' "$t/stack" 2>/dev/null ;; esac
   done
+  # Where each node thread is in user space: a task in futex_wait says only that it waits, not on
+  # what (a lock, a condition variable, V8's job). The host's gdb, run in the job's root.
+  if [ -x /host/usr/bin/gdb ]; then
+    for p in /proc/[0-9]*; do
+      [ "$(cat "$p/comm" 2>/dev/null)" = node ] || continue
+      echo "--- user-space stacks of node pid ${p#/proc/} (gdb) ---"
+      chroot /host /usr/bin/gdb -nx -batch -p "${p#/proc/}" -ex 'set pagination off' \
+        -ex 'thread apply all bt 24' 2>&1 | grep -E '^(Thread|#)' | head -n 400
+    done
+  fi
   echo 1 >/proc/sys/kernel/sysrq
   echo l >/proc/sysrq-trigger # a backtrace of every CPU
   echo w >/proc/sysrq-trigger # the tasks blocked in state D

@@ -43,10 +43,10 @@ out="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-kernel-tests.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
 
 cmd='MOCHA_SUMMARY_FILE="$OUT_DIR/mocha-summary.json" MOCHA_PROGRESS_FILE="$OUT_DIR/mocha-progress.json"'
-# node --single-threaded-gc, as `npm start` runs the daemon: a run hung with mocha's main thread and
-# V8's four worker threads all waiting on futexes (6.12, 2026-11-26, in "adds 1,000 peers in one
-# call", where CI's stock run also stopped; hang report: no task blocked in the kernel). Under
-# single-threaded TCG the GC threads bring no parallelism, only cross-thread waits.
+# node --single-threaded-gc, as `npm start` runs the daemon (under single-threaded TCG the GC
+# threads bring no parallelism, only cross-thread waits). The suite's past hangs (mocha's main
+# thread in futex_wait, in "adds 1,000 peers in one call") were not the VM's: gdb in the hang
+# report (init.sh) showed Node's own deadlock in the tests' randomPublicKey (test/support/keys.ts).
 cmd+=' exec node --single-threaded-gc ./node_modules/mocha/bin/mocha.js --config .mocharc.kernel.json'
 for a in "$@"; do cmd+=" $(q "$a")"; done
 
