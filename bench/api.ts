@@ -9,6 +9,9 @@
  *   A0  the same with `--list-max-age 0` (skipped, saying so, when --help does not know it)
  *   B   bench/baseline-wg-dump.ts: a BASELINE running `wg show <if> dump` per request
  *   C   bench/replay-ceiling.ts: a transfer ceiling replaying A's own body from memory
+ *   R   with BENCH_REFERENCE_DIR=<another built checkout>: that checkout's daemon, run as A (its own
+ *       package.json start flags, its own dist/ and node_modules), to compare two versions of the
+ *       daemon side by side in one VM run, alternating with A in every round
  * Each is a fresh process; autocannon (8 connections) warms up, then measures; per run it prints
  * req/s, p50, p99 and the server's peak RSS (VmHWM of /proc/<pid>/status after the run), then
  * per size the ratios A/B and A/C (A and A0) from the medians of the rounds.
@@ -28,7 +31,7 @@
  * the measured time at 10,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
- * BENCH_KINDS (default "A,A0,B,C": which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
+ * BENCH_KINDS (default "A,A0,B,C", plus R with BENCH_REFERENCE_DIR: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
  * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -87,7 +90,9 @@ const CHURN = Number(process.env.BENCH_CHURN ?? 0.1);
 /** The size at which the lone request of Done-when 3 is measured. */
 const ALONE_SIZE = Number(process.env.BENCH_ALONE_SIZE ?? 10_000);
 
-type Kind = 'A' | 'A0' | 'B' | 'C';
+type Kind = 'A' | 'A0' | 'B' | 'C' | 'R';
+/** Another built checkout whose daemon runs as kind R (BENCH_REFERENCE_DIR), or null. */
+const REFERENCE_DIR = process.env.BENCH_REFERENCE_DIR ?? null;
 
 interface RunResult {
   kind: Kind;
@@ -415,8 +420,8 @@ interface Server {
  * ExecStart and main.ts's shebang: a unit test holds them equal): A and A0 run the daemon as
  * it is deployed.
  */
-function daemonNodeFlags(): string[] {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+function daemonNodeFlags(checkout = '.'): string[] {
+  const pkg = JSON.parse(readFileSync(`${checkout}/package.json`, 'utf8')) as {
     scripts: Record<string, string>;
   };
   const words = (pkg.scripts.start ?? '').split(/\s+/);
@@ -430,11 +435,12 @@ function daemonNodeFlags(): string[] {
 function startServer(kind: Kind, bodyFile: string, contentType: string): Server {
   const port = nextPort++;
   const listen = `${LISTEN_HOST}:${port}`;
+  const reference = kind === 'R' ? requireReferenceDir() : null;
   const args =
-    kind === 'A' || kind === 'A0'
+    kind === 'A' || kind === 'A0' || reference !== null
       ? [
-          ...daemonNodeFlags(),
-          'dist/src/main.js',
+          ...daemonNodeFlags(reference ?? '.'),
+          reference === null ? 'dist/src/main.js' : `${reference}/dist/src/main.js`,
           '--interface',
           IFNAME,
           '--listen',
@@ -461,6 +467,11 @@ function startServer(kind: Kind, bodyFile: string, contentType: string): Server 
   const child = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   return { child, port, log };
+}
+
+function requireReferenceDir(): string {
+  if (REFERENCE_DIR === null) throw new Error('kind R needs BENCH_REFERENCE_DIR');
+  return REFERENCE_DIR;
 }
 
 function tail(file: string): string {
@@ -595,10 +606,21 @@ async function main(): Promise<void> {
   const kernelVersion = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
   const help = execFileSync(process.execPath, ['dist/src/main.js', '--help'], { encoding: 'utf8' });
   const hasWindow = help.includes('--list-max-age');
-  const wanted = (process.env.BENCH_KINDS ?? 'A,A0,B,C').split(',').map((k) => k.trim());
-  const kinds = (['A', 'A0', 'B', 'C'] as Kind[]).filter(
+  const wanted = (process.env.BENCH_KINDS ?? `A,A0,B,C${REFERENCE_DIR === null ? '' : ',R'}`)
+    .split(',')
+    .map((k) => k.trim());
+  const kinds = (['A', 'R', 'A0', 'B', 'C'] as Kind[]).filter(
     (kind) => wanted.includes(kind) && (hasWindow || kind !== 'A0'),
   );
+  if (kinds.includes('R')) {
+    const ref = requireReferenceDir();
+    const commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
+      encoding: 'utf8',
+    }).trim();
+    console.log(
+      `R: the daemon of ${ref} (${commit.slice(0, 90)}), flags ${daemonNodeFlags(ref).join(' ')}`,
+    );
+  }
   console.log(
     `bench:api: kernel ${kernelVersion}, node ${process.version}, sizes ${SIZES.join(', ')}, ` +
       `${ROUNDS} rounds, ${CONNECTIONS} connections, ${WARMUP_S} s warm-up + ${DURATION_S} s measured ` +
@@ -654,6 +676,9 @@ async function main(): Promise<void> {
         `  ${kind.padEnd(2)} median ${med(kind).toFixed(1)} req/s: /B ${ratio(med(kind), med('B'))}, /C ${ratio(med(kind), med('C'))}`;
       console.log(line('A'));
       if (hasWindow) console.log(line('A0'));
+      if (kinds.includes('R')) {
+        console.log(`${line('R')}; A/R ${ratio(med('A'), med('R'))}`);
+      }
 
       let alone: number | null = null;
       if (size === ALONE_SIZE) {
