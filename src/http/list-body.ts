@@ -70,7 +70,7 @@ function numberOrNull(value: number | null): string {
  * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
  */
 function peerJson(view: PeerView): string {
-  const { peer, ip, status, minutesSinceHandshake, cap } = view;
+  const { peer, ip, status, minutesSinceHandshake, cap, suspended } = view;
   const limit = limitOf(view.limit);
   let allowed = '';
   for (const prefix of peer.allowedIps) {
@@ -90,6 +90,7 @@ function peerJson(view: PeerView): string {
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
     `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
+    `,"suspended":${suspended}` +
     '}'
   );
 }

@@ -88,6 +88,7 @@ export const PEER_METRIC = {
   capUsed: 'wg_peerd_peer_data_cap_used_bytes',
   capEnforced: 'wg_peerd_peer_data_cap_enforced',
   capExhausted: 'wg_peerd_peer_data_cap_exhausted',
+  suspended: 'wg_peerd_peer_suspended',
 } as const;
 
 export const AGGREGATE_METRIC = {
@@ -97,6 +98,7 @@ export const AGGREGATE_METRIC = {
   capped: 'wg_peerd_peers_data_capped',
   capsLost: 'wg_peerd_peers_data_cap_not_enforced',
   exhausted: 'wg_peerd_peers_data_cap_exhausted',
+  suspended: 'wg_peerd_peers_suspended',
 } as const;
 
 /**
@@ -178,6 +180,11 @@ export async function renderPeerMetrics(
       'gauge',
       "1 when the peer's bytes used reached its enforced data cap (its traffic is dropped), else 0; absent when the peer has no cap",
     ),
+    suspended: new Family(
+      PEER_METRIC.suspended,
+      'gauge',
+      '1 when the peer is suspended (no tunnelled packet passes either way), else 0',
+    ),
   };
   const counts: Record<StatusLabel, number> = { alive: 0, dead: 0, never: 0 };
   let limited = 0;
@@ -185,13 +192,14 @@ export async function renderPeerMetrics(
   let capped = 0;
   let capsLost = 0;
   let exhausted = 0;
+  let suspendedPeers = 0;
 
   // 50,000 peers take most of a second to render: let other requests in between (DESIGN §5).
   const families = Object.values(f);
   await inSlices(
     snapshot.device.peers,
     (peer) => {
-      const { ip, status, limit, cap } = viewOf(peer, snapshot);
+      const { ip, status, limit, cap, suspended } = viewOf(peer, snapshot);
       const statusLabel: StatusLabel =
         status === ALIVE ? 'alive' : status === DEAD ? 'dead' : 'never';
       counts[statusLabel] += 1;
@@ -206,6 +214,7 @@ export async function renderPeerMetrics(
         if (!cap.enforced) capsLost += 1;
       }
       if (isExhausted) exhausted += 1;
+      if (suspended) suspendedPeers += 1;
       if (!perPeer) return;
 
       // A peer without an IPv4 /32 (added by other tools) has ip="" rather than no label, so
@@ -218,6 +227,7 @@ export async function renderPeerMetrics(
       f.status.add(`{${peerLabels},status="${statusLabel}"}`, 1);
       f.receive.add(labels, peer.rxBytes);
       f.transmit.add(labels, peer.txBytes);
+      f.suspended.add(labels, suspended ? 1 : 0);
       if (limit !== null) renderSpeedLimit(f.speedLimit, f.speedLimitEnforced, peerLabels, limit);
       if (cap !== null) {
         f.capQuota.add(labels, cap.quotaBytes);
@@ -264,6 +274,7 @@ export async function renderPeerMetrics(
       'Peers whose bytes used reached their enforced data cap',
       exhausted,
     ),
+    aggregate(AGGREGATE_METRIC.suspended, 'Peers suspended', suspendedPeers),
   ];
 
   const rendered = perPeer ? [...families, ...aggregates] : aggregates;

@@ -27,6 +27,7 @@ import {
   listResponse,
   messageResponse,
   speedLimitBody,
+  suspensionBody,
 } from './schemas';
 
 export type RouteId =
@@ -37,6 +38,7 @@ export type RouteId =
   | 'removeSpeedLimit'
   | 'setDataCap'
   | 'removeDataCap'
+  | 'setSuspension'
   | 'deletePeer'
   | 'openapi'
   | 'docs'
@@ -294,6 +296,19 @@ export const ROUTES: readonly RouteDef[] = [
       const key = keyOf(req);
       check(emptyBody, req.body, 'body');
       return `Data cap removed from ${named(await service.removeDataCap(key))}`;
+    },
+  ),
+  limitRoute(
+    'setSuspension',
+    'patch',
+    '/suspension',
+    'Suspend the peer (no tunnelled packet passes either way) or resume it; key, addresses, counters, limit and cap are kept',
+    suspensionBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { suspended } = check(suspensionBody, req.body, 'body');
+      const peer = await service.setSuspension(key, suspended);
+      return `${suspended ? 'Suspended' : 'Resumed'} ${named(peer)}`;
     },
   ),
   {

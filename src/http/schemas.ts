@@ -70,6 +70,17 @@ export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBod
   additionalProperties: false,
 });
 
+export interface SuspensionBody {
+  suspended: boolean;
+}
+
+export const suspensionBody: ValidateFunction<SuspensionBody> = ajv.compile<SuspensionBody>({
+  type: 'object',
+  properties: { suspended: { type: 'boolean' } },
+  required: ['suspended'],
+  additionalProperties: false,
+});
+
 export type Part = 'body' | 'query' | 'path';
 
 function detailOf(error: ErrorObject): ValidationDetail {
@@ -152,6 +163,10 @@ export const peerResponse: JsonSchema = {
       required: ['quota_bytes', 'used_bytes', 'enforced'],
       additionalProperties: false,
     }),
+    suspended: {
+      type: 'boolean',
+      description: 'No tunnelled packet of the peer passes either way (PATCH .../suspension)',
+    },
   },
   required: [
     'public_key',
@@ -167,6 +182,7 @@ export const peerResponse: JsonSchema = {
     'speed_limit_bytes_per_second',
     'speed_limit_holds',
     'data_cap',
+    'suspended',
   ],
   additionalProperties: false,
 };

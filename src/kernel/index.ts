@@ -4,6 +4,7 @@ import { Links } from './link';
 import { Probe } from './probe';
 import { Quota } from './quota';
 import { Shaper, type ShaperOptions } from './shaper';
+import { Suspension } from './suspension';
 import type { Kernel } from './types';
 import { WireGuard } from './wireguard';
 
@@ -26,6 +27,7 @@ export async function openKernel(
   const link = new Links(open);
   const shaper = new Shaper(open, { ...options.shaper, changes });
   const quota = new Quota(open, changes);
+  const suspension = new Suspension(open, changes);
   const probe = new Probe(open);
   return {
     changes,
@@ -33,12 +35,14 @@ export async function openKernel(
     link,
     shaper,
     quota,
+    suspension,
     probe,
     close() {
       wireguard.close();
       link.close();
       shaper.close();
       quota.close();
+      suspension.close();
       probe.close();
     },
   };

@@ -177,6 +177,25 @@ export interface QuotaApi {
 }
 
 /**
+ * Suspended peers over nf_tables (src/kernel/suspension/), keyed by tunnel address, each owned
+ * by its peer's public key.
+ */
+export interface SuspensionApi {
+  /**
+   * Repairs the table (rebuilt whole when not as specified), removes suspensions of addresses
+   * whose live peer is not their owner, and adds `restore` (a reboot with a state dir). No table
+   * and nothing to restore: nothing is made. Returns what was repaired.
+   */
+  ensure(ifname: string, live: readonly PeerRef[], restore?: readonly PeerRef[]): Promise<Repair[]>;
+  /** From the commit on, no tunnelled packet of the peer passes either way; idempotent. */
+  suspend(ifname: string, peer: PeerRef): Promise<void>;
+  /** Lets the address's packets pass again; an address not suspended is not an error. */
+  resume(ifname: string, address: string): Promise<void>;
+  /** Suspended address → the owner's public key (null when the element has none). */
+  listSuspended(ifname: string): Promise<Map<string, string | null>>;
+}
+
+/**
  * The kernel layer's one change queue (a SerialQueue, src/netlink/serial-queue.ts): every change
  * to the kernel runs through it, one at a time in arrival order; work queued from inside a
  * running change runs at once (re-entrant).
@@ -203,6 +222,7 @@ export interface Kernel {
   link: LinkApi;
   shaper: ShaperApi;
   quota: QuotaApi;
+  suspension: SuspensionApi;
   probe: ProbeApi;
   /** Closes every netlink socket. */
   close(): void;

@@ -126,7 +126,7 @@ export class EndpointUnknownError extends UnavailableError {
   }
 }
 
-export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota';
+export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension';
 
 const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
   wireguard: {
@@ -144,6 +144,10 @@ const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> =
   quota: {
     what: 'nf_tables with quota objects for data caps',
     fix: 'load the kernel modules: modprobe nf_tables nft_quota',
+  },
+  suspension: {
+    what: 'nf_tables for suspending peers',
+    fix: 'load the kernel module: modprobe nf_tables',
   },
 };
 

@@ -4,7 +4,12 @@
  */
 
 export type PeerChangeType =
-  'peer.created' | 'peer.deleted' | 'peer.limit_changed' | 'peer.cap_changed';
+  | 'peer.created'
+  | 'peer.deleted'
+  | 'peer.limit_changed'
+  | 'peer.cap_changed'
+  | 'peer.suspended'
+  | 'peer.resumed';
 
 export interface PeerChange {
   type: PeerChangeType;

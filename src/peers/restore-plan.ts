@@ -34,6 +34,8 @@ export interface KernelView {
   limits: ReadonlyMap<string, LimitState>;
   /** By tunnel address. */
   caps: ReadonlyMap<string, KernelDataCap>;
+  /** Suspended tunnel address → owner's public key; absent: none. */
+  suspended?: ReadonlyMap<string, string | null>;
 }
 
 export interface RestoreWarning {
@@ -57,6 +59,8 @@ export interface RestorePlan {
   limits: { publicKey: string; address: string; bytesPerSecond: number }[];
   /** Caps to create with the bytes already counted. */
   caps: { publicKey: string; address: string; cap: SavedCap }[];
+  /** Suspensions to put back (a reboot): the peer is in `addPeers` or already in the kernel. */
+  suspensions: { publicKey: string; address: string }[];
   /** The state the journal holds once the plan is carried out (boot not included). */
   next: Map<string, SavedPeer>;
   warnings: RestoreWarning[];
@@ -86,6 +90,7 @@ function kernelPeer(peer: Pick<WireGuardPeer, 'publicKey' | 'allowedIps'>, view:
     limit: limit?.download ?? limit?.upload ?? null,
     cap: cap ? { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes } : null,
   };
+  if (address !== null && view.suspended?.get(address) === peer.publicKey) saved.suspended = true;
   return saved;
 }
 
@@ -104,6 +109,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     removePeers: [],
     limits: [],
     caps: [],
+    suspensions: [],
     next: new Map(),
     warnings: [],
   };
@@ -147,6 +153,10 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
         plan.caps.push({ publicKey, address, cap: before.cap });
         current.cap = { ...before.cap };
       }
+      if (address !== null && current.suspended !== true && before.suspended === true) {
+        plan.suspensions.push({ publicKey, address });
+        current.suspended = true;
+      }
       continue;
     }
     if (before.limit !== current.limit) {
@@ -180,6 +190,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
       allowedIps: [...before.allowedIps],
       limit: before.limit,
       cap: before.cap === null ? null : { ...before.cap },
+      ...(before.suspended === true ? { suspended: true } : {}),
     };
     plan.addPeers.push(peer);
     plan.next.set(publicKey, peer);
@@ -187,6 +198,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     if (address === null) continue;
     if (peer.limit !== null) plan.limits.push({ publicKey, address, bytesPerSecond: peer.limit });
     if (peer.cap !== null) plan.caps.push({ publicKey, address, cap: peer.cap });
+    if (peer.suspended === true) plan.suspensions.push({ publicKey, address });
   }
   return plan;
 }

@@ -19,6 +19,7 @@ export interface RestoreSummary {
   restoredPeers: number;
   restoredLimits: number;
   restoredCaps: number;
+  restoredSuspensions: number;
   adopted: number;
   removed: number;
   forgotten: number;
@@ -26,7 +27,7 @@ export interface RestoreSummary {
 }
 
 export interface RestoreOptions {
-  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota'>;
+  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota' | 'suspension'>;
   store: Pick<StateStore, 'state' | 'replaceState'>;
   interfaceName: string;
   ifindex: number;
@@ -65,10 +66,11 @@ async function optionalMap<K, V>(
 export async function restoreFromState(options: RestoreOptions): Promise<RestoreSummary> {
   const started = performance.now();
   const { kernel, store, interfaceName: ifname, logger } = options;
-  const [device, limits, caps] = await Promise.all([
+  const [device, limits, caps, suspended] = await Promise.all([
     step('wireguard', ifname, () => kernel.wireguard.getDevice(ifname)),
     optionalMap('shaper', ifname, () => kernel.shaper.listLimits(ifname)),
     optionalMap('quota', ifname, () => kernel.quota.listCaps(ifname)),
+    optionalMap('suspension', ifname, () => kernel.suspension.listSuspended(ifname)),
   ]);
   const plan = planRestore(store.state, {
     bootId: options.bootId,
@@ -77,10 +79,26 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
     peers: device.peers,
     limits,
     caps,
+    suspended,
   });
 
   if (plan.removePeers.length > 0) {
     await step('wireguard', ifname, () => kernel.wireguard.removePeers(ifname, plan.removePeers));
+  }
+  const live: PeerRef[] = [];
+  for (const peer of plan.next.values()) {
+    const address = tunnelAddressOfCidrs(peer.allowedIps);
+    if (address !== null) live.push({ address, publicKey: peer.publicKey });
+  }
+  if (plan.suspensions.length > 0) {
+    // Before the peers are back in WireGuard: a suspended peer never passes a packet.
+    await step('suspension', ifname, () =>
+      kernel.suspension.ensure(
+        ifname,
+        live,
+        plan.suspensions.map((s) => ({ address: s.address, publicKey: s.publicKey })),
+      ),
+    );
   }
   if (plan.addPeers.length > 0) {
     await step('wireguard', ifname, () =>
@@ -92,11 +110,6 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
         })),
       ),
     );
-  }
-  const live: PeerRef[] = [];
-  for (const peer of plan.next.values()) {
-    const address = tunnelAddressOfCidrs(peer.allowedIps);
-    if (address !== null) live.push({ address, publicKey: peer.publicKey });
   }
   if (plan.limits.length > 0) {
     await step('shaper', ifname, async () => {
@@ -138,6 +151,7 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
     restoredPeers: plan.addPeers.length,
     restoredLimits: plan.limits.length,
     restoredCaps: plan.caps.length,
+    restoredSuspensions: plan.suspensions.length,
     adopted: count('peer_adopted'),
     removed: plan.removePeers.length,
     forgotten: count('peer_deleted_behind_back'),
@@ -146,7 +160,7 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
   logger.info(
     { event: 'state_restored', interface: ifname, ...summary },
     summary.mode === 'reboot'
-      ? `state restored after a reboot: ${summary.restoredPeers} peers, ${summary.restoredLimits} limits, ${summary.restoredCaps} caps put back`
+      ? `state restored after a reboot: ${summary.restoredPeers} peers, ${summary.restoredLimits} limits, ${summary.restoredCaps} caps, ${summary.restoredSuspensions} suspensions put back`
       : summary.mode === 'restart'
         ? 'state checked against the kernel after a restart'
         : `state directory started: ${summary.peers} peers adopted from the kernel`,

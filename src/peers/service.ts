@@ -54,6 +54,7 @@ export type PeerJournal = Pick<
   | 'recordDelete'
   | 'recordLimit'
   | 'recordCap'
+  | 'recordSuspension'
   | 'recordPeers'
 >;
 
@@ -120,10 +121,11 @@ export interface PeerServiceApi {
   removeSpeedLimit(publicKey: string): Promise<ChangedPeer>;
   setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer>;
   removeDataCap(publicKey: string): Promise<ChangedPeer>;
+  setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
 }
 
 export interface PeerServiceOptions {
-  kernel: Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  kernel: Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension'>;
   interfaceName: string;
   /** Host part of `server.endpoint`; null: the host's primary IPv4 address, asked per create. */
   endpointHost?: string | null;
@@ -518,6 +520,54 @@ export class PeerService implements PeerServiceApi {
     );
   }
 
+  /**
+   * Suspends or resumes the peer in the kernel (src/kernel/suspension): key, addresses,
+   * counters, limit and cap stay as they are. The suspension table is repaired against the live
+   * peers first, so a suspension left by an earlier owner of the address never outlives it.
+   */
+  async setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    const before = this.saved(key)?.suspended ?? false;
+    return this.recorded(
+      (journal) => journal.recordSuspension(key, suspended),
+      (journal) => journal.recordSuspension(key, before),
+      () => true,
+      async () => {
+        const device = await this.readDevice();
+        const ip = this.addressIn(device, key, 'suspension');
+        const live = device.peers.flatMap((p) => {
+          const address = tunnelAddressOf(p);
+          return address === null ? [] : [{ address, publicKey: p.publicKey }];
+        });
+        const suspension = this.kernel.suspension;
+        for (const repair of await this.call('suspension', () =>
+          suspension.ensure(this.ifname, live),
+        )) {
+          this.log.warn(
+            { event: 'kernel_repaired', interface: this.ifname, facility: 'suspension', ...repair },
+            `repaired suspensions: ${repair.found}: ${repair.done}`,
+          );
+        }
+        await this.call('suspension', () =>
+          suspended
+            ? suspension.suspend(this.ifname, { address: ip, publicKey: key })
+            : suspension.resume(this.ifname, ip),
+        );
+        const event = suspended ? 'peer_suspended' : 'peer_resumed';
+        this.log.info(
+          { event, interface: this.ifname, publicKey: key, ip },
+          suspended ? 'peer suspended' : 'peer resumed',
+        );
+        this.events?.publish({
+          type: suspended ? 'peer.suspended' : 'peer.resumed',
+          publicKey: key,
+          ipAddress: ip,
+        });
+        return { publicKey: key, ip };
+      },
+    );
+  }
+
   private changed(
     type: 'peer.limit_changed' | 'peer.cap_changed',
     publicKey: string,
@@ -616,14 +666,15 @@ export class PeerService implements PeerServiceApi {
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
     try {
       // The device first: its failure decides the answer (see allInOrder).
-      const [device, limits, caps] = await allInOrder([
+      const [device, limits, caps, suspended] = await allInOrder([
         this.call('wireguard', () => this.kernel.wireguard.getDevice(this.ifname)),
         this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
         this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
+        this.optional('suspension', () => this.kernel.suspension.listSuspended(this.ifname)),
       ]);
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
-      const read = { takenAt: this.now(), readMs, device, limits, caps };
+      const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.noticeLosses(read);
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
       // the kernel lost behind the daemon's back, as last seen and not enforced.
@@ -672,15 +723,16 @@ export class PeerService implements PeerServiceApi {
   }
 
   /**
-   * Removes the speed limits and data caps the kernel holds for these addresses. Only what is
-   * listed is removed, so a kernel without tc or nf_tables (or a facility not built yet) costs
-   * nothing here.
+   * Removes the speed limits, data caps and suspensions the kernel holds for these addresses.
+   * Only what is listed is removed, so a kernel without tc or nf_tables (or a facility not
+   * built yet) costs nothing here.
    */
   private async removeLimitsAndCaps(addresses: readonly string[]): Promise<void> {
     if (addresses.length === 0) return;
-    const [limits, caps] = await allInOrder([
+    const [limits, caps, suspended] = await allInOrder([
       this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
       this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
+      this.optional('suspension', () => this.kernel.suspension.listSuspended(this.ifname)),
     ]);
     for (const address of addresses) {
       if (limits.has(address)) {
@@ -688,6 +740,9 @@ export class PeerService implements PeerServiceApi {
       }
       if (caps.has(address)) {
         await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, address));
+      }
+      if (suspended.has(address)) {
+        await this.call('suspension', () => this.kernel.suspension.resume(this.ifname, address));
       }
     }
   }

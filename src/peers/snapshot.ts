@@ -16,6 +16,8 @@ export interface PeerSnapshot {
   readonly limits: ReadonlyMap<string, LimitState>;
   /** Tunnel address → cap, bytes used and whether the map still leads packets to it. */
   readonly caps: ReadonlyMap<string, KernelDataCap>;
+  /** Suspended tunnel address → the public key that owns the suspension; absent: none. */
+  readonly suspended?: ReadonlyMap<string, string | null>;
 }
 
 /** What the service reports about its kernel calls, for the daemon's own metrics. */

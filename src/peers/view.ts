@@ -24,6 +24,8 @@ export interface PeerView {
   readonly limit: LimitState | null;
   /** The data cap (a cap the kernel lost is listed as last seen, `enforced: false`). */
   readonly cap: KernelDataCap | null;
+  /** Suspended in the kernel, by a suspension this very peer owns (issue 19). */
+  readonly suspended: boolean;
 }
 
 /** Where a limit holds: both directions, one only (the other was lost), or none. */
@@ -48,7 +50,22 @@ export function viewOf(
   // No Map lookup on a device without limits or caps (the common large idle host).
   const limit = ip === null || snapshot.limits.size === 0 ? undefined : snapshot.limits.get(ip);
   const cap = ip === null || snapshot.caps.size === 0 ? undefined : snapshot.caps.get(ip);
-  return { peer, ip, status, minutesSinceHandshake, limit: limit ?? null, cap: cap ?? null };
+  return {
+    peer,
+    ip,
+    status,
+    minutesSinceHandshake,
+    limit: limit ?? null,
+    cap: cap ?? null,
+    suspended: suspendedAt(peer, ip, snapshot),
+  };
+}
+
+/** Whether the snapshot shows the peer suspended: its address's suspension is its own. */
+function suspendedAt(peer: WireGuardPeer, ip: string | null, snapshot: PeerSnapshot): boolean {
+  const suspended = snapshot.suspended;
+  if (ip === null || suspended === undefined || suspended.size === 0) return false;
+  return suspended.get(ip) === peer.publicKey;
 }
 
 /**
@@ -69,7 +86,8 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (limit?.upload ?? null) === (view.limit?.upload ?? null) &&
     (cap?.quotaBytes ?? -1) === (view.cap?.quotaBytes ?? -1) &&
     (cap?.usedBytes ?? -1) === (view.cap?.usedBytes ?? -1) &&
-    (cap?.enforced ?? null) === (view.cap?.enforced ?? null)
+    (cap?.enforced ?? null) === (view.cap?.enforced ?? null) &&
+    suspendedAt(view.peer, ip, snapshot) === view.suspended
   );
 }
 

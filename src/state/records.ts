@@ -24,6 +24,8 @@ export interface SavedPeer {
   /** Bytes per second each direction, or null. */
   limit: number | null;
   cap: SavedCap | null;
+  /** Suspended (issue 19); absent in journals written before suspension existed: false. */
+  suspended?: boolean;
 }
 
 /** The interface as the daemon created it (its private key is in a file of its own). */
@@ -57,12 +59,22 @@ export type JournalRecord =
   /** A create about to be made in the kernel (saved before it). */
   | { t: 'intent'; k: string; ips: string[] }
   /** A committed peer, whole (a create's commit, an adopted peer, a compacted journal). */
-  | { t: 'peer'; k: string; ips: string[]; limit: number | null; cap: SavedCap | null }
+  | {
+      t: 'peer';
+      k: string;
+      ips: string[];
+      limit: number | null;
+      cap: SavedCap | null;
+      /** Present (true) only for a suspended peer. */
+      s?: true;
+    }
   /** A create that failed in the kernel after its intent. */
   | { t: 'abort'; k: string }
   | { t: 'del'; k: string }
   | { t: 'limit'; k: string; bps: number | null }
   | { t: 'cap'; k: string; cap: SavedCap | null }
+  /** Suspended or resumed. */
+  | { t: 'susp'; k: string; s: boolean }
   /** Usage checkpoint: public key → bytes counted, only the counters that changed. */
   | { t: 'usage'; u: Record<string, number> };
 
@@ -97,6 +109,7 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
         allowedIps: [...record.ips],
         limit: record.limit,
         cap: record.cap === null ? null : { ...record.cap },
+        ...(record.s === true ? { suspended: true } : {}),
       });
       return;
     case 'abort':
@@ -116,6 +129,11 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
       if (peer) peer.cap = record.cap === null ? null : { ...record.cap };
       return;
     }
+    case 'susp': {
+      const peer = state.peers.get(record.k);
+      if (peer) peer.suspended = record.s;
+      return;
+    }
     case 'usage':
       for (const [key, used] of Object.entries(record.u)) {
         const cap = state.peers.get(key)?.cap;
@@ -133,6 +151,7 @@ export function peerRecord(peer: SavedPeer): JournalRecord {
     ips: [...peer.allowedIps],
     limit: peer.limit,
     cap: peer.cap === null ? null : { ...peer.cap },
+    ...(peer.suspended === true ? { s: true as const } : {}),
   };
 }
 
@@ -178,6 +197,7 @@ const RECORD_TYPES = new Set([
   'del',
   'limit',
   'cap',
+  'susp',
   'usage',
 ]);
 

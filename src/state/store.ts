@@ -19,6 +19,7 @@ import {
   type SavedPeer,
   type SavedState,
   decodeJournal,
+  peerRecord,
   replay,
 } from './records';
 
@@ -202,17 +203,13 @@ export class StateStore {
     return this.journal.append({ t: 'cap', k: publicKey, cap });
   }
 
+  recordSuspension(publicKey: string, suspended: boolean): Promise<void> {
+    return this.journal.append({ t: 'susp', k: publicKey, s: suspended });
+  }
+
   /** Puts peers back as whole records (adopted peers, a compensation after a failed change). */
   recordPeers(peers: readonly SavedPeer[]): Promise<void> {
-    return this.journal.append(
-      ...peers.map((p) => ({
-        t: 'peer' as const,
-        k: p.publicKey,
-        ips: [...p.allowedIps],
-        limit: p.limit,
-        cap: p.cap === null ? null : { ...p.cap },
-      })),
-    );
+    return this.journal.append(...peers.map(peerRecord));
   }
 
   /** Forgets peers (the kernel no longer has them) and intents, in one write. */

@@ -32,6 +32,8 @@ export interface PeerEntry {
   /** Where the limit holds: both directions, one only (the other was lost), or none. */
   speedLimitHolds: 'both' | 'download' | 'upload' | null;
   dataCap: KernelDataCap | null;
+  /** The kernel's suspension of the address is this peer's own. */
+  suspended: boolean;
 }
 
 /** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
@@ -70,6 +72,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
         cap === undefined
           ? null
           : { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced: cap.enforced },
+      suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
     });
   }
   return entries;
@@ -106,6 +109,7 @@ export function toPeerJson(entry: PeerEntry) {
             used_bytes: entry.dataCap.usedBytes,
             enforced: entry.dataCap.enforced,
           },
+    suspended: entry.suspended,
   };
 }
 

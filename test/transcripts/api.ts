@@ -1,6 +1,6 @@
 /**
- * The HTTP API over the real kernel clients: list, create, filter, limit, cap, delete, delete
- * again, on an interface set up with ip/wg. Keys come from a seeded random source so the
+ * The HTTP API over the real kernel clients: list, create, filter, limit, cap, suspend, resume,
+ * suspend again, delete, delete again, on an interface set up with ip/wg. Keys come from a seeded random source so the
  * recorded requests replay byte for byte; the oracle is wg/tc/nft at each step.
  */
 import { createHash } from 'node:crypto';
@@ -32,7 +32,17 @@ export interface ApiStep {
 }
 
 export type ApiScenarioResult = Record<
-  'list' | 'create' | 'dead' | 'limit' | 'cap' | 'listAfter' | 'remove' | 'removeAgain',
+  | 'list'
+  | 'create'
+  | 'dead'
+  | 'limit'
+  | 'cap'
+  | 'suspend'
+  | 'listAfter'
+  | 'resume'
+  | 'suspendAgain'
+  | 'remove'
+  | 'removeAgain',
   ApiStep
 >;
 
@@ -51,12 +61,13 @@ function seededRandom(seed: string): (length: number) => Uint8Array {
 function teardown(sh: (command: string) => string): void {
   sh(`ip link del ${API_IF} 2>/dev/null || true; ip link del ifb-${API_IF} 2>/dev/null || true`);
   sh(`nft delete table ip wg_peerd_${API_IF} 2>/dev/null || true; rm -f /tmp/${API_IF}.key`);
+  sh(`nft delete table ip wg_peerd_suspend_${API_IF} 2>/dev/null || true`);
 }
 
 export const apiPeers: Scenario<ApiScenarioResult> = {
   name: 'api-peers',
   description:
-    'GET /api/peers, POST /api/peer, ?status=DEAD, PATCH speed-limit and data-cap, GET, DELETE twice, through PeerService over the real kernel clients',
+    'GET /api/peers, POST /api/peer, ?status=DEAD, PATCH speed-limit, data-cap and suspension (suspend, GET, resume, suspend), DELETE twice, through PeerService over the real kernel clients',
   setup(sh) {
     teardown(sh);
     sh(`ip link add ${API_IF} type wireguard`);
@@ -120,13 +131,33 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
         request(app).patch(`/api/peer/${key}/data-cap`).send({ quotaBytes: 2000000 }),
       );
       note('quota', `nft -j list table ip wg_peerd_${API_IF}`);
+      const suspension = (suspended: boolean): Promise<ApiStep> =>
+        step(request(app).patch(`/api/peer/${key}/suspension`).send({ suspended }));
+      const suspend = await suspension(true);
+      note('suspended', `nft -j list table ip wg_peerd_suspend_${API_IF}`);
       const listAfter = await listStep('');
+      const resume = await suspension(false);
+      note('resumed', `nft -j list set ip wg_peerd_suspend_${API_IF} suspended`);
+      const suspendAgain = await suspension(true);
       const remove = await step(request(app).delete(`/api/peer/${key}`));
       note('removeDump', `wg show ${API_IF} dump`);
       note('removeClasses', `tc -j class show dev ${API_IF}`);
       note('removeQuota', `nft -j list table ip wg_peerd_${API_IF}`);
+      note('removeSuspended', `nft -j list set ip wg_peerd_suspend_${API_IF} suspended`);
       const removeAgain = await step(request(app).delete(`/api/peer/${key}`));
-      return { list, create, dead, limit, cap, listAfter, remove, removeAgain };
+      return {
+        list,
+        create,
+        dead,
+        limit,
+        cap,
+        suspend,
+        listAfter,
+        resume,
+        suspendAgain,
+        remove,
+        removeAgain,
+      };
     } finally {
       kernel.close();
     }

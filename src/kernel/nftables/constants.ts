@@ -215,6 +215,10 @@ export const NFTA_OBJREF_IMM_NAME = 2;
 export const NFTA_OBJREF_SET_SREG = 3;
 export const NFTA_OBJREF_SET_NAME = 4;
 export const NFTA_OBJREF_SET_ID = 5;
+/** enum nft_lookup_attributes: a set lookup (`ip saddr @set`). */
+export const NFTA_LOOKUP_SET = 1;
+export const NFTA_LOOKUP_SREG = 2;
+export const NFTA_LOOKUP_SET_ID = 4;
 
 // NFT_OBJECT_* (#defines)
 export const NFT_OBJECT_COUNTER = 1;

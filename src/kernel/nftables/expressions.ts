@@ -30,6 +30,9 @@ import {
   NFTA_EXPR_NAME,
   NFTA_IMMEDIATE_DATA,
   NFTA_IMMEDIATE_DREG,
+  NFTA_LOOKUP_SET,
+  NFTA_LOOKUP_SET_ID,
+  NFTA_LOOKUP_SREG,
   NFTA_META_DREG,
   NFTA_META_KEY,
   NFTA_META_SREG,
@@ -111,6 +114,15 @@ export const expressionTables = {
     setSreg: { type: NFTA_OBJREF_SET_SREG, codec: be32 },
     setName: { type: NFTA_OBJREF_SET_NAME, codec: bareString },
     setId: { type: NFTA_OBJREF_SET_ID, codec: be32 },
+  }),
+  /**
+   * enum nft_lookup_attributes: look the key in sreg up in a plain set; a key missing from it
+   * ends the rule (NFT_BREAK).
+   */
+  lookup: schema({
+    set: { type: NFTA_LOOKUP_SET, codec: string },
+    sreg: { type: NFTA_LOOKUP_SREG, codec: be32 },
+    setId: { type: NFTA_LOOKUP_SET_ID, codec: be32 },
   }),
   /** enum nft_immediate_attributes: load data (here a verdict) into dreg. */
   immediate: schema({
@@ -195,6 +207,11 @@ export function objrefMap(sreg: number, setName: string, setId?: number): Expres
     : { name: 'objref', setSreg: sreg, setName, setId };
 }
 
+/** `[ lookup reg <sreg> set <set> ]`; `setId` as for objrefMap. */
+export function lookupSet(sreg: number, set: string, setId?: number): Expression {
+  return setId === undefined ? { name: 'lookup', set, sreg } : { name: 'lookup', set, sreg, setId };
+}
+
 /** `[ immediate reg 0 <verdict> ]` */
 export function verdict(code: number): Expression {
   return { name: 'immediate', dreg: NFT_REG_VERDICT, data: { verdict: { code } } };
@@ -202,10 +219,11 @@ export function verdict(code: number): Expression {
 
 /**
  * The kernel dumps an expression without what only mattered while the batch ran (objref's
- * NFTA_OBJREF_SET_ID); dropping it lets a wanted rule be compared with a dumped one.
+ * NFTA_OBJREF_SET_ID, lookup's NFTA_LOOKUP_SET_ID); dropping it lets a wanted rule be compared with a dumped one.
  */
 function comparable(expression: Expression): Expression {
-  if (expression.name !== 'objref' || expression.setId === undefined) return expression;
+  if (expression.name !== 'objref' && expression.name !== 'lookup') return expression;
+  if (expression.setId === undefined) return expression;
   return { ...expression, setId: undefined };
 }
 

@@ -36,7 +36,7 @@ export const missingObjref = (cause: unknown): FacilityUnavailableError =>
   );
 
 /** nf_tables' GET requests (NFT_MSG_GET*, nf_tables.h), as nlmsg_types. */
-const NFT_GETS: ReadonlySet<number> = new Set(
+export const NFT_GETS: ReadonlySet<number> = new Set(
   [
     NFT_MSG_GETTABLE,
     NFT_MSG_GETCHAIN,

@@ -15,6 +15,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { quotaTableName } from '../../../src/kernel/quota/naming';
 import { ifbNameFor } from '../../../src/kernel/shaper/addressing';
+import { suspensionTableName } from '../../../src/kernel/suspension';
 import { type WgDump, parseWgDump } from '../../support/wg-dump';
 
 /** The client network namespace. */
@@ -123,7 +124,8 @@ export function deleteNftTable(family: 'ip' | 'inet', name: string): void {
 
 /**
  * Removes what a daemon for `ifname` leaves in the kernel, also by design (limits and caps
- * outlive it, to survive a restart): the interface, the shaper's IFB and the quota table, named
+ * outlive it, to survive a restart): the interface, the shaper's IFB, the quota and suspension
+ * tables, named
  * as the daemon names them. For a test file's `before` (what an earlier run left) and `after`,
  * so that later files find the kernel as the VM booted (the table's rules would also keep the
  * nf_tables modules in use). Idempotent.
@@ -132,6 +134,7 @@ export function removeDaemonLeftovers(ifname: string): void {
   deleteLink(ifname);
   deleteLink(ifbNameFor(ifname));
   deleteNftTable('ip', quotaTableName(ifname));
+  deleteNftTable('ip', suspensionTableName(ifname));
 }
 
 /**

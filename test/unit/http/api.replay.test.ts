@@ -13,6 +13,20 @@ interface Listed {
   speed_limit_bytes_per_second: number | null;
   data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
   speed_limit_holds: string | null;
+  suspended: boolean;
+}
+
+/** The elements of a set as `nft -j list` prints them: addresses, or objects with a comment. */
+interface NftSetElements {
+  set?: { name: string; elem?: Array<string | { elem: { val: string; comment?: string } }> };
+}
+
+function suspendedIn(json: unknown): Array<{ address: string; comment?: string }> {
+  const entries = (JSON.parse(String(json)) as { nftables: NftSetElements[] }).nftables;
+  const set = entries.find((e) => e.set?.name === 'suspended')?.set;
+  return (set?.elem ?? []).map((e) =>
+    typeof e === 'string' ? { address: e } : { address: e.elem.val, comment: e.elem.comment },
+  );
 }
 
 interface NftQuota {
@@ -102,6 +116,35 @@ describe('HTTP API over recorded kernel exchanges', () => {
     expect(peer?.data_cap).to.deep.equal({ quota_bytes: 2_000_000, used_bytes: 0, enforced: true });
   });
 
+  it('suspends the peer: nft shows its address in the suspended set, owned by its key, dropped both ways', () => {
+    expect(result.suspend.status).to.equal(200);
+    expect(result.suspend.body.success).to.equal(true);
+    expect(suspendedIn(oracle.suspended)).to.deep.equal([
+      { address: '10.70.0.3', comment: `wg-peerd peer ${createdKey}` },
+    ]);
+    const rules = (
+      JSON.parse(String(oracle.suspended)) as {
+        nftables: Array<{ rule?: { chain: string; expr: unknown[] } }>;
+      }
+    ).nftables.flatMap((e) => (e.rule ? [e.rule] : []));
+    expect(rules.map((r) => r.chain).sort()).to.deep.equal(['from_peers', 'to_peers']);
+    for (const rule of rules) {
+      expect(JSON.stringify(rule.expr)).to.contain('"@suspended"').and.to.contain('"drop"');
+    }
+  });
+
+  it('lists the suspended peer as suspended, and the other one not', () => {
+    const peers = result.listAfter.body.peers as Listed[];
+    expect(peers.find((p) => p.public_key === createdKey)?.suspended).to.equal(true);
+    expect(peers.find((p) => p.public_key === existingPeer.publicKey)?.suspended).to.equal(false);
+  });
+
+  it('resumes the peer: nft shows the suspended set empty', () => {
+    expect(result.resume.status).to.equal(200);
+    expect(suspendedIn(oracle.resumed)).to.deep.equal([]);
+    expect(result.suspendAgain.status).to.equal(200);
+  });
+
   it('deletes the peer with its limit and cap, and answers a second delete with 404', () => {
     expect(result.remove.status).to.equal(200);
     expect(result.remove.body.success).to.equal(true);
@@ -111,6 +154,7 @@ describe('HTTP API over recorded kernel exchanges', () => {
     ]);
     expect(String(oracle.removeClasses)).to.not.match(/class htb 1:3 /);
     expect(String(oracle.removeQuota)).to.not.contain('q_10_70_0_3');
+    expect(suspendedIn(oracle.removeSuspended)).to.deep.equal([]); // its suspension too
     expect(result.removeAgain.status).to.equal(404);
     expect(result.removeAgain.body).to.include({ success: false, error: 'Peer not found in VPN' });
   });

@@ -94,10 +94,14 @@ function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
     wireguard: { getDevice: async () => data.device },
     shaper: { listLimits: async () => new Map(data.limits) },
     quota: { listCaps: async () => new Map(data.caps) },
+    suspension: { listSuspended: async () => new Map() },
     link: {},
     // Lists only: no change ever runs, so a pass-through queue serves.
     changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
-  } as unknown as Pick<Kernel, 'changes' | 'wireguard' | 'link' | 'shaper' | 'quota'>;
+  } as unknown as Pick<
+    Kernel,
+    'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension'
+  >;
   return new PeerService({
     kernel,
     interfaceName: 'wg0',

@@ -93,6 +93,7 @@ class FixedService implements PeerServiceApi {
   removeSpeedLimit = () => this.unused();
   setDataCap = () => this.unused();
   removeDataCap = () => this.unused();
+  setSuspension = () => this.unused();
 }
 
 interface Side {

@@ -166,6 +166,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       removeSpeedLimit: 'admin',
       setDataCap: 'admin',
       removeDataCap: 'admin',
+      setSuspension: 'admin',
       deletePeer: 'admin',
       openapi: 'read',
       docs: 'public',
@@ -211,6 +212,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       speedLimitBytesPerSecond: 125000,
       speedLimitHolds: 'both',
       dataCap: { quotaBytes: 1000, usedBytes: 10, enforced: true },
+      suspended: true,
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);
     const ok = ((list['responses'] as Json)['200'] as Json)['content'] as Json;

@@ -37,6 +37,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       speed_limit_bytes_per_second: null,
       speed_limit_holds: null,
       data_cap: null,
+      suspended: false,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
     expect(peer.ip_address).to.match(/^\d+\.\d+\.\d+\.\d+$/);
@@ -572,6 +573,95 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
     const res = await http.delete(path);
     expect(res.status).to.equal(200);
     expect((await http.get('/api/peers')).body.peers[0].data_cap).to.equal(null);
+  });
+});
+
+describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
+  function withPeer() {
+    const s = setup();
+    s.kernel.putPeer(key(1), ['10.8.0.2/32']);
+    s.kernel.putPeer(key(2), ['10.8.0.3/32']);
+    return { ...s, path: `/api/peer/${urlSafe(key(1))}/suspension` };
+  }
+
+  it('suspends the peer in the kernel, confirms it, and the list shows it suspended (the other not)', async () => {
+    const { kernel, http, path } = withPeer();
+    const res = await http.patch(path).send({ suspended: true });
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal({ success: true, message: `Suspended peer ${key(1)} (10.8.0.2)` });
+    expect([...kernel.suspended.get('wg0')!]).to.deep.equal([['10.8.0.2', key(1)]]);
+    const peers = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
+    expect(peers.map((p) => p.suspended)).to.deep.equal([true, false]);
+  });
+
+  it('resumes it: the kernel holds no suspension and the list shows suspended false', async () => {
+    const { kernel, http, path } = withPeer();
+    await http.patch(path).send({ suspended: true });
+    const res = await http.patch(path).send({ suspended: false });
+    expect(res.status).to.equal(200);
+    expect(res.body.message).to.equal(`Resumed peer ${key(1)} (10.8.0.2)`);
+    expect(kernel.suspended.get('wg0')?.size ?? 0).to.equal(0);
+    expect((await http.get('/api/peers')).body.peers[0].suspended).to.equal(false);
+  });
+
+  it('keeps the speed limit and the data cap of a suspended peer', async () => {
+    const { http, path } = withPeer();
+    const peer = `/api/peer/${urlSafe(key(1))}`;
+    await http.patch(`${peer}/speed-limit`).send({ bytesPerSecond: 5000 });
+    await http.patch(`${peer}/data-cap`).send({ quotaBytes: 7000 });
+    await http.patch(path).send({ suspended: true });
+    const [listed] = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
+    expect(listed).to.deep.include({
+      speed_limit_bytes_per_second: 5000,
+      data_cap: { quota_bytes: 7000, used_bytes: 0, enforced: true },
+      suspended: true,
+    });
+  });
+
+  it("does not list a suspension owned by another key as the peer's (an address reused behind the daemon's back)", async () => {
+    const { kernel, http } = withPeer();
+    kernel.suspended.set('wg0', new Map([['10.8.0.2', key(9)]]));
+    expect((await http.get('/api/peers')).body.peers[0].suspended).to.equal(false);
+  });
+
+  const bad: Array<[string, string]> = [
+    ['a string', '{"suspended": "true"}'],
+    ['a number', '{"suspended": 1}'],
+    ['null', '{"suspended": null}'],
+    ['missing', '{}'],
+    ['with an unknown field', '{"suspended": true, "until": "2026-04-01"}'],
+  ];
+  for (const [what, text] of bad) {
+    it(`answers 400 with details for suspended ${what}, changing nothing in the kernel`, async () => {
+      const { kernel, http, path } = withPeer();
+      const res = await http.patch(path).set('Content-Type', 'application/json').send(text);
+      expectError(res, 400, 'VALIDATION_FAILED');
+      expect(res.body.details).to.be.an('array').that.is.not.empty;
+      expect(kernel.count('suspension.suspend') + kernel.count('suspension.resume')).to.equal(0);
+    });
+  }
+
+  it('names the field in details when suspended is not a boolean', async () => {
+    const { http, path } = withPeer();
+    const res = await http.patch(path).send({ suspended: 'yes' });
+    expect(res.body.details).to.deep.equal([{ field: '/suspended', message: 'must be boolean' }]);
+  });
+
+  it('answers 404 for an unknown peer', async () => {
+    const { kernel, http } = withPeer();
+    const res = await http
+      .patch(`/api/peer/${encoded(key(3))}/suspension`)
+      .send({ suspended: true });
+    expectError(res, 404, 'PEER_NOT_FOUND');
+    expect(res.body.error).to.equal('Peer not found in VPN');
+    expect(kernel.count('suspension.suspend')).to.equal(0);
+  });
+
+  it('deleting a suspended peer removes its suspension from the kernel', async () => {
+    const { kernel, http, path } = withPeer();
+    await http.patch(path).send({ suspended: true });
+    expect((await http.delete(`/api/peer/${urlSafe(key(1))}`)).status).to.equal(200);
+    expect(kernel.suspended.get('wg0')?.size ?? 0).to.equal(0);
   });
 });
 

@@ -68,6 +68,7 @@ describe('peers/service: list', () => {
       speedLimitBytesPerSecond: null,
       speedLimitHolds: null,
       dataCap: null,
+      suspended: false,
     } satisfies PeerEntry);
   });
 

@@ -21,6 +21,7 @@ import type {
   PeerRef,
   ProbeApi,
   QuotaApi,
+  SuspensionApi,
   Repair,
   ShaperApi,
   WireGuardApi,
@@ -114,6 +115,8 @@ export class FakeKernel implements Kernel {
   readonly limits = new Map<string, Map<string, FakeLimit>>();
   /** ifname → address → cap. */
   readonly caps = new Map<string, Map<string, FakeCap>>();
+  /** ifname → suspended address → owner's public key. */
+  readonly suspended = new Map<string, Map<string, string>>();
   primaryAddress: string | null = '203.0.113.10';
   closed = false;
   private nextIndex = 10;
@@ -125,6 +128,7 @@ export class FakeKernel implements Kernel {
   readonly changes = new SerialQueue();
   readonly shaper: ShaperApi;
   readonly quota: QuotaApi;
+  readonly suspension: SuspensionApi;
   readonly probe: ProbeApi;
   /** Registered generic netlink families; delete 'wireguard' for a kernel without the module. */
   readonly genlFamilies = new Set(['wireguard']);
@@ -341,6 +345,45 @@ export class FakeKernel implements Kernel {
           return out;
         }),
     };
+
+    this.suspension = {
+      // The contract of SuspensionApi.ensure, in memory.
+      ensure: (ifname, live, restore = []) =>
+        this.op('suspension.ensure', [ifname, live, restore], () => {
+          const owners = new Map(live.map((peer) => [peer.address, peer.publicKey]));
+          const suspended = this.suspendedOf(ifname);
+          const repairs: Repair[] = [];
+          for (const [address, owner] of [...suspended]) {
+            if (owners.get(address) !== owner) {
+              suspended.delete(address);
+              repairs.push({ address, found: 'suspension without its peer', done: 'removed' });
+            }
+          }
+          for (const peer of restore) suspended.set(peer.address, peer.publicKey);
+          return repairs;
+        }),
+      suspend: (ifname, peer: PeerRef) =>
+        this.op('suspension.suspend', [ifname, peer], () => {
+          this.suspendedOf(ifname).set(peer.address, peer.publicKey);
+        }),
+      resume: (ifname, address) =>
+        this.op('suspension.resume', [ifname, address], () => {
+          this.suspendedOf(ifname).delete(address);
+        }),
+      listSuspended: (ifname) =>
+        this.op('suspension.listSuspended', [ifname], () => {
+          return new Map<string, string | null>(this.suspendedOf(ifname));
+        }),
+    };
+  }
+
+  private suspendedOf(ifname: string): Map<string, string> {
+    let suspended = this.suspended.get(ifname);
+    if (suspended === undefined) {
+      suspended = new Map();
+      this.suspended.set(ifname, suspended);
+    }
+    return suspended;
   }
 
   close(): void {

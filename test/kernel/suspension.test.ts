@@ -1,0 +1,361 @@
+/**
+ * Suspension end to end (issue 19, "Done when" 1d): the daemon (`npm start`) with a state dir, a
+ * real WireGuard client in the wgcli namespace made from the create response, a TCP upload
+ * running through the tunnel, and `nft`, `wg` and a counter table of the test's own as the
+ * oracles. Suspend must stop the live transfer within 1 s of the answer, in both directions
+ * (the oracle's counters, on the same hooks after the daemon's chains, see no packet of the
+ * peer); resume must let it go on; key, address, counters, limit and cap are kept; the
+ * suspension survives a daemon restart (kept in the kernel) and the loss of the interface and
+ * every table, as in a reboot (restored from the state dir before the peer is back).
+ */
+import { expect } from 'chai';
+import { type ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import {
+  type CreatedPeer,
+  type DaemonProcess,
+  api,
+  configureClient,
+  startDaemon,
+} from './support/daemon';
+import {
+  CLIENT_NS,
+  SERVER_UNDERLAY_IP,
+  assertInTestVm,
+  deleteLink,
+  deleteNftTable,
+  removeDaemonLeftovers,
+  setupClientNamespace,
+  sh,
+  teardownClientNamespace,
+  trySh,
+  wgShowDump,
+} from './support/topology';
+
+const IFNAME = 'wgsu0';
+const CLIENT_IF = 'wgsuc';
+const SERVER_IP = '10.84.0.1';
+const STATE_DIR = '/tmp/wg-peerd-suspension-test';
+const LISTEN = '127.0.0.1:18164';
+const TCP_PORT = 5211;
+const SUSPENSION_TABLE = `wg_peerd_suspend_${IFNAME}`;
+const ORACLE_TABLE = 'wgsu_oracle';
+const ARGS = [
+  '--interface',
+  IFNAME,
+  '--address',
+  `${SERVER_IP}/24`,
+  '--listen-port',
+  '51864',
+  '--listen',
+  LISTEN,
+  '--endpoint-host',
+  SERVER_UNDERLAY_IP,
+  '--list-max-age',
+  '0',
+  '--state-dir',
+  STATE_DIR,
+];
+
+/** Writes to the server as fast as the tunnel takes it, until killed. */
+const UPLOAD_SCRIPT = `
+const net = require('net');
+const [host, port] = process.argv.slice(1);
+const chunk = Buffer.alloc(16384, 0x55);
+const socket = net.connect(Number(port), host, () => {
+  const pump = () => { while (socket.write(chunk)); };
+  socket.on('drain', pump);
+  pump();
+});
+socket.on('error', () => process.exit(0));
+`;
+
+interface Listed {
+  public_key: string;
+  ip_address: string;
+  allowed_ips: string[];
+  rx_bytes: number;
+  tx_bytes: number;
+  speed_limit_bytes_per_second: number | null;
+  data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
+  suspended: boolean;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Counters of the test's own on the daemon's hooks, at priority filter (after the daemon's
+ * suspension chains at filter - 10, with the data caps' chains): packets from the peer through
+ * the tunnel, and to it. Made fresh (at 0) by each call.
+ */
+function startOracle(peerIp: string): { from(): number; to(): number } {
+  deleteNftTable('ip', ORACLE_TABLE);
+  sh(`nft add table ip ${ORACLE_TABLE}`);
+  sh(
+    `nft add chain ip ${ORACLE_TABLE} pre '{ type filter hook prerouting priority filter; policy accept; }'`,
+  );
+  sh(
+    `nft add chain ip ${ORACLE_TABLE} post '{ type filter hook postrouting priority filter; policy accept; }'`,
+  );
+  sh(`nft add rule ip ${ORACLE_TABLE} pre iifname ${IFNAME} ip saddr ${peerIp} counter`);
+  sh(`nft add rule ip ${ORACLE_TABLE} post oifname ${IFNAME} ip daddr ${peerIp} counter`);
+  const packets = (chain: string): number => {
+    const { nftables } = JSON.parse(sh(`nft -j list chain ip ${ORACLE_TABLE} ${chain}`)) as {
+      nftables: Array<{ rule?: { expr?: Array<{ counter?: { packets: number } }> } }>;
+    };
+    let total = 0;
+    for (const entry of nftables) {
+      for (const expr of entry.rule?.expr ?? []) total += expr.counter?.packets ?? 0;
+    }
+    return total;
+  };
+  return { from: () => packets('pre'), to: () => packets('post') };
+}
+
+/** The addresses nft lists in the daemon's suspended set, with their comments. */
+function nftSuspended(): Array<{ address: string; comment: string | undefined }> {
+  if (!trySh(`nft list table ip ${SUSPENSION_TABLE} >/dev/null 2>&1`)) return [];
+  const { nftables } = JSON.parse(sh(`nft -j list set ip ${SUSPENSION_TABLE} suspended`)) as {
+    nftables: Array<{ set?: { elem?: unknown[] } }>;
+  };
+  const elements = nftables.find((e) => e.set)?.set?.elem ?? [];
+  return elements.map((entry) => {
+    if (typeof entry === 'string') return { address: entry, comment: undefined };
+    const elem = (entry as { elem: { val: string; comment?: string } }).elem;
+    return { address: elem.val, comment: elem.comment };
+  });
+}
+
+/** Whether one ping through the tunnel gets an answer within `seconds`. */
+function pings(from: string | undefined, address: string, seconds = 2): boolean {
+  const prefix = from === undefined ? '' : `ip netns exec ${from} `;
+  return trySh(`${prefix}busybox ping -c 1 -w ${seconds} -q ${address}`);
+}
+
+class UploadSink {
+  private readonly server: net.Server;
+  received = 0;
+  lastAt = 0;
+  private readonly sockets = new Set<net.Socket>();
+
+  constructor() {
+    this.server = net.createServer((socket) => {
+      this.sockets.add(socket);
+      socket.on('data', (chunk: Buffer) => {
+        this.received += chunk.length;
+        this.lastAt = Date.now();
+      });
+      socket.on('error', () => undefined);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve) => this.server.listen(TCP_PORT, SERVER_IP, resolve));
+  }
+
+  /** Resolves once `bytes` more than now have arrived, or rejects after `ms`. */
+  async grows(bytes: number, ms: number): Promise<void> {
+    const start = this.received;
+    const deadline = Date.now() + ms;
+    while (this.received - start < bytes) {
+      if (Date.now() > deadline) {
+        throw new Error(`only ${this.received - start} bytes arrived within ${ms} ms`);
+      }
+      await sleep(50);
+    }
+  }
+
+  close(): void {
+    for (const socket of this.sockets) socket.destroy();
+    this.server.close();
+  }
+}
+
+describe('suspension of a peer (real kernel, a live transfer through a WireGuard tunnel)', function () {
+  this.timeout(240_000);
+  let daemon: DaemonProcess | undefined;
+  let created: CreatedPeer;
+  let sink: UploadSink;
+  let upload: ChildProcess | undefined;
+
+  const start = async (): Promise<void> => {
+    daemon = await startDaemon({ args: ARGS, listen: LISTEN, prefix: ['env'] });
+  };
+  const stop = async (): Promise<void> => {
+    expect(await daemon!.stop()).to.equal(0);
+    daemon = undefined;
+  };
+  const peerPath = (what: string): string =>
+    `/api/peer/${encodeURIComponent(created.peer.publicKey)}${what}`;
+  const listed = async (): Promise<Listed> => {
+    const peers = (await api(daemon!, 'GET', '/api/peers')).body.peers as Listed[];
+    const entry = peers.find((p) => p.public_key === created.peer.publicKey);
+    if (!entry) throw new Error('the peer is not listed');
+    return entry;
+  };
+  const suspend = async (suspended: boolean): Promise<number> => {
+    const reply = await api(daemon!, 'PATCH', peerPath('/suspension'), { suspended });
+    expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    return Date.now();
+  };
+
+  function cleanUp(): void {
+    removeDaemonLeftovers(IFNAME);
+    deleteNftTable('ip', ORACLE_TABLE);
+    fs.rmSync(STATE_DIR, { recursive: true, force: true });
+  }
+
+  before(async function () {
+    assertInTestVm();
+    cleanUp();
+    setupClientNamespace();
+    await start();
+    const reply = await api(daemon!, 'POST', '/api/peer');
+    expect(reply.status).to.equal(201);
+    created = reply.body as unknown as CreatedPeer;
+    configureClient(created, CLIENT_IF, `${SERVER_IP}/32`);
+    expect(pings(CLIENT_NS, SERVER_IP, 10), 'the tunnel works before any suspension').to.equal(
+      true,
+    );
+    sink = new UploadSink();
+    await sink.listen();
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state === 'failed') {
+      console.log(daemon?.output().split('\n').slice(-30).join('\n'));
+    }
+  });
+
+  after(async function () {
+    upload?.kill('SIGKILL');
+    sink?.close();
+    await daemon?.stop();
+    teardownClientNamespace();
+    deleteLink(CLIENT_IF, CLIENT_NS);
+    cleanUp();
+  });
+
+  it('answers 400 with details for a suspended that is not a boolean and 404 for an unknown peer, changing nothing', async () => {
+    const bad = await api(daemon!, 'PATCH', peerPath('/suspension'), { suspended: 'yes' });
+    expect(bad.status).to.equal(400);
+    expect(bad.body).to.include({ success: false, code: 'VALIDATION_FAILED' });
+    expect(bad.body.details).to.deep.equal([{ field: '/suspended', message: 'must be boolean' }]);
+    const unknown = Buffer.alloc(32, 7).toString('base64');
+    const missing = await api(
+      daemon!,
+      'PATCH',
+      `/api/peer/${encodeURIComponent(unknown)}/suspension`,
+      { suspended: true },
+    );
+    expect(missing.status).to.equal(404);
+    expect(missing.body.error).to.equal('Peer not found in VPN');
+    expect(nftSuspended()).to.deep.equal([]);
+    expect((await listed()).suspended).to.equal(false);
+  });
+
+  it('stops a live upload within 1 s of the answer, both directions, and keeps key, address, counters, limit and cap', async () => {
+    const limit = await api(daemon!, 'PATCH', peerPath('/speed-limit'), {
+      bytesPerSecond: 10_000_000,
+    });
+    expect(limit.status).to.equal(200);
+    const cap = await api(daemon!, 'PATCH', peerPath('/data-cap'), { quotaBytes: 1e12 });
+    expect(cap.status).to.equal(200);
+    upload = spawn('ip', [
+      'netns',
+      'exec',
+      CLIENT_NS,
+      process.execPath,
+      '-e',
+      UPLOAD_SCRIPT,
+      SERVER_IP,
+      String(TCP_PORT),
+    ]);
+    await sink.grows(200_000, 30_000);
+    const before = await listed();
+
+    const answeredAt = await suspend(true);
+    await sleep(1000);
+    const atOneSecond = sink.received;
+    expect(sink.lastAt - answeredAt, 'last byte after the answer (ms)').to.be.below(1000);
+    const oracle = startOracle(created.peer.ip);
+    await sleep(2000);
+    expect(sink.received, 'bytes arriving more than 1 s after the answer').to.equal(atOneSecond);
+    // Both directions, the client asking and the server asking: nothing reaches the hooks
+    // behind the daemon's chains.
+    expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false);
+    expect(pings(undefined, created.peer.ip)).to.equal(false);
+    expect(oracle.from(), 'packets from the suspended peer past the drop').to.equal(0);
+    expect(oracle.to(), 'packets to the suspended peer past the drop').to.equal(0);
+
+    const during = await listed();
+    expect(during.suspended).to.equal(true);
+    expect(nftSuspended()).to.deep.equal([
+      { address: created.peer.ip, comment: `wg-peerd peer ${created.peer.publicKey}` },
+    ]);
+    // WireGuard keeps the peer as it was: same allowed IPs, counters not reset.
+    expect(during.allowed_ips).to.deep.equal(before.allowed_ips);
+    expect(during.rx_bytes).to.be.at.least(before.rx_bytes);
+    expect(during.tx_bytes).to.be.at.least(before.tx_bytes);
+    expect(during.speed_limit_bytes_per_second).to.equal(10_000_000);
+    // Dropped before the quota counts: the cap's usage did not move while suspended.
+    const usedAtSuspend = during.data_cap!.used_bytes;
+    expect(during.data_cap).to.include({ quota_bytes: 1e12, enforced: true });
+    expect(wgShowDump(IFNAME).peers.map((p) => p.publicKey)).to.include(created.peer.publicKey);
+
+    await sleep(1000);
+    expect((await listed()).data_cap!.used_bytes).to.equal(usedAtSuspend);
+    await suspend(false);
+    await sink.grows(200_000, 20_000); // the same TCP connection goes on
+    const after = await listed();
+    expect(after.suspended).to.equal(false);
+    expect(nftSuspended()).to.deep.equal([]);
+    expect(after.rx_bytes).to.be.at.least(during.rx_bytes);
+    expect(after.data_cap!.used_bytes).to.be.above(usedAtSuspend);
+    expect(after.speed_limit_bytes_per_second).to.equal(10_000_000);
+    upload.kill('SIGKILL');
+    upload = undefined;
+  });
+
+  it('stays suspended across a daemon restart: the kernel keeps it, the list reads it back', async () => {
+    await suspend(true);
+    await stop();
+    expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false); // no daemon: the kernel enforces it
+    await start();
+    expect((await listed()).suspended).to.equal(true);
+    expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false);
+  });
+
+  it('is put back from the state dir when the interface and every table are gone, as after a reboot', async () => {
+    await stop();
+    removeDaemonLeftovers(IFNAME); // what a reboot loses: the interface, its IFB, the tables
+    expect(nftSuspended()).to.deep.equal([]);
+    const restartedAt = Math.floor(Date.now() / 1000) - 1;
+    await start();
+    const entry = await listed();
+    expect(entry).to.include({ ip_address: created.peer.ip, suspended: true });
+    expect(nftSuspended().map((e) => e.address)).to.deep.equal([created.peer.ip]);
+    // The client's pings make it shake hands with the new interface (same keys): the tunnel is
+    // up again, and still no packet of the peer passes.
+    const handshake = (): number =>
+      wgShowDump(IFNAME).peers.find((p) => p.publicKey === created.peer.publicKey)
+        ?.latestHandshake ?? 0;
+    for (let i = 0; i < 20 && handshake() < restartedAt; i++) {
+      expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false);
+    }
+    expect(handshake(), 'a handshake with the recreated interface').to.be.at.least(restartedAt);
+    expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false);
+    await suspend(false);
+    expect(pings(CLIENT_NS, SERVER_IP, 10)).to.equal(true);
+  });
+
+  it('deleting the peer removes its suspension from the kernel', async () => {
+    await suspend(true);
+    expect(nftSuspended()).to.have.length(1);
+    const reply = await api(daemon!, 'DELETE', peerPath(''));
+    expect(reply.status).to.equal(200);
+    expect(nftSuspended()).to.deep.equal([]);
+  });
+});
