@@ -83,6 +83,25 @@ describe('events: changes made through the daemon are published when made', () =
     ]);
   });
 
+  it('publishes peer.suspended and peer.resumed through the room, with origin api', async () => {
+    const { events, service } = wired();
+    const created = await service.createPeer();
+    const seen: StoredEvent[] = [];
+    events.hub.subscribe((e) => seen.push(e));
+    await service.setSuspension(created.publicKey, true);
+    await service.setSuspension(created.publicKey, false);
+    expect(
+      seen.map((e) => {
+        const data = JSON.parse(e.json) as Record<string, unknown>;
+        return [e.type, data.public_key, data.ip_address, data.origin];
+      }),
+    ).to.deep.equal([
+      ['peer.suspended', created.publicKey, created.ip, 'api'],
+      ['peer.resumed', created.publicKey, created.ip, 'api'],
+    ]);
+    events.close();
+  });
+
   it('a failed change publishes nothing', async () => {
     const kernel = FakeKernel.withInterface();
     const changes: PeerChange[] = [];

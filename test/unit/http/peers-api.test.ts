@@ -588,7 +588,10 @@ describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
     const { kernel, http, path } = withPeer();
     const res = await http.patch(path).send({ suspended: true });
     expect(res.status).to.equal(200);
-    expect(res.body).to.deep.equal({ success: true, message: `Suspended peer ${key(1)} (10.8.0.2)` });
+    expect(res.body).to.deep.equal({
+      success: true,
+      message: `Suspended peer ${key(1)} (10.8.0.2)`,
+    });
     expect([...kernel.suspended.get('wg0')!]).to.deep.equal([['10.8.0.2', key(1)]]);
     const peers = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
     expect(peers.map((p) => p.suspended)).to.deep.equal([true, false]);

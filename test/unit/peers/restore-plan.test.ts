@@ -163,6 +163,45 @@ describe('peers/restore-plan: what a start with a state directory does (issue 16
     });
   });
 
+  describe('suspensions (issue 19)', () => {
+    it('puts a suspended peer back suspended after a reboot, and no other', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2', { suspended: true }), peer(B, '10.8.0.3')]),
+        kernel({ bootId: 'boot-2' }),
+      );
+      expect(plan.suspensions).to.deep.equal([{ publicKey: A, address: '10.8.0.2' }]);
+      expect(plan.next.get(A)?.suspended).to.equal(true);
+      expect(plan.next.get(B)?.suspended).to.equal(undefined);
+    });
+
+    it('suspends again a peer the kernel has again after a reboot without its suspension', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2', { suspended: true })]),
+        kernel({ bootId: 'boot-2', peers: [kernelPeer(A, '10.8.0.2')] }),
+      );
+      expect(plan.addPeers).to.deep.equal([]);
+      expect(plan.suspensions).to.deep.equal([{ publicKey: A, address: '10.8.0.2' }]);
+    });
+
+    it('takes suspensions as the kernel has them after a restart, owner included', () => {
+      const plan = planRestore(
+        saved([peer(A, '10.8.0.2'), peer(B, '10.8.0.3', { suspended: true })]),
+        kernel({
+          peers: [kernelPeer(A, '10.8.0.2'), kernelPeer(B, '10.8.0.3')],
+          // A's address is suspended in the kernel but for another key: not A's suspension.
+          suspended: new Map([
+            ['10.8.0.2', C],
+            ['10.8.0.3', B],
+          ]),
+        }),
+      );
+      expect(plan.mode).to.equal('restart');
+      expect(plan.suspensions).to.deep.equal([]);
+      expect(plan.next.get(A)?.suspended).to.equal(undefined);
+      expect(plan.next.get(B)?.suspended).to.equal(true);
+    });
+  });
+
   it('adopts the kernel silently on a first start (an empty journal: an upgrade)', () => {
     const plan = planRestore(
       { boot: null, iface: null, peers: new Map(), intents: new Map() },

@@ -144,4 +144,34 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
       level: 40,
     });
   });
+
+  it('has a suspension on disk when it answers, undone when the kernel refuses it, and puts it back before the peer after a reboot', async () => {
+    const fs = new MemoryFs();
+    const kernel = FakeKernel.withInterface();
+    const { store, service } = await setUp(fs, kernel);
+    const { publicKey, ip } = await service.createPeer();
+    await service.setSuspension(publicKey, true);
+    expect((await reopened(fs)).state.peers.get(publicKey)?.suspended).to.equal(true);
+    kernel.fail('suspension.resume', kernelFailure('EINVAL', 'NFT_MSG_DELSETELEM'));
+    await rejected(service.setSuspension(publicKey, false));
+    expect((await reopened(fs)).state.peers.get(publicKey)?.suspended).to.equal(true);
+    await store.close();
+
+    // A reboot: the kernel lost the peer and its suspension.
+    const rebooted = FakeKernel.withInterface();
+    const saved = await reopened(fs);
+    await restoreFromState({
+      kernel: rebooted,
+      store: saved,
+      interfaceName: 'wg0',
+      ifindex: rebooted.links.get('wg0')!.info.index,
+      created: false,
+      bootId: 'another-boot',
+      logger: captureLog().logger,
+    });
+    expect([...rebooted.suspended.get('wg0')!]).to.deep.equal([[ip, publicKey]]);
+    const order = rebooted.calls.map((c) => c.method);
+    expect(order.indexOf('suspension.ensure')).to.be.below(order.indexOf('addPeers'));
+    expect(rebooted.peers().map((p) => p.publicKey)).to.deep.equal([publicKey]);
+  });
 });

@@ -3,6 +3,7 @@ import {
   COMPACT_MIN_BYTES,
   StateDirError,
   StateStore,
+  compactRecords,
   decodeJournal,
   encodeRecord,
   replay,
@@ -57,6 +58,28 @@ describe('state/store: the state directory (issue 16)', () => {
       limit: 250_000,
       cap: { quotaBytes: 10_000, usedBytes: 0 },
     });
+  });
+
+  it('keeps a suspension across a crash and through a compaction, and forgets it on resume', async () => {
+    const fs = new MemoryFs();
+    const store = await open(fs);
+    await store.commitCreates([
+      { publicKey: KEY_A, allowedIps: ['10.8.0.2/32'] },
+      { publicKey: KEY_B, allowedIps: ['10.8.0.3/32'] },
+    ]);
+    await store.recordSuspension(KEY_A, true);
+    await store.recordSuspension(KEY_B, true);
+    await store.recordSuspension(KEY_B, false);
+    const after = await open(fs.crashed());
+    expect(after.state.peers.get(KEY_A)?.suspended).to.equal(true);
+    expect(after.state.peers.get(KEY_B)?.suspended).to.equal(false);
+    // A compaction writes whole peer records: the suspension is in them (`s`), resumed or never
+    // suspended peers carry nothing.
+    const records = compactRecords(after.state);
+    expect(records.filter((r) => r.t === 'peer' && r.s === true).length).to.equal(1);
+    const again = replay(records);
+    expect(again.peers.get(KEY_A)?.suspended).to.equal(true);
+    expect(again.peers.get(KEY_B)?.suspended ?? false).to.equal(false);
   });
 
   it('shares disk flushes between concurrent writes (group commit): 50 writes, at most 3 flushes', async () => {
