@@ -103,9 +103,13 @@ export const eventPayload: JsonSchema = {
       quota_bytes: { type: 'integer', minimum: 0 },
       used_bytes: { type: 'integer', minimum: 0 },
     }),
-    ...['peer.cap_reset', 'peer.throttled', 'peer.suspended', 'peer.resumed'].map((type) =>
-      payload(type, true, {}),
-    ),
+    payload('peer.cap_reset', true, {
+      origin: ORIGIN,
+      quota_bytes: { type: 'integer', minimum: 0 },
+      used_bytes: { type: 'integer', minimum: 0 },
+    }),
+    payload('peer.throttled', true, {}),
+    ...['peer.suspended', 'peer.resumed'].map((type) => payload(type, true, { origin: ORIGIN })),
     payload('interface.lost', false, { reason: { type: 'string' } }),
     payload('interface.restored', false, {}),
     payload(RESET_EVENT, false, {

@@ -19,6 +19,7 @@ import { eventPayload, eventsQuery } from './events';
 import type { RouteFacts } from './request-log';
 import {
   check,
+  capResetResponse,
   checkPublicKey,
   createdResponse,
   dataCapBody,
@@ -38,6 +39,7 @@ export type RouteId =
   | 'removeSpeedLimit'
   | 'setDataCap'
   | 'removeDataCap'
+  | 'resetDataCap'
   | 'setSuspension'
   | 'deletePeer'
   | 'openapi'
@@ -298,6 +300,40 @@ export const ROUTES: readonly RouteDef[] = [
       return `Data cap removed from ${named(await service.removeDataCap(key))}`;
     },
   ),
+  {
+    id: 'resetDataCap',
+    method: 'post',
+    ...keyPath('/data-cap/reset'),
+    polled: false,
+    scope: 'admin',
+    summary:
+      "Reset the peer's data cap usage to zero now (read and reset in one step in the kernel)",
+    body: emptyBody as ValidateFunction<unknown>,
+    success: {
+      status: 200,
+      description: 'Done; `usedBytes` is the usage the reset closed',
+      contentType: 'application/json',
+      schema: capResetResponse,
+    },
+    errors: {
+      400: ['VALIDATION_FAILED', ...KEY_ERRORS[400]],
+      404: KEY_ERRORS[404],
+      409: ['PEER_HAS_NO_DATA_CAP', 'PEER_HAS_NO_TUNNEL_ADDRESS', 'HOST_SETUP_CONFLICT'],
+      500: KERNEL,
+      503: UNAVAILABLE,
+    },
+    handler: ({ service }) =>
+      route(async (req, res) => {
+        const key = keyOf(req);
+        check(emptyBody, req.body, 'body');
+        const reset = await service.resetDataCap(key);
+        res.json({
+          success: true,
+          message: `Data cap usage of ${named(reset)} reset; ${reset.usedBytes} bytes were used`,
+          usedBytes: reset.usedBytes,
+        });
+      }),
+  },
   limitRoute(
     'setSuspension',
     'patch',

@@ -235,6 +235,22 @@ export const messageResponse: JsonSchema = {
   additionalProperties: false,
 };
 
+/** POST .../data-cap/reset: the message and the usage the reset closed. */
+export const capResetResponse: JsonSchema = {
+  type: 'object',
+  properties: {
+    success: { const: true },
+    message: { type: 'string' },
+    usedBytes: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Bytes the closing period let through (at most the cap)',
+    },
+  },
+  required: ['success', 'message', 'usedBytes'],
+  additionalProperties: false,
+};
+
 /** The error envelope of DESIGN §3 (errors.ts); `codes` narrows `code` to those listed. */
 export function errorResponse(codes: readonly string[] | null): JsonSchema {
   const code: JsonSchema =

@@ -172,6 +172,11 @@ export interface QuotaApi {
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
   /** Removes the peer's cap; a peer without one is not an error. */
   removeCap(ifname: string, address: string): Promise<void>;
+  /**
+   * Zeroes the usage of the peer's cap now, read and reset in one step (NFT_MSG_GETOBJ_RESET):
+   * the closing cap and usage (bytes let through); null when the peer has no cap.
+   */
+  resetCap(ifname: string, peer: PeerRef): Promise<DataCap | null>;
   /** address → cap, bytes used and whether it is enforced, read back from the kernel. */
   listCaps(ifname: string): Promise<Map<string, KernelDataCap>>;
 }

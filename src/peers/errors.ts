@@ -70,6 +70,17 @@ export class PeerWithoutAddressError extends DomainError {
   }
 }
 
+/** A reset of a cap the peer does not have. */
+export class NoDataCapError extends DomainError {
+  readonly category = 'conflict';
+  constructor() {
+    super(
+      'PEER_HAS_NO_DATA_CAP',
+      'The peer has no data cap to reset: set one with PATCH /api/peer/<publicKey>/data-cap',
+    );
+  }
+}
+
 /** The host's setup keeps a facility from working (the kernel layer says what to change). */
 export class HostSetupConflictError extends DomainError {
   readonly category = 'conflict';

@@ -8,6 +8,7 @@ export type PeerChangeType =
   | 'peer.deleted'
   | 'peer.limit_changed'
   | 'peer.cap_changed'
+  | 'peer.cap_reset'
   | 'peer.suspended'
   | 'peer.resumed';
 

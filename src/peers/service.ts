@@ -21,6 +21,7 @@ import {
   EndpointUnknownError,
   InterfaceNotReadyError,
   InterfaceNotWireGuardError,
+  NoDataCapError,
   PeerNotFoundError,
   PeerWithoutAddressError,
   PoolExhaustedError,
@@ -122,6 +123,12 @@ export interface PeerServiceApi {
   setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer>;
   removeDataCap(publicKey: string): Promise<ChangedPeer>;
   setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
+  resetDataCap(publicKey: string): Promise<ResetCap>;
+}
+
+/** A cap reset: the peer and the usage the reset closed (bytes let through, at most the cap). */
+export interface ResetCap extends ChangedPeer {
+  usedBytes: number;
 }
 
 export interface PeerServiceOptions {
@@ -564,6 +571,42 @@ export class PeerService implements PeerServiceApi {
           ipAddress: ip,
         });
         return { publicKey: key, ip };
+      },
+    );
+  }
+
+  /**
+   * Zeroes the usage of the peer's cap now, in the kernel, read and reset in one step; answers
+   * the closing usage. A peer without a cap is a 409 (NoDataCapError).
+   */
+  async resetDataCap(publicKey: string): Promise<ResetCap> {
+    const key = parsePublicKey(publicKey);
+    const before = this.saved(key)?.cap ?? null;
+    return this.recorded(
+      (journal) =>
+        before === null ? Promise.resolve() : journal.recordCap(key, { ...before, usedBytes: 0 }),
+      (journal) => journal.recordCap(key, before),
+      () => true,
+      async () => {
+        const device = await this.readDevice();
+        const ip = this.addressIn(device, key, 'data cap');
+        await this.repair('quota', device);
+        const closing = await this.call('quota', () =>
+          this.kernel.quota.resetCap(this.ifname, { address: ip, publicKey: key }),
+        );
+        if (closing === null) throw new NoDataCapError();
+        this.lastCaps.set(ip, { publicKey: key, cap: { ...closing, usedBytes: 0 } });
+        this.log.info(
+          { event: 'data_cap_reset', interface: this.ifname, publicKey: key, ip, ...closing },
+          'data cap usage reset',
+        );
+        this.events?.publish({
+          type: 'peer.cap_reset',
+          publicKey: key,
+          ipAddress: ip,
+          details: { quota_bytes: closing.quotaBytes, used_bytes: closing.usedBytes },
+        });
+        return { publicKey: key, ip, usedBytes: closing.usedBytes };
       },
     );
   }

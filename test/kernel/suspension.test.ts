@@ -6,7 +6,8 @@
  * (the oracle's counters, on the same hooks after the daemon's chains, see no packet of the
  * peer); resume must let it go on; key, address, counters, limit and cap are kept; the
  * suspension survives a daemon restart (kept in the kernel) and the loss of the interface and
- * every table, as in a reboot (restored from the state dir before the peer is back).
+ * every table, as in a reboot (restored from the state dir before the peer is back). A cap
+ * reset (NFT_MSG_GETOBJ_RESET) answers the closing usage nft showed and lets a cut-off upload on.
  */
 import { expect } from 'chai';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -173,7 +174,7 @@ class UploadSink {
   }
 }
 
-describe('suspension of a peer (real kernel, a live transfer through a WireGuard tunnel)', function () {
+describe('suspension and cap reset of a peer (real kernel, a live transfer through a WireGuard tunnel)', function () {
   this.timeout(240_000);
   let daemon: DaemonProcess | undefined;
   let created: CreatedPeer;
@@ -349,6 +350,59 @@ describe('suspension of a peer (real kernel, a live transfer through a WireGuard
     expect(pings(CLIENT_NS, SERVER_IP)).to.equal(false);
     await suspend(false);
     expect(pings(CLIENT_NS, SERVER_IP, 10)).to.equal(true);
+  });
+
+  it('resets a used-up cap in one step: answers the closing usage nft showed, and the stalled upload goes on', async () => {
+    const used = (await listed()).data_cap!.used_bytes;
+    const quotaBytes = used + 300_000;
+    expect((await api(daemon!, 'PATCH', peerPath('/data-cap'), { quotaBytes })).status).to.equal(
+      200,
+    );
+    upload = spawn('ip', [
+      'netns',
+      'exec',
+      CLIENT_NS,
+      process.execPath,
+      '-e',
+      UPLOAD_SCRIPT,
+      SERVER_IP,
+      String(TCP_PORT),
+    ]);
+    // Until the cap cuts the upload off: nothing more arrives for 2 s.
+    for (let last = -1; sink.received !== last;) {
+      last = sink.received;
+      await sleep(2000);
+    }
+    const quotaName = `q_${created.peer.ip.replace(/\./g, '_')}`;
+    const nftUsed = (): { bytes: number; used: number } => {
+      const { nftables } = JSON.parse(
+        sh(`nft -j list quota ip wg_peerd_${IFNAME} ${quotaName}`),
+      ) as { nftables: Array<{ quota?: { bytes: number; used: number } }> };
+      return nftables.find((e) => e.quota)!.quota!;
+    };
+    expect(nftUsed()).to.deep.equal({ bytes: quotaBytes, used: quotaBytes });
+
+    const reset = await api(daemon!, 'POST', peerPath('/data-cap/reset'));
+    expect(reset.status, JSON.stringify(reset.body)).to.equal(200);
+    expect(reset.body).to.include({ success: true, usedBytes: quotaBytes });
+    expect(nftUsed().used).to.be.below(quotaBytes); // from zero, whatever passed since
+    await sink.grows(100_000, 30_000);
+    const after = (await listed()).data_cap!;
+    expect(after.quota_bytes).to.equal(quotaBytes);
+    expect(after.used_bytes).to.be.above(0).and.below(quotaBytes);
+    upload.kill('SIGKILL');
+    upload = undefined;
+  });
+
+  it('answers 409 PEER_HAS_NO_DATA_CAP to a reset of a peer without a cap, and 404 for an unknown peer', async () => {
+    expect((await api(daemon!, 'DELETE', peerPath('/data-cap'))).status).to.equal(200);
+    const reset = await api(daemon!, 'POST', peerPath('/data-cap/reset'));
+    expect(reset.status).to.equal(409);
+    expect(reset.body.code).to.equal('PEER_HAS_NO_DATA_CAP');
+    const unknown = encodeURIComponent(Buffer.alloc(32, 7).toString('base64'));
+    expect((await api(daemon!, 'POST', `/api/peer/${unknown}/data-cap/reset`)).status).to.equal(
+      404,
+    );
   });
 
   it('deleting the peer removes its suspension from the kernel', async () => {

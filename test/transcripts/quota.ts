@@ -259,4 +259,47 @@ export const quotaCaps: Scenario<QuotaCapsResult> = {
   },
 };
 
-export const quotaScenarios: Scenario[] = [quotaSetUp, quotaCaps];
+export interface QuotaResetResult {
+  /** listCaps after each step, as plain objects. */
+  caps: Record<string, Record<string, KernelDataCap>>;
+  /** What each resetCap answered. */
+  resets: Record<string, { quotaBytes: number; usedBytes: number } | null>;
+}
+
+/** Issue 19: a cap's usage read and zeroed in one step (NFT_MSG_GETOBJ_RESET). */
+export const quotaReset: Scenario<QuotaResetResult> = {
+  name: 'quota-reset',
+  description:
+    'Data cap reset over nf_tables: a quota counted to depletion by ICMP, NFT_MSG_GETOBJ_RESET of ' +
+    'its object (closing usage answered, usage zeroed, traffic counted again), a reset of an ' +
+    'address without a cap and of a cap another key owns (nothing reset)',
+  setup: quotaCaps.setup,
+  async run(context) {
+    const quota = new Quota(context.open);
+    const caps: Record<string, Record<string, KernelDataCap>> = {};
+    const resets: QuotaResetResult['resets'] = {};
+    const read = async (step: string): Promise<void> => {
+      caps[step] = Object.fromEntries(await quota.listCaps(CAPS_IF));
+      snapshot(context, step, nftTable(CAPS_IF));
+    };
+    try {
+      await quota.ensure(CAPS_IF, []);
+      await quota.setCap(CAPS_IF, { address: PEER_A, publicKey: KEY_A }, 15_000);
+      ping(context, 10); // only the first few fit under the cap
+      await read('depleted');
+      resets.depleted = await quota.resetCap(CAPS_IF, { address: PEER_A, publicKey: KEY_A });
+      await read('reset');
+      ping(context, 3);
+      await read('countedAgain');
+      resets.noCap = await quota.resetCap(CAPS_IF, { address: PEER_B, publicKey: KEY_B });
+      resets.otherKey = await quota.resetCap(CAPS_IF, { address: PEER_A, publicKey: KEY_C });
+      await read('untouched');
+      return { caps, resets };
+    } finally {
+      quota.close();
+    }
+  },
+  teardown: quotaCaps.teardown,
+};
+
+export const quotaScenarios: Scenario[] = [quotaSetUp, quotaCaps, quotaReset];

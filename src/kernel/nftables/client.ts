@@ -44,6 +44,7 @@ import {
   NFT_MSG_DELTABLE,
   NFT_MSG_GETCHAIN,
   NFT_MSG_GETOBJ,
+  NFT_MSG_GETOBJ_RESET,
   NFT_MSG_GETRULE,
   NFT_MSG_GETSET,
   NFT_MSG_GETSETELEM,
@@ -411,6 +412,27 @@ export class NfTables {
       `NFT_MSG_GETOBJ ${familyName(family)} ${table} type ${type}`,
     );
     return replies.map((reply) => decodeNftMessage(attributes, reply, 'object'));
+  }
+
+  /**
+   * NFT_MSG_GETOBJ_RESET of one object (nf_tables_getobj with reset): the kernel dumps the
+   * object's values and zeroes its counters in the same step, under its own lock, so nothing
+   * counted is lost or counted twice (nft_quota_do_dump: `consumed` as dumped is subtracted, and
+   * NFT_QUOTA_F_DEPLETED cleared). Null when there is no such object.
+   */
+  async resetObject(
+    family: number,
+    table: string,
+    type: number,
+    name: string,
+  ): Promise<ObjectAttributes | null> {
+    const reply = await this.get(
+      NFT_MSG_GETOBJ_RESET,
+      family,
+      encodeAttributes(objectAttributes, { table, name, type }),
+      `NFT_MSG_GETOBJ_RESET ${familyName(family)} ${table} ${name}`,
+    );
+    return reply && decodeNftMessage(objectAttributes, reply, 'object');
   }
 
   async getObject(

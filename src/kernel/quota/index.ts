@@ -68,7 +68,15 @@ import { NfTables, NftBatch } from '../nftables/client';
 import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_INV, NFT_TABLE_F_DORMANT } from '../nftables/constants';
 import { quotaAttributes, quotaListing } from '../nftables/schema';
 import { ipv4ToBytes } from '../ipv4';
-import type { CapRef, ChangeQueue, KernelDataCap, PeerRef, QuotaApi, Repair } from '../types';
+import type {
+  CapRef,
+  ChangeQueue,
+  DataCap,
+  KernelDataCap,
+  PeerRef,
+  QuotaApi,
+  Repair,
+} from '../types';
 
 export * from './naming';
 export { writeSetUp } from './skeleton';
@@ -239,6 +247,24 @@ export class Quota implements QuotaApi {
     const batch = new NftBatch(QUOTA_FAMILY);
     if (!(await this.writeRemoval(batch, table, address))) return;
     await this.nft.commit(batch, `remove data cap of ${address}`);
+  }
+
+  resetCap(ifname: string, peer: PeerRef): Promise<DataCap | null> {
+    return this.changes.run(() =>
+      atBoundary(async () => {
+        const table = quotaTableName(ifname);
+        const name = quotaObjectName(peer.address);
+        // Read first: a cap another key owns (an earlier peer's) is not this peer's to reset.
+        const existing = await this.readQuota(table, name);
+        if (!existing || (existing.owner !== null && existing.owner !== peer.publicKey)) {
+          return null;
+        }
+        const object = await this.nft.resetObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name);
+        const closing = object && parseQuota(object);
+        if (!closing) return null;
+        return { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) };
+      }, quotaErrors),
+    );
   }
 
   listCaps(ifname: string): Promise<Map<string, KernelDataCap>> {

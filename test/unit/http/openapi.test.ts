@@ -166,6 +166,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       removeSpeedLimit: 'admin',
       setDataCap: 'admin',
       removeDataCap: 'admin',
+      resetDataCap: 'admin',
       setSuspension: 'admin',
       deletePeer: 'admin',
       openapi: 'read',

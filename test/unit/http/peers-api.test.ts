@@ -3,6 +3,8 @@ import nacl from 'tweetnacl';
 import { FacilityUnavailableError } from '../../../src/kernel/errors';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
+import { PeerService } from '../../../src/peers';
+import { captureLog } from '../support/log-capture';
 
 describe('http GET /api/peers (SPEC §4.1)', () => {
   it('answers an empty list with success, total_count 0 and filter null', async () => {
@@ -573,6 +575,73 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
     const res = await http.delete(path);
     expect(res.status).to.equal(200);
     expect((await http.get('/api/peers')).body.peers[0].data_cap).to.equal(null);
+  });
+});
+
+describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () => {
+  function withCappedPeer() {
+    const s = setup();
+    s.kernel.putPeer(key(1), ['10.8.0.2/32']);
+    return { ...s, peer: `/api/peer/${urlSafe(key(1))}` };
+  }
+
+  it('zeroes the usage and answers the closing usage; the list then shows 0 used of the same cap', async () => {
+    const { kernel, http, peer } = withCappedPeer();
+    await http.patch(`${peer}/data-cap`).send({ quotaBytes: 1_000_000 });
+    kernel.setUsed('10.8.0.2', 765_432);
+    const res = await http.post(`${peer}/data-cap/reset`);
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal({
+      success: true,
+      message: `Data cap usage of peer ${key(1)} (10.8.0.2) reset; 765432 bytes were used`,
+      usedBytes: 765_432,
+    });
+    expect((await http.get('/api/peers')).body.peers[0].data_cap).to.deep.equal({
+      quota_bytes: 1_000_000,
+      used_bytes: 0,
+      enforced: true,
+    });
+  });
+
+  it('answers 409 PEER_HAS_NO_DATA_CAP for a peer without a cap', async () => {
+    const { http, peer } = withCappedPeer();
+    expectError(await http.post(`${peer}/data-cap/reset`), 409, 'PEER_HAS_NO_DATA_CAP');
+  });
+
+  it('answers 404 for an unknown peer and 400 for a body with fields, resetting nothing', async () => {
+    const { kernel, http, peer } = withCappedPeer();
+    await http.patch(`${peer}/data-cap`).send({ quotaBytes: 1_000_000 });
+    kernel.setUsed('10.8.0.2', 10);
+    const unknown = await http.post(`/api/peer/${encoded(key(3))}/data-cap/reset`);
+    expectError(unknown, 404, 'PEER_NOT_FOUND');
+    const bad = await http.post(`${peer}/data-cap/reset`).send({ usedBytes: 0 });
+    expectError(bad, 400, 'VALIDATION_FAILED');
+    expect(kernel.count('quota.resetCap')).to.equal(0);
+    expect((await http.get('/api/peers')).body.peers[0].data_cap.used_bytes).to.equal(10);
+  });
+
+  it('publishes peer.cap_reset with the closing usage', async () => {
+    const { kernel } = withCappedPeer();
+    const changes: unknown[] = [];
+    const withSink = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      logger: captureLog().logger,
+      events: { publish: (c) => changes.push(c) },
+    });
+    await withSink.setDataCap(key(1), 5000);
+    kernel.setUsed('10.8.0.2', 5000);
+    expect(await withSink.resetDataCap(key(1))).to.deep.equal({
+      publicKey: key(1),
+      ip: '10.8.0.2',
+      usedBytes: 5000,
+    });
+    expect(changes[1]).to.deep.equal({
+      type: 'peer.cap_reset',
+      publicKey: key(1),
+      ipAddress: '10.8.0.2',
+      details: { quota_bytes: 5000, used_bytes: 5000 },
+    });
   });
 });
 

@@ -328,6 +328,14 @@ export class FakeKernel implements Kernel {
           const usedBytes = caps.get(peer.address)?.usedBytes ?? 0;
           caps.set(peer.address, { quotaBytes, usedBytes, publicKey: peer.publicKey });
         }),
+      resetCap: (ifname, peer: PeerRef) =>
+        this.op('quota.resetCap', [ifname, peer], () => {
+          const cap = this.capsOf(ifname).get(peer.address);
+          if (cap === undefined || cap.publicKey !== peer.publicKey) return null;
+          const closing = { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes };
+          cap.usedBytes = 0;
+          return closing;
+        }),
       removeCap: (ifname, address) =>
         this.op('quota.removeCap', [ifname, address], () => {
           this.capsOf(ifname).delete(address);
