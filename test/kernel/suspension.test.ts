@@ -83,6 +83,20 @@ interface Listed {
   suspended: boolean;
 }
 
+/** The client's endless upload to the sink, run in the client namespace. */
+function startUpload(): ChildProcess {
+  return spawn('ip', [
+    'netns',
+    'exec',
+    CLIENT_NS,
+    process.execPath,
+    '-e',
+    UPLOAD_SCRIPT,
+    SERVER_IP,
+    String(TCP_PORT),
+  ]);
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -264,16 +278,7 @@ describe('suspension and cap reset of a peer (real kernel, a live transfer throu
     expect(limit.status).to.equal(200);
     const cap = await api(daemon!, 'PATCH', peerPath('/data-cap'), { quotaBytes: 1e12 });
     expect(cap.status).to.equal(200);
-    upload = spawn('ip', [
-      'netns',
-      'exec',
-      CLIENT_NS,
-      process.execPath,
-      '-e',
-      UPLOAD_SCRIPT,
-      SERVER_IP,
-      String(TCP_PORT),
-    ]);
+    upload = startUpload();
     await sink.grows(200_000, 30_000);
     const before = await listed();
 
@@ -358,16 +363,7 @@ describe('suspension and cap reset of a peer (real kernel, a live transfer throu
     expect((await api(daemon!, 'PATCH', peerPath('/data-cap'), { quotaBytes })).status).to.equal(
       200,
     );
-    upload = spawn('ip', [
-      'netns',
-      'exec',
-      CLIENT_NS,
-      process.execPath,
-      '-e',
-      UPLOAD_SCRIPT,
-      SERVER_IP,
-      String(TCP_PORT),
-    ]);
+    upload = startUpload();
     // Until the cap cuts the upload off: nothing more arrives for 2 s.
     for (let last = -1; sink.received !== last;) {
       last = sink.received;

@@ -416,36 +416,40 @@ export class NfTables {
 
   /**
    * NFT_MSG_GETOBJ_RESET of one object (nf_tables_getobj with reset): the kernel dumps the
-   * object's values and zeroes its counters in the same step, under its own lock, so nothing
-   * counted is lost or counted twice (nft_quota_do_dump: `consumed` as dumped is subtracted, and
+   * object's values and zeroes its counters in the same step, so nothing counted is lost or
+   * counted twice (nft_quota_do_dump: `consumed` as dumped is subtracted, and
    * NFT_QUOTA_F_DEPLETED cleared). Null when there is no such object.
    */
-  async resetObject(
+  resetObject(
     family: number,
     table: string,
     type: number,
     name: string,
   ): Promise<ObjectAttributes | null> {
-    const reply = await this.get(
-      NFT_MSG_GETOBJ_RESET,
-      family,
-      encodeAttributes(objectAttributes, { table, name, type }),
-      `NFT_MSG_GETOBJ_RESET ${familyName(family)} ${table} ${name}`,
-    );
-    return reply && decodeNftMessage(objectAttributes, reply, 'object');
+    return this.oneObject(NFT_MSG_GETOBJ_RESET, family, table, type, name);
   }
 
-  async getObject(
+  getObject(
+    family: number,
+    table: string,
+    type: number,
+    name: string,
+  ): Promise<ObjectAttributes | null> {
+    return this.oneObject(NFT_MSG_GETOBJ, family, table, type, name);
+  }
+
+  private async oneObject(
+    msg: number,
     family: number,
     table: string,
     type: number,
     name: string,
   ): Promise<ObjectAttributes | null> {
     const reply = await this.get(
-      NFT_MSG_GETOBJ,
+      msg,
       family,
       encodeAttributes(objectAttributes, { table, name, type }),
-      `NFT_MSG_GETOBJ ${familyName(family)} ${table} ${name}`,
+      `${NFT_MSG_NAMES[msg] ?? msg} ${familyName(family)} ${table} ${name}`,
     );
     return reply && decodeNftMessage(objectAttributes, reply, 'object');
   }

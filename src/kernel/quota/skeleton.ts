@@ -67,14 +67,24 @@ export function chainSpecs(ifname: string): ChainSpec[] {
   ];
 }
 
-/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
-export function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
+/**
+ * meta i/oifname == ifname, then the peer's address (ip s/daddr) into register 1: the match the
+ * rules of the caps and of the suspensions (src/kernel/suspension) begin with.
+ */
+export function peerAddressMatch(ifname: string, spec: ChainSpec): Expression[] {
   const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
   name.write(ifname, 'utf8');
   return [
     metaLoad(spec.metaKey, NFT_REG_1),
     cmpEq(NFT_REG_1, name),
     payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
+  ];
+}
+
+/** meta i/oifname == ifname, ip s/daddr → objref @caps → drop. */
+export function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
+  return [
+    ...peerAddressMatch(ifname, spec),
     objrefMap(NFT_REG_1, CAPS_MAP, setId),
     verdict(NF_DROP),
   ];

@@ -47,40 +47,21 @@ import {
   type SetElementAttributes,
 } from '../nftables/client';
 import {
-  IFNAMSIZ,
   NFNL_MSG_BATCH_BEGIN,
   NFPROTO_IPV4,
   NFTNL_UDATA_SET_KEYBYTEORDER,
   NFT_BYTEORDER_BIG_ENDIAN,
   NFT_DATATYPE_IPADDR,
-  NFT_META_IIFNAME,
-  NFT_META_OIFNAME,
-  NFT_PAYLOAD_NETWORK_HEADER,
   NFT_REG_1,
   NFT_TABLE_F_DORMANT,
   NF_ACCEPT,
   NF_DROP,
-  NF_INET_POST_ROUTING,
-  NF_INET_PRE_ROUTING,
 } from '../nftables/constants';
-import {
-  type Expression,
-  cmpEq,
-  lookupSet,
-  metaLoad,
-  payloadLoad,
-  sameExpressions,
-  verdict,
-} from '../nftables/expressions';
+import { type Expression, lookupSet, sameExpressions, verdict } from '../nftables/expressions';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { NFT_GETS, missingNfTables } from '../quota/facility';
-import {
-  IPV4_DADDR_OFFSET,
-  IPV4_SADDR_OFFSET,
-  OWNER_PREFIX,
-  PRIORITY_FILTER,
-  quotaTableName,
-} from '../quota/naming';
+import { type ChainSpec, chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
 import type { ChangeQueue, PeerRef, Repair, SuspensionApi } from '../types';
 
 /** The family of the suspension table: peers' tunnel addresses are IPv4 (as the caps'). */
@@ -101,41 +82,18 @@ export function suspensionTableName(ifname: string): string {
   return `wg_peerd_suspend_${ifname}`;
 }
 
-interface ChainSpec {
-  name: string;
-  hooknum: number;
-  metaKey: number;
-  addressOffset: number;
-  comment: string;
-}
-
+/** The caps' hooks and matches (quota/skeleton.ts), with comments of their own. */
 function chainSpecs(ifname: string): ChainSpec[] {
-  return [
-    {
-      name: 'from_peers',
-      hooknum: NF_INET_PRE_ROUTING,
-      metaKey: NFT_META_IIFNAME,
-      addressOffset: IPV4_SADDR_OFFSET,
-      comment: `wg-peerd: drop traffic from suspended peers of ${ifname}`,
-    },
-    {
-      name: 'to_peers',
-      hooknum: NF_INET_POST_ROUTING,
-      metaKey: NFT_META_OIFNAME,
-      addressOffset: IPV4_DADDR_OFFSET,
-      comment: `wg-peerd: drop traffic to suspended peers of ${ifname}`,
-    },
-  ];
+  return capChainSpecs(ifname).map((spec) => ({
+    ...spec,
+    comment: `wg-peerd: drop traffic ${spec.name === 'from_peers' ? 'from' : 'to'} suspended peers of ${ifname}`,
+  }));
 }
 
 /** meta i/oifname == ifname, ip s/daddr @suspended → drop. */
 function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number): Expression[] {
-  const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
-  name.write(ifname, 'utf8');
   return [
-    metaLoad(spec.metaKey, NFT_REG_1),
-    cmpEq(NFT_REG_1, name),
-    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
+    ...peerAddressMatch(ifname, spec),
     lookupSet(NFT_REG_1, SUSPENDED_SET, setId),
     verdict(NF_DROP),
   ];
