@@ -168,6 +168,23 @@ describe('metrics: per-peer series from the snapshot', () => {
     }
   });
 
+  it('says per peer whether it is suspended (only by a suspension its own key holds), and counts them', async () => {
+    const snapshot = snapshotOf(PEERS, {
+      suspended: new Map([
+        ['10.8.0.2', A],
+        ['10.8.0.3', C], // B's address, another key's suspension: not B's
+      ]),
+    });
+    const scraped = await scrape(scrapeApp(async () => snapshot).http);
+    const name = 'wg_peerd_peer_suspended';
+    expect(valueOf(scraped, name, labels(A, '10.8.0.2'))).to.equal(1);
+    expect(valueOf(scraped, name, labels(B, '10.8.0.3'))).to.equal(0);
+    expect(valueOf(scraped, name, labels(C, '10.8.0.4'))).to.equal(0);
+    expect(samplesOf(scraped, name)).to.have.length(4);
+    expect(valueOf(scraped, 'wg_peerd_peers_suspended')).to.equal(1);
+    expect(valueOf(samples, 'wg_peerd_peers_suspended')).to.equal(0);
+  });
+
   it('counts peers by status, limited, capped and exhausted peers', () => {
     expect(valueOf(samples, 'wg_peerd_peers', { status: 'alive' })).to.equal(1);
     expect(valueOf(samples, 'wg_peerd_peers', { status: 'dead' })).to.equal(1);
