@@ -451,7 +451,7 @@ export const ROUTES: readonly RouteDef[] = [
     scope: 'read',
     summary:
       'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
-      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, interface.lost, interface.restored',
+      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, peer.cap_reset, peer.suspended, peer.resumed, interface.lost, interface.restored',
     query: eventsQuery as ValidateFunction<unknown>,
     success: {
       status: 200,
