@@ -177,6 +177,9 @@ function checkInteger(value: number, min: number, max: number, field: string): v
   }
 }
 
+/** What a facility's repair log line says it repaired. */
+const REPAIRED = { shaper: 'speed limits', quota: 'data caps', suspension: 'suspensions' } as const;
+
 export class PeerService implements PeerServiceApi {
   private readonly kernel: PeerServiceOptions['kernel'];
   private readonly ifname: string;
@@ -542,19 +545,8 @@ export class PeerService implements PeerServiceApi {
       async () => {
         const device = await this.readDevice();
         const ip = this.addressIn(device, key, 'suspension');
-        const live = device.peers.flatMap((p) => {
-          const address = tunnelAddressOf(p);
-          return address === null ? [] : [{ address, publicKey: p.publicKey }];
-        });
+        await this.repair('suspension', device);
         const suspension = this.kernel.suspension;
-        for (const repair of await this.call('suspension', () =>
-          suspension.ensure(this.ifname, live),
-        )) {
-          this.log.warn(
-            { event: 'kernel_repaired', interface: this.ifname, facility: 'suspension', ...repair },
-            `repaired suspensions: ${repair.found}: ${repair.done}`,
-          );
-        }
         await this.call('suspension', () =>
           suspended
             ? suspension.suspend(this.ifname, { address: ip, publicKey: key })
@@ -830,7 +822,10 @@ export class PeerService implements PeerServiceApi {
    * it found and did; the kernel layer decides, the service only passes the peers in (and, for
    * caps, what it last saw).
    */
-  private async repair(facility: 'shaper' | 'quota', device: WireGuardDevice): Promise<void> {
+  private async repair(
+    facility: 'shaper' | 'quota' | 'suspension',
+    device: WireGuardDevice,
+  ): Promise<void> {
     const live: PeerRef[] = [];
     for (const peer of device.peers) {
       const address = tunnelAddressOf(peer);
@@ -839,6 +834,10 @@ export class PeerService implements PeerServiceApi {
     let repairs: Repair[];
     if (facility === 'shaper') {
       repairs = await this.call('shaper', () => this.kernel.shaper.ensure(this.ifname, live));
+    } else if (facility === 'suspension') {
+      repairs = await this.call('suspension', () =>
+        this.kernel.suspension.ensure(this.ifname, live),
+      );
     } else {
       const withCaps: CapRef[] = live.map((peer) => {
         const seen = this.lastCaps.get(peer.address);
@@ -846,11 +845,11 @@ export class PeerService implements PeerServiceApi {
       });
       repairs = await this.call('quota', () => this.kernel.quota.ensure(this.ifname, withCaps));
     }
-    this.damage[facility] = false;
+    if (facility !== 'suspension') this.damage[facility] = false;
     for (const repair of repairs) {
       this.log.warn(
         { event: 'kernel_repaired', interface: this.ifname, facility, ...repair },
-        `repaired ${facility === 'shaper' ? 'speed limits' : 'data caps'}: ${repair.found}: ${repair.done}`,
+        `repaired ${REPAIRED[facility]}: ${repair.found}: ${repair.done}`,
       );
     }
   }
