@@ -229,6 +229,7 @@ function referenceBody(snapshot: PeerSnapshot): () => Promise<Buffer> {
     wireguard: { getDevice: async () => snapshot.device },
     shaper: { listLimits: async () => new Map(snapshot.limits) },
     quota: { listCaps: async () => new Map<string, DataCap>(snapshot.caps) },
+    suspension: { listSuspended: async () => new Map(snapshot.suspended ?? []) },
   } as unknown as PeerServiceOptions['kernel'];
   const service = new PeerService({ kernel, interfaceName: IFNAME, logger: silentLogger });
   return async () => {
