@@ -18,6 +18,7 @@ import {
   u8,
 } from '../../netlink';
 import { ipv4ToBytes } from '../ipv4';
+import { ipv6Text, ipv6ToBytes as addressBytes6 } from '../ipv6';
 import { AF_INET, AF_INET6 } from '../rtnetlink';
 
 export const WG_GENL_NAME = 'wireguard';
@@ -155,40 +156,6 @@ function ipv4Text(buffer: Buffer, start: number): string {
   return prefix + DECIMAL[buffer[start + 3]!]!;
 }
 
-/**
- * 16 address bytes at `start` as RFC 5952 text: lowercase hex groups, the longest run of two or
- * more zero groups (the first of equal runs) as "::".
- */
-function ipv6Text(buffer: Buffer, start: number): string {
-  let bestStart = -1;
-  let bestLength = 1;
-  let runStart = -1;
-  for (let group = 0; group <= 8; group++) {
-    const zero =
-      group < 8 && buffer[start + 2 * group] === 0 && buffer[start + 2 * group + 1] === 0;
-    if (zero) {
-      if (runStart === -1) runStart = group;
-    } else if (runStart !== -1) {
-      if (group - runStart > bestLength) {
-        bestStart = runStart;
-        bestLength = group - runStart;
-      }
-      runStart = -1;
-    }
-  }
-  let text = '';
-  for (let group = 0; group < 8; group++) {
-    if (group === bestStart) {
-      text += '::';
-      group += bestLength - 1;
-      continue;
-    }
-    const value = (buffer[start + 2 * group]! << 8) | buffer[start + 2 * group + 1]!;
-    text += text === '' || text.endsWith(':') ? value.toString(16) : `:${value.toString(16)}`;
-  }
-  return text;
-}
-
 /** RFC 5952 text of 16 address bytes (see ipv6Text). */
 export function bytesToIpv6(data: Buffer): string {
   return ipv6Text(data, 0);
@@ -296,17 +263,11 @@ export const deviceWriteAttributes = schema({
   peers: { type: WGDEVICE_A_PEERS, codec: list(nested(peerAttributes)) },
 });
 
-// IPv6 text conversion for endpoints and allowed IPs (node:net has no bytes↔text helpers).
+// IPv6 text to bytes for endpoints and allowed IPs (src/kernel/ipv6.ts), a protocol error here.
 export function ipv6ToBytes(text: string): Buffer {
-  const [head, tail] = text.includes('::') ? text.split('::') : [text, undefined];
-  const headGroups = head ? head.split(':') : [];
-  const tailGroups = tail ? tail.split(':') : [];
-  const missing = 8 - headGroups.length - tailGroups.length;
-  if (missing < 0 || (tail === undefined && missing !== 0)) {
+  try {
+    return addressBytes6(text);
+  } catch {
     throw new NetlinkProtocolError(`not an IPv6 address: ${text}`);
   }
-  const groups = [...headGroups, ...Array<string>(missing).fill('0'), ...tailGroups];
-  const buffer = Buffer.alloc(16);
-  groups.forEach((group, index) => buffer.writeUInt16BE(parseInt(group, 16), index * 2));
-  return buffer;
 }
