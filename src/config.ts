@@ -10,6 +10,7 @@
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { hostRange, ipv4ToNumber, isIpv4, prefixRange } from './kernel/ipv4';
+import { bigIntToIpv6, ipv6ToBigInt, isIpv6, prefixRange6 } from './kernel/ipv6';
 import type { LogLevel } from './log';
 import {
   TokenFileError,
@@ -133,6 +134,46 @@ export function parseInterfaceAddress(
     const which = value === first ? 'network' : 'broadcast';
     throw new ConfigError(
       `${what} ${text} is the ${which} address of its subnet; use a host address`,
+    );
+  }
+  return { address, prefixLength };
+}
+
+/**
+ * --address6: the interface's IPv6 address and prefix, /64 to /120. /64 is the widest prefix an
+ * operator routes to one link (RFC 7421); /120 still leaves 255 addresses for peers. The address
+ * must be a unicast one a peer can route to: not the prefix's Subnet-Router anycast address
+ * (all-zero interface identifier, RFC 4291 §2.6.1), not link-local (fe80::/10), not multicast
+ * (ff00::/8), not the unspecified or loopback address.
+ */
+export function parseInterfaceAddress6(
+  text: string,
+  what: string,
+): { address: string; prefixLength: number } {
+  const match = /^([0-9A-Fa-f:]+)\/(\d{1,3})$/.exec(text);
+  if (match === null || !isIpv6(match[1]!) || Number(match[2]) > 128) {
+    throw new ConfigError(
+      `${what} must be an IPv6 address with prefix length, like fd42:42:42::1/64, not "${text}"`,
+    );
+  }
+  const prefixLength = Number(match[2]);
+  if (prefixLength < 64 || prefixLength > 120) {
+    throw new ConfigError(
+      `${what} must have a prefix length from /64 to /120, not /${prefixLength}`,
+    );
+  }
+  const value = ipv6ToBigInt(match[1]!);
+  const address = bigIntToIpv6(value);
+  const top = value >> 118n;
+  if (value >> 120n === 0xffn || top === 0x3fan || value <= 1n) {
+    throw new ConfigError(
+      `${what} ${text} is a multicast, link-local, unspecified or loopback address; use a ` +
+        'global or unique-local one (fd00::/8)',
+    );
+  }
+  if (value === prefixRange6(address, prefixLength).first) {
+    throw new ConfigError(
+      `${what} ${text} is the Subnet-Router anycast address of its prefix; use a host address`,
     );
   }
   return { address, prefixLength };
@@ -313,6 +354,17 @@ export const OPTIONS = {
     default: '10.8.0.1/24',
     meaning: 'address of the interface, only when wg-peerd creates it',
     parse: parseInterfaceAddress,
+  }),
+  address6: option({
+    flag: '--address6',
+    env: 'WG_PEERD_ADDRESS6',
+    value: 'CIDR',
+    default: null,
+    shown: 'none (IPv4 only)',
+    meaning:
+      'IPv6 address of the interface (/64 to /120), only when wg-peerd creates it; each peer ' +
+      'then also gets a /128 from it',
+    parse: parseInterfaceAddress6,
   }),
   listenPort: option({
     flag: '--listen-port',

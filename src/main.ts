@@ -209,6 +209,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       {
         interfaceName: config.interfaceName,
         address: config.address,
+        address6: config.address6,
         listenPort: config.listenPort,
         ...(saved === null
           ? {}
@@ -290,6 +291,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     events: events.sink,
     journal: store,
     ready: restoring,
+    addresses6: iface.addresses6,
   });
   const checkpoints =
     store === null

@@ -65,7 +65,7 @@ function numberOrNull(value: number | null): string {
 /**
  * One peer, fields in the order of the test oracle's (test/support/peer-list.ts). No escaping is needed for what the
  * kernel decoder produces: public keys are base64 ([A-Za-z0-9+/=]), tunnel addresses dotted
- * decimal, allowed IPs "address/cidr" in dotted or hexadecimal-colon text, handshakes ISO 8601
+ * decimal or hexadecimal-colon, allowed IPs "address/cidr" in dotted or hexadecimal-colon text, handshakes ISO 8601
  * from Date#toISOString, statuses constants, counters numbers. The endpoint is text the snapshot
  * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
  */
@@ -79,6 +79,7 @@ function peerJson(view: PeerView): string {
   return (
     `{"public_key":"${peer.publicKey}"` +
     `,"ip_address":${ip === null ? 'null' : `"${ip}"`}` +
+    `,"ipv6_address":${view.ip6 === null ? 'null' : `"${view.ip6}"`}` +
     `,"last_handshake":${peer.lastHandshake === null ? 'null' : `"${peer.lastHandshake.toISOString()}"`}` +
     `,"minutes_since_handshake":${numberOrNull(minutesSinceHandshake)}` +
     `,"status":"${status}"` +

@@ -112,7 +112,13 @@ function named(peer: ChangedPeer): string {
 export function toCreatedJson(created: CreatedPeer) {
   return {
     success: true as const,
-    peer: { ip: created.ip, privateKey: created.privateKey, publicKey: created.publicKey },
+    // peer.ip stays the IPv4 address (SPEC.md); a dual-stack interface adds peer.ipv6.
+    peer: {
+      ip: created.ip,
+      ...(created.ipv6 === null ? {} : { ipv6: created.ipv6 }),
+      privateKey: created.privateKey,
+      publicKey: created.publicKey,
+    },
     server: { publicKey: created.serverPublicKey, endpoint: created.endpoint },
     config: created.clientConfig,
   };

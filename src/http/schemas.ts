@@ -141,6 +141,7 @@ export const peerResponse: JsonSchema = {
   properties: {
     public_key: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
     ip_address: nullable({ type: 'string', description: 'First IPv4 /32 allowed IP' }),
+    ipv6_address: nullable({ type: 'string', description: 'First IPv6 /128 allowed IP' }),
     last_handshake: nullable({ type: 'string', format: 'date-time' }),
     minutes_since_handshake: nullable({ type: 'integer', minimum: 0 }),
     status: { type: 'string', enum: [ALIVE, DEAD, NO_HANDSHAKE] },
@@ -171,6 +172,7 @@ export const peerResponse: JsonSchema = {
   required: [
     'public_key',
     'ip_address',
+    'ipv6_address',
     'last_handshake',
     'minutes_since_handshake',
     'status',
@@ -206,7 +208,11 @@ export const createdResponse: JsonSchema = {
     peer: {
       type: 'object',
       properties: {
-        ip: { type: 'string' },
+        ip: { type: 'string', description: 'IPv4 tunnel address' },
+        ipv6: {
+          type: 'string',
+          description: 'IPv6 tunnel address (/128), only on a dual-stack interface',
+        },
         privateKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
         publicKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
       },

@@ -1,6 +1,6 @@
 /**
- * rtnetlink links, addresses and routes: find an interface and its IPv4 address, create a
- * WireGuard (or IFB) interface, bring it up, and find the host's primary IPv4 address.
+ * rtnetlink links, addresses and routes: find an interface and its IPv4 and IPv6 addresses,
+ * create a WireGuard (or IFB) interface, bring it up, and find the host's primary IPv4 address.
  */
 import {
   NETLINK_ROUTE,
@@ -22,7 +22,9 @@ import {
 } from '../netlink';
 import {
   AF_INET,
+  AF_INET6,
   IFA_ADDRESS,
+  IFA_F_NODAD,
   IFA_LOCAL,
   IFF_UP,
   IFLA_IFNAME,
@@ -39,11 +41,13 @@ import {
   RTM_GETROUTE,
   RTM_NEWADDR,
   RTM_NEWLINK,
+  RT_SCOPE_UNIVERSE,
   ifaddrmsg,
   ifinfomsg,
   rtmsg,
 } from './rtnetlink';
 import { bytesToIpv4, ipv4ToBytes } from './ipv4';
+import { bytesToIpv6, ipv6ToBytes } from './ipv6';
 import {
   FacilityUnavailableError,
   InterfaceMissingError,
@@ -52,7 +56,7 @@ import {
   atBoundary,
   errnoOf,
 } from './errors';
-import type { Ipv4Address, LinkApi, LinkInfo } from './types';
+import type { Ipv4Address, Ipv6Address, LinkApi, LinkInfo } from './types';
 
 /** RT_TABLE_MAIN from rtnetlink.h. */
 const RT_TABLE_MAIN = 254;
@@ -105,21 +109,23 @@ interface ParsedAddress extends Ipv4Address {
   scope: number;
 }
 
-function parseAddress(message: NetlinkMessage): ParsedAddress | null {
+function parseAddress(message: NetlinkMessage, family = AF_INET): ParsedAddress | null {
   const header = ifaddrmsg.decode(message.payload);
-  if (header.family !== AF_INET) return null;
+  if (header.family !== family) return null;
   const attributes = decodeAttributes(
     addressAttributes,
     message.payload.subarray(ifaddrmsg.size),
     'ifaddrmsg',
   );
   // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer's on point-to-point links.
+  // IPv6 addresses come as IFA_ADDRESS alone (IFA_LOCAL only with a peer address).
   const raw = attributes.local ?? attributes.address;
-  if (!raw || raw.length !== 4) return null;
+  const size = family === AF_INET ? 4 : 16;
+  if (!raw || raw.length !== size) return null;
   return {
     index: header.index,
     scope: header.scope,
-    address: bytesToIpv4(raw),
+    address: size === 4 ? bytesToIpv4(raw) : bytesToIpv6(raw),
     prefixLength: header.prefixlen,
   };
 }
@@ -156,19 +162,38 @@ export class Links implements LinkApi {
     return parseLink(reply);
   }
 
-  async getIpv4Addresses(index: number): Promise<Ipv4Address[]> {
+  getIpv4Addresses(index: number): Promise<Ipv4Address[]> {
+    return this.readAddresses(index, AF_INET);
+  }
+
+  getIpv6Addresses(index: number): Promise<Ipv6Address[]> {
+    return this.readAddresses(index, AF_INET6, RT_SCOPE_UNIVERSE);
+  }
+
+  /** The addresses of one family on the link, of one scope when `scope` is given. */
+  private async readAddresses(
+    index: number,
+    family: number,
+    scope?: number,
+  ): Promise<Array<{ address: string; prefixLength: number }>> {
     // With NETLINK_GET_STRICT_CHK the kernel filters by index; older kernels ignore the filter,
     // so filter here too.
+    const ipv = family === AF_INET ? '' : ' ipv6';
     const replies = await atBoundary(
       () =>
-        this.socket.dump(RTM_GETADDR, ifaddrmsg.encode({ family: AF_INET, index }), {
-          operation: `RTM_GETADDR ifindex ${index}`,
+        this.socket.dump(RTM_GETADDR, ifaddrmsg.encode({ family, index }), {
+          operation: `RTM_GETADDR${ipv} ifindex ${index}`,
         }),
       missingIndex(index),
     );
     return replies
-      .map(parseAddress)
-      .filter((address): address is ParsedAddress => address !== null && address.index === index)
+      .map((message) => parseAddress(message, family))
+      .filter(
+        (address): address is ParsedAddress =>
+          address !== null &&
+          address.index === index &&
+          (scope === undefined || address.scope === scope),
+      )
       .map(({ address, prefixLength }) => ({ address, prefixLength }));
   }
 
@@ -205,14 +230,31 @@ export class Links implements LinkApi {
     }
   }
 
-  async addIpv4Address(index: number, address: Ipv4Address): Promise<void> {
-    const raw = ipv4ToBytes(address.address);
+  addIpv4Address(index: number, address: Ipv4Address): Promise<void> {
+    return this.addAddress(index, AF_INET, ipv4ToBytes(address.address), address);
+  }
+
+  /**
+   * IFA_F_NODAD: WireGuard links are IFF_NOARP, which skips duplicate address detection anyway
+   * (net/ipv6/addrconf.c addrconf_dad_begin); the flag says so for any kernel.
+   */
+  addIpv6Address(index: number, address: Ipv6Address): Promise<void> {
+    return this.addAddress(index, AF_INET6, ipv6ToBytes(address.address), address, IFA_F_NODAD);
+  }
+
+  private async addAddress(
+    index: number,
+    family: number,
+    raw: Buffer,
+    address: { address: string; prefixLength: number },
+    flags = 0,
+  ): Promise<void> {
     await atBoundary(
       () =>
         this.socket.request(
           RTM_NEWADDR,
           Buffer.concat([
-            ifaddrmsg.encode({ family: AF_INET, prefixlen: address.prefixLength, index }),
+            ifaddrmsg.encode({ family, prefixlen: address.prefixLength, flags, index }),
             encodeAttributes(addressAttributes, { local: raw, address: raw }),
           ]),
           {
@@ -282,7 +324,7 @@ export class Links implements LinkApi {
         operation: 'RTM_GETADDR ipv4',
       })
     )
-      .map(parseAddress)
+      .map((message) => parseAddress(message))
       .filter(
         (address): address is ParsedAddress => address !== null && address.scope !== RT_SCOPE_HOST,
       );

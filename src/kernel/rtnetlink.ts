@@ -45,6 +45,10 @@ export const IFLA_INFO_DATA = 2;
 export const IFA_ADDRESS = 1;
 export const IFA_LOCAL = 2;
 export const IFA_LABEL = 3;
+/** IFA_F_NODAD (if_addr.h): no duplicate address detection, the address is usable at once. */
+export const IFA_F_NODAD = 0x02;
+/** RT_SCOPE_UNIVERSE (rtnetlink.h): global and unique-local addresses, not link-local ones. */
+export const RT_SCOPE_UNIVERSE = 0;
 
 // enum rtattr_type_t (rtnetlink.h)
 export const RTA_DST = 1;

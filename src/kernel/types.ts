@@ -73,14 +73,23 @@ export interface Ipv4Address {
   prefixLength: number;
 }
 
+/** An IPv6 address of an interface (RFC 5952 text) and its prefix length. */
+export interface Ipv6Address {
+  address: string;
+  prefixLength: number;
+}
+
 /** rtnetlink links and addresses (src/kernel/link.ts). */
 export interface LinkApi {
   /** Throws InterfaceMissingError (src/kernel/errors.ts) when there is no such link. */
   getLink(name: string): Promise<LinkInfo>;
   getIpv4Addresses(index: number): Promise<Ipv4Address[]>;
+  /** Global and unique-local addresses (RT_SCOPE_UNIVERSE), never link-local ones. */
+  getIpv6Addresses(index: number): Promise<Ipv6Address[]>;
   /** RTM_NEWLINK kind "wireguard"; returns the new ifindex. */
   createWireGuard(name: string, options?: { mtu?: number }): Promise<number>;
   addIpv4Address(index: number, address: Ipv4Address): Promise<void>;
+  addIpv6Address(index: number, address: Ipv6Address): Promise<void>;
   setUp(index: number): Promise<void>;
   deleteLink(index: number): Promise<void>;
   /** Preferred source address of the default route (RTM_GETROUTE), null when there is none. */

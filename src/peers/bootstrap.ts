@@ -2,7 +2,7 @@
  * Start-up of the interface: use the configured WireGuard interface, or create it when it is
  * missing (DESIGN §3: one command gives a working service).
  */
-import type { Ipv4Address, Kernel } from '../kernel/types';
+import type { Ipv4Address, Ipv6Address, Kernel } from '../kernel/types';
 import { InterfaceMissingError as KernelInterfaceMissing } from '../kernel/errors';
 import { InterfaceNotWireGuardError, translateKernelError } from './errors';
 import { generatePrivateKey, publicKeyOf, type RandomSource } from './keys';
@@ -22,6 +22,8 @@ export interface InterfaceOptions {
   interfaceName: string;
   /** Address and prefix given to a created interface. */
   address: Ipv4Address;
+  /** IPv6 address and prefix given to a created interface (`--address6`); absent: none. */
+  address6?: Ipv6Address | null;
   /** Listen port given to a created interface. */
   listenPort: number;
   random?: RandomSource;
@@ -35,6 +37,8 @@ export interface InterfaceState {
   publicKey: string | null;
   listenPort: number;
   addresses: Ipv4Address[];
+  /** Global or unique-local IPv6 addresses: the first one's prefix makes peers dual-stack. */
+  addresses6: Ipv6Address[];
 }
 
 /**
@@ -50,9 +54,10 @@ export async function ensureInterface(
   try {
     const link = await kernel.link.getLink(ifname);
     if (link.kind !== 'wireguard') throw new InterfaceNotWireGuardError(ifname, link.kind);
-    const [device, addresses] = await Promise.all([
+    const [device, addresses, addresses6] = await Promise.all([
       kernel.wireguard.getDevice(ifname),
       kernel.link.getIpv4Addresses(link.index),
+      kernel.link.getIpv6Addresses(link.index),
     ]);
     const state: InterfaceState = {
       created: false,
@@ -60,6 +65,7 @@ export async function ensureInterface(
       publicKey: device.publicKey,
       listenPort: device.listenPort,
       addresses,
+      addresses6,
     };
     log.info(
       {
@@ -67,7 +73,7 @@ export async function ensureInterface(
         interface: ifname,
         publicKey: device.publicKey,
         listenPort: device.listenPort,
-        addresses: addresses.map((a) => `${a.address}/${a.prefixLength}`),
+        addresses: [...addresses, ...addresses6].map((a) => `${a.address}/${a.prefixLength}`),
         up: link.up,
         peers: device.peers.length,
       },
@@ -88,10 +94,18 @@ export async function ensureInterface(
   return createInterface(kernel, options, log);
 }
 
-/** Address and prefix of a CIDR text ("10.8.0.1/24"). */
+/** Address and prefix of a CIDR text ("10.8.0.1/24", "fd42::1/64"). */
 function addressOf(cidr: string): Ipv4Address {
   const [address, prefixLength] = cidr.split('/');
   return { address, prefixLength: Number(prefixLength) };
+}
+
+const cidrOf = (address: Ipv4Address | Ipv6Address): string =>
+  `${address.address}/${address.prefixLength}`;
+
+/** The CIDR texts an interface is saved with: its IPv4 address, then its IPv6 one if any. */
+function savedAddresses(address: Ipv4Address, address6: Ipv6Address | null): string[] {
+  return address6 === null ? [cidrOf(address)] : [cidrOf(address), cidrOf(address6)];
 }
 
 /**
@@ -101,34 +115,60 @@ function addressOf(cidr: string): Ipv4Address {
 async function settingsFor(
   options: InterfaceOptions,
   log: EventLogger,
-): Promise<{ privateKey: Buffer; listenPort: number; address: Ipv4Address; restored: boolean }> {
+): Promise<{
+  privateKey: Buffer;
+  listenPort: number;
+  address: Ipv4Address;
+  address6: Ipv6Address | null;
+  restored: boolean;
+}> {
   const saved = options.saved;
   const savedKey = saved?.iface ? await saved.readServerKey() : null;
+  const configured6 = options.address6 ?? null;
   if (saved?.iface && savedKey !== null) {
     const address = addressOf(saved.iface.addresses[0]);
-    const configured = `${options.address.address}/${options.address.prefixLength}`;
-    if (saved.iface.listenPort !== options.listenPort || saved.iface.addresses[0] !== configured) {
+    // A state dir written before --address6 existed holds one address: IPv4-only as saved.
+    const saved6 = saved.iface.addresses.find((cidr) => cidr.includes(':'));
+    const address6 = saved6 === undefined ? null : addressOf(saved6);
+    const configured = savedAddresses(options.address, configured6);
+    const kept = savedAddresses(address, address6);
+    if (saved.iface.listenPort !== options.listenPort || kept.join() !== configured.join()) {
       log.warn(
         {
           event: 'interface_settings_kept',
           interface: options.interfaceName,
           saved: { listenPort: saved.iface.listenPort, address: saved.iface.addresses[0] },
-          configured: { listenPort: options.listenPort, address: configured },
+          configured: { listenPort: options.listenPort, address: configured[0] },
+          ...(address6 !== null || configured6 !== null
+            ? { saved6: saved6 ?? null, configured6: configured[1] ?? null }
+            : {}),
         },
         'the state directory holds other interface settings than configured: recreating the interface as saved, so client configs keep working',
       );
     }
-    return { privateKey: savedKey, listenPort: saved.iface.listenPort, address, restored: true };
+    return {
+      privateKey: savedKey,
+      listenPort: saved.iface.listenPort,
+      address,
+      address6,
+      restored: true,
+    };
   }
   const privateKey = generatePrivateKey(options.random);
   if (saved) {
     await saved.saveInterface(privateKey, {
       listenPort: options.listenPort,
-      addresses: [`${options.address.address}/${options.address.prefixLength}`],
+      addresses: savedAddresses(options.address, configured6),
       publicKey: Buffer.from(publicKeyOf(privateKey)).toString('base64'),
     });
   }
-  return { privateKey, listenPort: options.listenPort, address: options.address, restored: false };
+  return {
+    privateKey,
+    listenPort: options.listenPort,
+    address: options.address,
+    address6: configured6,
+    restored: false,
+  };
 }
 
 async function createInterface(
@@ -138,7 +178,7 @@ async function createInterface(
 ): Promise<InterfaceState> {
   const ifname = options.interfaceName;
   const settings = await settingsFor(options, log);
-  const { privateKey, listenPort, address } = settings;
+  const { privateKey, listenPort, address, address6 } = settings;
   let ifindex: number;
   try {
     ifindex = await kernel.link.createWireGuard(ifname);
@@ -150,6 +190,7 @@ async function createInterface(
   try {
     await kernel.wireguard.configureDevice(ifname, { privateKey, listenPort });
     await kernel.link.addIpv4Address(ifindex, address);
+    if (address6 !== null) await kernel.link.addIpv6Address(ifindex, address6);
     await kernel.link.setUp(ifindex);
   } catch (error) {
     // Leave no half-made interface behind: the next start tries again from scratch.
@@ -164,12 +205,20 @@ async function createInterface(
       interface: ifname,
       publicKey,
       listenPort,
-      address: `${address.address}/${address.prefixLength}`,
+      address: cidrOf(address),
+      ...(address6 === null ? {} : { address6: cidrOf(address6) }),
       fromStateDir: settings.restored,
     },
     settings.restored
       ? 'interface was missing: created it again with the saved key, port and address'
       : 'interface was missing: created it',
   );
-  return { created: true, ifindex, publicKey, listenPort, addresses: [address] };
+  return {
+    created: true,
+    ifindex,
+    publicKey,
+    listenPort,
+    addresses: [address],
+    addresses6: address6 === null ? [] : [address6],
+  };
 }

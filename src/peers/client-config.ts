@@ -3,6 +3,8 @@
 export interface ClientConfigInput {
   privateKey: string;
   address: string;
+  /** The peer's IPv6 address on a dual-stack interface; absent or null: IPv4 only. */
+  address6?: string | null;
   serverPublicKey: string;
   endpoint: string;
   /** Routed through the tunnel by the client: the interface's subnet, e.g. "10.8.0.0/24". */
@@ -11,11 +13,19 @@ export interface ClientConfigInput {
 
 export const CLIENT_PERSISTENT_KEEPALIVE = 25;
 
+/**
+ * What a dual-stack client routes through the tunnel: everything of both families, so no IPv6
+ * leaks beside an IPv4 tunnel (issue 18). An IPv4-only client routes the interface's subnet.
+ */
+export const DUAL_STACK_CLIENT_ALLOWED_IPS = '0.0.0.0/0, ::/0';
+
 export function renderClientConfig(input: ClientConfigInput): string {
   return [
     '[Interface]',
     `PrivateKey = ${input.privateKey}`,
-    `Address = ${input.address}/32`,
+    input.address6 == null
+      ? `Address = ${input.address}/32`
+      : `Address = ${input.address}/32, ${input.address6}/128`,
     '',
     '[Peer]',
     `PublicKey = ${input.serverPublicKey}`,

@@ -6,6 +6,8 @@
 import type {
   CapRef,
   DataCap,
+  IpPrefix,
+  Ipv6Address,
   Kernel,
   KernelDataCap,
   PeerRef,
@@ -13,8 +15,8 @@ import type {
   WireGuardDevice,
   WireGuardPeer,
 } from '../kernel/types';
-import { allocateAddress } from './allocator';
-import { formatEndpoint, renderClientConfig } from './client-config';
+import { allocateAddress, allocateAddress6 } from './allocator';
+import { DUAL_STACK_CLIENT_ALLOWED_IPS, formatEndpoint, renderClientConfig } from './client-config';
 import {
   CleanupFailedError,
   DomainError,
@@ -32,6 +34,7 @@ import {
   type Facility,
 } from './errors';
 import { networkCidr } from '../kernel/ipv4';
+import { networkCidr6 } from '../kernel/ipv6';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
 import { allInOrder } from './settled';
@@ -75,11 +78,13 @@ export interface EventLogger {
 
 export interface CreatedPeer {
   ip: string;
+  /** The peer's IPv6 address on a dual-stack interface; null on an IPv4-only one. */
+  ipv6: string | null;
   privateKey: string;
   publicKey: string;
   serverPublicKey: string;
   endpoint: string;
-  /** The subnet routed through the tunnel in the client config. */
+  /** What the client config routes through the tunnel: the subnet, or everything (dual-stack). */
   clientAllowedIps: string;
   /** Ready wg-quick configuration for the client. */
   clientConfig: string;
@@ -88,6 +93,7 @@ export interface CreatedPeer {
 /** What a create decided before the kernel change. */
 interface CreatePlan {
   ip: string;
+  ip6: string | null;
   keys: { publicKey: string; privateKey: string };
   serverPublicKey: string;
   endpoint: string;
@@ -98,6 +104,15 @@ interface CreateWaiter {
   resolve: (created: CreatedPeer) => void;
   reject: (error: unknown) => void;
 }
+
+/** The allowed IPs a new peer gets: `<ip>/32`, and `<ip6>/128` on a dual-stack interface. */
+function allowedIpsOf(plan: Pick<CreatePlan, 'ip' | 'ip6'>): IpPrefix[] {
+  const v4: IpPrefix = { family: 4, address: plan.ip, cidr: 32 };
+  return plan.ip6 === null ? [v4] : [v4, { family: 6, address: plan.ip6, cidr: 128 }];
+}
+
+const cidrTexts = (prefixes: readonly IpPrefix[]): string[] =>
+  prefixes.map((p) => `${p.address}/${p.cidr}`);
 
 function planned(outcome: CreatePlan | PoolExhaustedError): CreatePlan {
   if (outcome instanceof Error) throw outcome;
@@ -159,6 +174,12 @@ export interface PeerServiceOptions {
    * changes wait for it, so nobody sees a half-restored list.
    */
   ready?: Promise<unknown>;
+  /**
+   * The interface's global or unique-local IPv6 addresses as found or made at start (DESIGN §3,
+   * issue 18): the first one's prefix is the pool each new peer also gets a /128 from, and none
+   * of them is given out. Empty or absent: IPv4 only, as before.
+   */
+  addresses6?: readonly Ipv6Address[];
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -203,8 +224,9 @@ export class PeerService implements PeerServiceApi {
   private lastIfindex: number | undefined;
   private readonly events: PeerChangeSink | undefined;
   private readonly journal: PeerJournal | null;
-  /** Addresses of creates between their saved intent and the kernel change. */
+  /** Addresses (both families) of creates between their saved intent and the kernel change. */
   private readonly reserved = new Set<string>();
+  private readonly addresses6: readonly Ipv6Address[];
   /** Creates waiting for the next batch (with a state directory); null when none is forming. */
   private forming: CreateWaiter[] | null = null;
   private readonly ready: Promise<unknown>;
@@ -220,6 +242,7 @@ export class PeerService implements PeerServiceApi {
     this.events = options.events;
     this.journal = options.journal ?? null;
     this.ready = options.ready ?? Promise.resolve();
+    this.addresses6 = options.addresses6 ?? [];
     this.snapshots = new FreshRead(
       async () => {
         await this.ready;
@@ -280,12 +303,11 @@ export class PeerService implements PeerServiceApi {
       plans = outcomes.filter((o): o is CreatePlan => !(o instanceof Error));
       batch = waiters;
       if (plans.length === 0) return;
-      await this.durable(
-        journal.intendCreates(
-          plans.map((p) => ({ publicKey: p.keys.publicKey, allowedIps: [`${p.ip}/32`] })),
-        ),
-        'nothing was created',
-      );
+      const records = plans.map((p) => ({
+        publicKey: p.keys.publicKey,
+        allowedIps: cidrTexts(allowedIpsOf(p)),
+      }));
+      await this.durable(journal.intendCreates(records), 'nothing was created');
       let created: CreatedPeer[];
       try {
         created = await this.change(() => this.addPeers(plans));
@@ -293,12 +315,10 @@ export class PeerService implements PeerServiceApi {
         await journal.abortCreates(plans.map((p) => p.keys.publicKey)).catch(() => undefined);
         throw error;
       } finally {
-        for (const plan of plans) this.reserved.delete(plan.ip);
+        this.release(plans);
       }
       try {
-        await journal.commitCreates(
-          plans.map((p) => ({ publicKey: p.keys.publicKey, allowedIps: [`${p.ip}/32`] })),
-        );
+        await journal.commitCreates(records);
       } catch (error) {
         // Undo the kernel change: a peer nobody can be told about must not hold an address.
         const keys = plans.map((p) => p.keys.publicKey);
@@ -315,7 +335,15 @@ export class PeerService implements PeerServiceApi {
       if (this.forming !== null && batch.length === 0) take();
       for (const waiter of batch) waiter.reject(error);
     } finally {
-      for (const plan of plans) this.reserved.delete(plan.ip);
+      this.release(plans);
+    }
+  }
+
+  /** Gives the addresses of these creates back to the pool's reservations. */
+  private release(plans: readonly CreatePlan[]): void {
+    for (const plan of plans) {
+      this.reserved.delete(plan.ip);
+      if (plan.ip6 !== null) this.reserved.delete(plan.ip6);
     }
   }
 
@@ -335,29 +363,46 @@ export class PeerService implements PeerServiceApi {
     if (subnet === undefined) throw new InterfaceNotReadyError(this.ifname, 'address');
     const serverPublicKey = device.publicKey;
     if (serverPublicKey === null) throw new InterfaceNotReadyError(this.ifname, 'key');
-    const clientAllowedIps = networkCidr(subnet.address, subnet.prefixLength);
+    const prefix6 = this.addresses6[0] ?? null;
+    const clientAllowedIps =
+      prefix6 === null
+        ? networkCidr(subnet.address, subnet.prefixLength)
+        : DUAL_STACK_CLIENT_ALLOWED_IPS;
     const taken = device.peers.flatMap((p) => p.allowedIps);
-    const reserved = [...this.reserved];
+    // Both families' reservations, as allowed IPs: each allocation reads its own family.
+    const reserved: IpPrefix[] = [...this.reserved].map((address) =>
+      address.includes(':') ? { family: 6, address, cidr: 128 } : { family: 4, address, cidr: 32 },
+    );
     const plans: (CreatePlan | PoolExhaustedError)[] = [];
     let endpoint: string | null = null;
     for (let i = 0; i < count; i++) {
-      const ip = allocateAddress({
-        subnet,
-        serverAddresses: addresses,
-        allowedIps: [
-          ...taken,
-          ...reserved.map((address) => ({ family: 4 as const, address, cidr: 32 })),
-        ],
-      });
+      const allowedIps = [...taken, ...reserved];
+      const ip = allocateAddress({ subnet, serverAddresses: addresses, allowedIps });
       if (ip === null) {
-        plans.push(new PoolExhaustedError(this.ifname, clientAllowedIps));
+        plans.push(
+          new PoolExhaustedError(this.ifname, networkCidr(subnet.address, subnet.prefixLength)),
+        );
         continue;
       }
-      reserved.push(ip);
+      let ip6: string | null = null;
+      if (prefix6 !== null) {
+        // Chosen with the IPv4 address, in the same change: concurrent creates share neither.
+        ip6 = allocateAddress6({ prefix: prefix6, serverAddresses: this.addresses6, allowedIps });
+        if (ip6 === null) {
+          const pool = networkCidr6(prefix6.address, prefix6.prefixLength);
+          plans.push(new PoolExhaustedError(this.ifname, pool));
+          continue;
+        }
+      }
+      const plan = { ip, ip6 };
+      reserved.push(...allowedIpsOf(plan));
       endpoint ??= formatEndpoint(await this.serverHost(), device.listenPort);
       const keys = generateKeyPair(this.random);
-      if (this.journal !== null) this.reserved.add(ip);
-      plans.push({ ip, keys, serverPublicKey, endpoint, clientAllowedIps });
+      if (this.journal !== null) {
+        this.reserved.add(ip);
+        if (ip6 !== null) this.reserved.add(ip6);
+      }
+      plans.push({ ...plan, keys, serverPublicKey, endpoint, clientAllowedIps });
     }
     return plans;
   }
@@ -373,20 +418,24 @@ export class PeerService implements PeerServiceApi {
     await this.call('wireguard', () =>
       this.kernel.wireguard.addPeers(
         this.ifname,
-        plans.map(({ ip, keys }) => ({
-          publicKey: keys.publicKey,
-          allowedIps: [{ family: 4 as const, address: ip, cidr: 32 }],
-        })),
+        plans.map((plan) => ({ publicKey: plan.keys.publicKey, allowedIps: allowedIpsOf(plan) })),
       ),
     );
-    return plans.map(({ ip, keys, serverPublicKey, endpoint, clientAllowedIps }) => {
+    return plans.map(({ ip, ip6, keys, serverPublicKey, endpoint, clientAllowedIps }) => {
       this.log.info(
-        { event: 'peer_created', interface: this.ifname, publicKey: keys.publicKey, ip },
+        {
+          event: 'peer_created',
+          interface: this.ifname,
+          publicKey: keys.publicKey,
+          ip,
+          ...(ip6 === null ? {} : { ipv6: ip6 }),
+        },
         'peer created',
       );
       this.events?.publish({ type: 'peer.created', publicKey: keys.publicKey, ipAddress: ip });
       return {
         ip,
+        ipv6: ip6,
         privateKey: keys.privateKey,
         publicKey: keys.publicKey,
         serverPublicKey,
@@ -395,6 +444,7 @@ export class PeerService implements PeerServiceApi {
         clientConfig: renderClientConfig({
           privateKey: keys.privateKey,
           address: ip,
+          address6: ip6,
           serverPublicKey,
           endpoint,
           allowedIps: clientAllowedIps,

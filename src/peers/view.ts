@@ -17,6 +17,8 @@ export interface PeerView {
   readonly peer: WireGuardPeer;
   /** The tunnel address: the first IPv4 /32 allowed IP; null when the peer has none. */
   readonly ip: string | null;
+  /** The IPv6 tunnel address: the first IPv6 /128 allowed IP; null when the peer has none. */
+  readonly ip6: string | null;
   readonly status: PeerStatus;
   /** Whole minutes since the handshake at the snapshot's time; null without a handshake. */
   readonly minutesSinceHandshake: number | null;
@@ -37,6 +39,12 @@ export function tunnelAddressOf(peer: WireGuardPeer): string | null {
   return prefix ? prefix.address : null;
 }
 
+/** The first IPv6 /128 allowed IP: a dual-stack peer's IPv6 address (issue 18). */
+export function tunnelAddress6Of(peer: WireGuardPeer): string | null {
+  const prefix = peer.allowedIps.find((p) => p.family === 6 && p.cidr === 128);
+  return prefix ? prefix.address : null;
+}
+
 /**
  * The peer at the snapshot's time. `ip` may be given when already known for this very peer
  * object (it depends on the peer alone). Pure: the same peer and snapshot give an equal view.
@@ -53,6 +61,7 @@ export function viewOf(
   return {
     peer,
     ip,
+    ip6: tunnelAddress6Of(peer),
     status,
     minutesSinceHandshake,
     limit: limit ?? null,

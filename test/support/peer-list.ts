@@ -17,6 +17,8 @@ export interface PeerEntry {
   publicKey: string;
   /** The peer's tunnel address: its first IPv4 /32 allowed IP; null when it has none. */
   ipAddress: string | null;
+  /** Its IPv6 tunnel address: its first IPv6 /128 allowed IP; null when it has none. */
+  ipv6Address: string | null;
   lastHandshake: string | null;
   minutesSinceHandshake: number | null;
   status: PeerStatus;
@@ -44,6 +46,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
     if (filter !== null && liveness.status !== filter) continue;
     const host = peer.allowedIps.filter((p) => p.family === 4 && p.cidr === 32)[0];
     const ipAddress = host === undefined ? null : host.address;
+    const host6 = peer.allowedIps.filter((p) => p.family === 6 && p.cidr === 128)[0];
     const limit = ipAddress === null ? undefined : snapshot.limits.get(ipAddress);
     const download = limit?.download ?? null;
     const upload = limit?.upload ?? null;
@@ -51,6 +54,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
     entries.push({
       publicKey: peer.publicKey,
       ipAddress,
+      ipv6Address: host6 === undefined ? null : host6.address,
       lastHandshake: liveness.lastHandshake,
       minutesSinceHandshake: liveness.minutesSinceHandshake,
       status: liveness.status,
@@ -91,6 +95,7 @@ export function toPeerJson(entry: PeerEntry) {
   return {
     public_key: entry.publicKey,
     ip_address: entry.ipAddress,
+    ipv6_address: entry.ipv6Address,
     last_handshake: entry.lastHandshake,
     minutes_since_handshake: entry.minutesSinceHandshake,
     status: entry.status,

@@ -19,9 +19,12 @@ export function setup(
     endpointHost?: string | null;
     /** Where the app logs; a fresh capture when absent. Shared with a server around the app. */
     log?: CapturedLog;
+    /** A dual-stack interface: its IPv6 address and prefix (issue 18), e.g. "fd42::1/64". */
+    address6?: string;
   } = {},
 ) {
-  const kernel = options.kernel ?? FakeKernel.withInterface();
+  const kernel = options.kernel ?? FakeKernel.withInterface({ address6: options.address6 });
+  const [address6, prefix6] = options.address6?.split('/') ?? [];
   const log = options.log ?? captureLog();
   const service = new PeerService({
     kernel,
@@ -29,6 +32,8 @@ export function setup(
     endpointHost: options.endpointHost === undefined ? 'vpn.example.net' : options.endpointHost,
     logger: log.logger,
     now: () => NOW,
+    addresses6:
+      address6 === undefined ? [] : [{ address: address6, prefixLength: Number(prefix6) }],
   });
   const scoped =
     options.tokens ?? (options.token === undefined ? null : { admin: [options.token], read: [] });

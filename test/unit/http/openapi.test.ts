@@ -202,10 +202,11 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
     const listed = toPeerJson({
       publicKey: Buffer.alloc(32, 1).toString('base64'),
       ipAddress: '10.0.0.2',
+      ipv6Address: 'fd42::2',
       lastHandshake: '2026-03-01T12:00:00.000Z',
       minutesSinceHandshake: 0,
       status: 'ALIVE',
-      allowedIps: ['10.0.0.2/32'],
+      allowedIps: ['10.0.0.2/32', 'fd42::2/128'],
       endpoint: '192.0.2.1:51820',
       rxBytes: 1,
       txBytes: 2,

@@ -28,6 +28,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
     expect(peer).to.deep.equal({
       public_key: key(1),
       ip_address: '10.8.0.2',
+      ipv6_address: null,
       last_handshake: '2026-03-01T11:57:55.000Z',
       minutes_since_handshake: 2,
       status: 'ALIVE',
@@ -293,6 +294,50 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
     const held = new Set(kernel.peers().flatMap((p) => p.allowedIps.map((a) => a.address)));
     expect(ips.every((ip) => held.has(ip))).to.equal(true);
     expect(held.size).to.equal(100);
+  });
+});
+
+describe('http dual-stack peers (issue 18)', () => {
+  it('adds peer.ipv6 to the create response, keeping peer.ip the IPv4 address', async () => {
+    const { kernel, http } = setup({ address6: 'fd42:42::1/64' });
+    const res = await http.post('/api/peer');
+    expect(res.status).to.equal(201);
+    expect(Object.keys(res.body.peer).sort()).to.deep.equal([
+      'ip',
+      'ipv6',
+      'privateKey',
+      'publicKey',
+    ]);
+    expect(res.body.peer).to.include({ ip: '10.8.0.2', ipv6: 'fd42:42::2' });
+    expect(res.body.config).to.contain('Address = 10.8.0.2/32, fd42:42::2/128');
+    expect(res.body.config).to.contain('AllowedIPs = 0.0.0.0/0, ::/0');
+    const peer = kernel.peers().find((p) => p.publicKey === res.body.peer.publicKey);
+    expect(peer?.allowedIps).to.deep.equal([
+      { family: 4, address: '10.8.0.2', cidr: 32 },
+      { family: 6, address: 'fd42:42::2', cidr: 128 },
+    ]);
+  });
+
+  it('lists ipv6_address for every peer, null for one without an IPv6 /128', async () => {
+    const { kernel, http } = setup({ address6: 'fd42:42::1/64' });
+    await http.post('/api/peer');
+    kernel.putPeer(key(9), ['10.8.0.9/32']);
+    const res = await http.get('/api/peers');
+    expect(res.status).to.equal(200);
+    expect(
+      res.body.peers.map((p: Record<string, unknown>) => [p['ip_address'], p['ipv6_address']]),
+    ).to.deep.equal([
+      ['10.8.0.2', 'fd42:42::2'],
+      ['10.8.0.9', null],
+    ]);
+  });
+
+  it('answers 409 ADDRESS_POOL_EXHAUSTED when the IPv6 prefix is full', async () => {
+    const { kernel, http } = setup({ address6: 'fd42::1/120' });
+    for (let i = 2; i <= 0xff; i++) kernel.putPeer(key(i), [`fd42::${i.toString(16)}/128`]);
+    const res = await http.post('/api/peer');
+    expectError(res, 409, 'ADDRESS_POOL_EXHAUSTED');
+    expect(res.body.error).to.contain('fd42::/120');
   });
 });
 

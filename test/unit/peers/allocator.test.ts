@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { IpPrefix, Ipv4Address } from '../../../src/kernel/types';
-import { allocateAddress } from '../../../src/peers/allocator';
+import { allocateAddress, allocateAddress6 } from '../../../src/peers/allocator';
 
 function v4(text: string): IpPrefix {
   const [address, cidr] = text.split('/');
@@ -103,5 +103,84 @@ describe('peers/allocator: lowest free address', () => {
     for (let i = 0; i < 10_000; i += 1)
       peers.push(`10.8.${Math.floor((i + 2) / 256)}.${(i + 2) % 256}/32`);
     expect(allocate('10.8.0.1/16', peers)).to.equal('10.8.39.18');
+  });
+});
+
+function allocate6(prefix: string, peers: string[], extraServers: string[] = []): string | null {
+  const [address, length] = prefix.split('/');
+  const server = { address: address!, prefixLength: Number(length) };
+  return allocateAddress6({
+    prefix: server,
+    serverAddresses: [server, ...extraServers.map((a) => ({ address: a, prefixLength: 128 }))],
+    allowedIps: peers.map((p) => {
+      const [text, cidr] = p.split('/');
+      return { family: p.includes(':') ? 6 : 4, address: text!, cidr: Number(cidr) } as IpPrefix;
+    }),
+  });
+}
+
+// Issue 18: on a dual-stack interface each peer also gets the lowest free /128 of the prefix,
+// skipping the server's own and any address inside any peer's allowed IPs.
+describe('peers/allocator: lowest free IPv6 address', () => {
+  it('gives the first address after the server in an empty /64', () => {
+    expect(allocate6('fd42::1/64', [])).to.equal('fd42::2');
+  });
+
+  it('never gives the Subnet-Router anycast address (the prefix itself, RFC 4291 §2.6.1)', () => {
+    expect(allocate6('fd42::5/64', [])).to.equal('fd42::1');
+  });
+
+  it('skips addresses held by peers and fills the lowest hole first', () => {
+    expect(allocate6('fd42::1/64', ['fd42::2/128', 'fd42::3/128'])).to.equal('fd42::4');
+    expect(
+      allocate6('fd42::1/64', ['fd42::2/128', 'fd42::4/128', 'fd42::3/128', 'fd42::6/128']),
+    ).to.equal('fd42::5');
+    expect(allocate6('fd42::1/64', ['fd42::3/128'])).to.equal('fd42::2');
+  });
+
+  it('treats every address inside a wide allowed IP as taken, host bits set or not', () => {
+    expect(allocate6('fd42::1/64', ['fd42::/120'])).to.equal('fd42::100');
+    // fd42::5/126 covers fd42::4 to fd42::7.
+    expect(allocate6('fd42::1/64', ['fd42::2/128', 'fd42::3/128', 'fd42::5/126'])).to.equal(
+      'fd42::8',
+    );
+  });
+
+  it('is exhausted when a peer routes everything (::/0) or a supernet of the prefix', () => {
+    expect(allocate6('fd42::1/64', ['::/0'])).to.equal(null);
+    expect(allocate6('fd42::1/64', ['fd42::/48'])).to.equal(null);
+  });
+
+  it('reports a full /120 (server + 254 peers) as exhausted, and gives its last address', () => {
+    const peers = Array.from({ length: 254 }, (_, i) => `fd42::${(i + 2).toString(16)}/128`);
+    expect(allocate6('fd42::1/120', peers)).to.equal(null);
+    expect(allocate6('fd42::1/120', peers.slice(0, 253))).to.equal('fd42::ff');
+  });
+
+  it('ignores IPv4 allowed IPs and IPv6 ones outside the prefix', () => {
+    expect(allocate6('fd42::1/64', ['10.8.0.2/32', '0.0.0.0/0', 'fd43::2/128'])).to.equal(
+      'fd42::2',
+    );
+  });
+
+  it('excludes every IPv6 address of the server, not only the one the prefix comes from', () => {
+    expect(allocate6('fd42::1/64', [], ['fd42::2'])).to.equal('fd42::3');
+  });
+
+  it('carries into the next group (RFC 5952 text of a 128-bit sum)', () => {
+    expect(allocate6('fd42::1/64', ['fd42::/112'])).to.equal('fd42::1:0');
+  });
+
+  it('stays at the top of the address space without overflow', () => {
+    expect(allocate6('ffff:ffff:ffff:ffff::1/64', ['ffff:ffff:ffff:ffff::/65'])).to.equal(
+      'ffff:ffff:ffff:ffff:8000::',
+    );
+    expect(allocate6('ffff:ffff:ffff:ffff::1/64', ['ffff:ffff:ffff:ffff::/64'])).to.equal(null);
+  });
+
+  it('finds the first hole after 10,000 peers in a /64', () => {
+    const peers: string[] = [];
+    for (let i = 2; i < 10_002; i += 1) peers.push(`fd42::${i.toString(16)}/128`);
+    expect(allocate6('fd42::1/64', peers)).to.equal(`fd42::${(10_002).toString(16)}`);
   });
 });

@@ -93,3 +93,79 @@ describe('peers/bootstrap: the interface at start', () => {
     expect(kernel.links.has('wg0')).to.equal(false);
   });
 });
+
+// Issue 18: --address6 when the daemon creates the interface; else the interface's own global
+// or unique-local IPv6 address; with a state dir, the address is kept like the others.
+describe('peers/bootstrap: the IPv6 address at start (issue 18)', () => {
+  const ADDRESS6 = { address: 'fd42::1', prefixLength: 64 };
+
+  it('gives a created interface the --address6 address as well, before it goes up', async () => {
+    const kernel = new FakeKernel();
+    const log = captureLog();
+    const state = await ensureInterface(kernel, { ...OPTIONS, address6: ADDRESS6 }, log.logger);
+    expect(kernel.links.get('wg0')!.addresses6).to.deep.equal([ADDRESS6]);
+    expect(state.addresses6).to.deep.equal([ADDRESS6]);
+    const order = kernel.calls.map((c) => c.method);
+    expect(order.indexOf('addIpv6Address')).to.be.lessThan(order.indexOf('setUp'));
+    const line = log.lines().find((l) => l['event'] === 'interface_created');
+    expect(line).to.include({ address: '10.8.0.1/24', address6: 'fd42::1/64' });
+  });
+
+  it('creates an IPv4-only interface without --address6, exactly as before', async () => {
+    const kernel = new FakeKernel();
+    const state = await ensureInterface(kernel, OPTIONS, captureLog().logger);
+    expect(kernel.count('addIpv6Address')).to.equal(0);
+    expect(state.addresses6).to.deep.equal([]);
+  });
+
+  it("uses an existing interface's own IPv6 address and ignores --address6", async () => {
+    const kernel = FakeKernel.withInterface({ address6: 'fd99::5/112' });
+    const state = await ensureInterface(
+      kernel,
+      { ...OPTIONS, address6: ADDRESS6 },
+      captureLog().logger,
+    );
+    expect(state.addresses6).to.deep.equal([{ address: 'fd99::5', prefixLength: 112 }]);
+    expect(kernel.count('addIpv6Address')).to.equal(0);
+  });
+
+  it('deletes a half-made interface when the kernel refuses the IPv6 address', async () => {
+    const kernel = new FakeKernel();
+    kernel.fail('addIpv6Address', kernelFailure('EACCES', 'RTM_NEWADDR', 'IPv6 is disabled'));
+    let caught: unknown;
+    try {
+      await ensureInterface(kernel, { ...OPTIONS, address6: ADDRESS6 }, captureLog().logger);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).to.be.instanceOf(KernelFailureError);
+    expect(kernel.links.has('wg0')).to.equal(false);
+  });
+
+  it('saves the IPv6 address with the interface, and recreates it from the state dir as saved', async () => {
+    let saved: { listenPort: number; addresses: string[]; publicKey: string } | null = null;
+    let savedKey: Buffer | null = null;
+    const store = () => ({
+      iface: saved,
+      readServerKey: () => Promise.resolve(savedKey),
+      saveInterface: (key: Buffer, iface: NonNullable<typeof saved>) => {
+        savedKey = Buffer.from(key);
+        saved = iface;
+        return Promise.resolve();
+      },
+    });
+    await ensureInterface(
+      new FakeKernel(),
+      { ...OPTIONS, address6: ADDRESS6, saved: store() },
+      captureLog().logger,
+    );
+    expect(saved!.addresses).to.deep.equal(['10.8.0.1/24', 'fd42::1/64']);
+    // After a reboot, started without --address6: the saved address comes back, with a warning.
+    const kernel = new FakeKernel();
+    const log = captureLog();
+    const state = await ensureInterface(kernel, { ...OPTIONS, saved: store() }, log.logger);
+    expect(state.addresses6).to.deep.equal([ADDRESS6]);
+    expect(kernel.links.get('wg0')!.addresses6).to.deep.equal([ADDRESS6]);
+    expect(log.lines().some((l) => l['event'] === 'interface_settings_kept')).to.equal(true);
+  });
+});

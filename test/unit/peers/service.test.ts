@@ -57,6 +57,7 @@ describe('peers/service: list', () => {
     expect(entry).to.deep.equal({
       publicKey: key(1),
       ipAddress: '10.8.0.2',
+      ipv6Address: null,
       lastHandshake: '2026-03-01T11:58:30.000Z',
       minutesSinceHandshake: 1,
       status: 'ALIVE',

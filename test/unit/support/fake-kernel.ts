@@ -12,6 +12,7 @@ import type {
   DeviceConfig,
   IpPrefix,
   Ipv4Address,
+  Ipv6Address,
   Kernel,
   KernelDataCap,
   LimitState,
@@ -70,6 +71,8 @@ interface FakeCap extends DataCap {
 interface FakeLink {
   info: LinkInfo;
   addresses: Ipv4Address[];
+  /** Global or unique-local IPv6 addresses (what getIpv6Addresses lists). */
+  addresses6: Ipv6Address[];
 }
 
 interface FakeDevice {
@@ -93,6 +96,8 @@ export interface InterfaceSetup {
   withKey?: boolean;
   /** false: the interface has no IPv4 address. */
   withAddress?: boolean;
+  /** A dual-stack interface: its IPv6 address and prefix, e.g. "fd42::1/64". */
+  address6?: string;
 }
 
 function copyPeer(peer: WireGuardPeer): WireGuardPeer {
@@ -209,6 +214,11 @@ export class FakeKernel implements Kernel {
           const link = [...this.links.values()].find((l) => l.info.index === index);
           return link ? link.addresses.map((a) => ({ ...a })) : [];
         }),
+      getIpv6Addresses: (index) =>
+        this.op('getIpv6Addresses', [index], () => {
+          const link = [...this.links.values()].find((l) => l.info.index === index);
+          return link ? link.addresses6.map((a) => ({ ...a })) : [];
+        }),
       createWireGuard: (name) =>
         this.op('createWireGuard', [name], () => {
           if (this.links.has(name)) throw kernelFailure('EEXIST', `RTM_NEWLINK ${name}`);
@@ -216,6 +226,7 @@ export class FakeKernel implements Kernel {
           this.links.set(name, {
             info: { index, name, kind: 'wireguard', up: false, mtu: 1420 },
             addresses: [],
+            addresses6: [],
           });
           this.devices.set(name, { privateKey: null, listenPort: 0, fwmark: 0, peers: [] });
           return index;
@@ -223,6 +234,10 @@ export class FakeKernel implements Kernel {
       addIpv4Address: (index, address) =>
         this.op('addIpv4Address', [index, address], () => {
           this.linkByIndex(index).addresses.push({ ...address });
+        }),
+      addIpv6Address: (index, address) =>
+        this.op('addIpv6Address', [index, address], () => {
+          this.linkByIndex(index).addresses6.push({ ...address });
         }),
       setUp: (index) =>
         this.op('setUp', [index], () => {
@@ -416,6 +431,15 @@ export class FakeKernel implements Kernel {
         setup.withAddress === false
           ? []
           : [{ address: setup.address ?? '10.8.0.1', prefixLength: setup.prefixLength ?? 24 }],
+      addresses6:
+        setup.address6 === undefined
+          ? []
+          : [
+              {
+                address: setup.address6.split('/')[0]!,
+                prefixLength: Number(setup.address6.split('/')[1]),
+              },
+            ],
     });
     const privateKey = Buffer.alloc(32, 7);
     privateKey[0] = privateKey[0]! & 248;
@@ -430,7 +454,11 @@ export class FakeKernel implements Kernel {
 
   addOtherLink(name: string, kind: string | null): void {
     const index = this.nextIndex++;
-    this.links.set(name, { info: { index, name, kind, up: true, mtu: 1500 }, addresses: [] });
+    this.links.set(name, {
+      info: { index, name, kind, up: true, mtu: 1500 },
+      addresses: [],
+      addresses6: [],
+    });
   }
 
   /** Puts a peer straight into the device, as an operator's `wg set` would. */
