@@ -100,6 +100,11 @@ export interface LinkApi {
 export interface PeerRef {
   /** The peer's IPv4 tunnel address (its /32 allowed IP). */
   address: string;
+  /**
+   * A dual-stack peer's IPv6 address (its first /128 allowed IP; issue 18): its limit and cap
+   * cover this address too, in the same class and quota object. Absent or null: IPv4 only.
+   */
+  address6?: string | null;
   /** Base64 public key, stored as userdata/comments where the kernel object has room for it. */
   publicKey: string;
 }

@@ -26,6 +26,13 @@ import {
   peerFilterHandle,
   peerSelector,
 } from './addressing';
+import {
+  FILTER_INFO6,
+  FILTER_PRIORITY6,
+  hostTable6Of,
+  peerFilterHandle6,
+  peerSelector6,
+} from './addressing6';
 
 /** RTM_NEWTCLASS 1:<minor> under 1:ffff: created, or changed in place when it exists. */
 export function peerClassMessage(
@@ -92,8 +99,42 @@ export function peerFilterMessage(
   address: number,
   options?: { hash: number; classid: number; selector: U32Selector },
 ): Buffer {
+  return keyNodeMessage(side, peerFilterHandle(address), FILTER_INFO, options);
+}
+
+/** A key node of our qdisc 1: by handle and tcm_info: with options to create it, without to delete it. */
+function keyNodeMessage(
+  side: Side,
+  filterHandle: number,
+  info: number,
+  options?: { hash: number; classid: number; selector: U32Selector },
+): Buffer {
   return encodeTc(
-    { ifindex: side.ifindex, handle: peerFilterHandle(address), parent: QDISC, info: FILTER_INFO },
+    { ifindex: side.ifindex, handle: filterHandle, parent: QDISC, info },
     encodeAttributes(u32Filter, { kind: 'u32', options }),
   );
+}
+
+/**
+ * RTM_NEWTFILTER of a dual-stack peer's IPv6 key node (./addressing6.ts), classifying into the
+ * class of its IPv4 address: one limit for both families. Created, or changed in place.
+ */
+export function peerFilterCreate6(side: Side, address6: bigint, address: number): BatchMessage {
+  const filterHandle = peerFilterHandle6(address6);
+  return {
+    type: RTM_NEWTFILTER,
+    flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE,
+    payload: keyNodeMessage(side, filterHandle, FILTER_INFO6, {
+      hash: u32Handle(hostTable6Of(address6), Number(address6 & 0xffn), 0),
+      classid: peerClassId(address),
+      selector: peerSelector6(side.keyOffset, address6),
+    }),
+    ack: true,
+    operation: `RTM_NEWTFILTER u32 ${formatU32Handle(filterHandle)} prio ${FILTER_PRIORITY6} classid ${formatHandle(peerClassId(address))} dev ${side.ifname}`,
+  };
+}
+
+/** RTM_DELTFILTER payload of an IPv6 key node (table 4XX:, priority 11). */
+export function peerFilterDelete6(side: Side, filterHandle: number): Buffer {
+  return keyNodeMessage(side, filterHandle, FILTER_INFO6);
 }

@@ -18,6 +18,7 @@ import { encodeTc, formatHandle } from '../tc/tc';
 import {
   U32_MAX_DIVISOR,
   type U32Entry,
+  type U32Selector,
   bucketOf,
   formatU32Handle,
   isKernelChosenTable,
@@ -41,6 +42,16 @@ import {
   rootLinkSelector,
   thirdOctets,
 } from './addressing';
+import {
+  FILTER_INFO6,
+  FILTER_PRIORITY6,
+  HOST_TABLE6_BASE,
+  OCTET_TABLE6,
+  type Prefix6,
+  octetLinkSelector6,
+  octets6,
+  rootLinkSelector6,
+} from './addressing6';
 import { describeRate, encodeU32 } from './dump';
 import { peerClassMessage, peerFilterCreate } from './limits';
 
@@ -50,12 +61,13 @@ export function filterCreate(
   parent: number,
   filterHandle: number,
   options: Parameters<typeof encodeU32>[0],
+  info = FILTER_INFO,
 ): BatchMessage {
   return {
     type: RTM_NEWTFILTER,
     flags: NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
     payload: encodeTc(
-      { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+      { ifindex: side.ifindex, handle: filterHandle, parent, info },
       encodeU32(options),
     ),
     ack: true,
@@ -78,10 +90,59 @@ export interface HashTablePlan {
 }
 
 /**
+ * One family's u32 tree on one side (the layout of ./index.ts for IPv4, ./addressing6.ts for
+ * IPv6): its priority, its tables, and the selectors of the links between them.
+ */
+export interface TreeLayout {
+  /** tcm_info of every filter of the tree: its priority and protocol. */
+  info: number;
+  priority: number;
+  /** The table the root link leads to, hashed on the next-to-last byte of the address. */
+  octetTable: number;
+  /** The host tables, hostTableBase + that byte, hashed on the last byte. */
+  hostTableBase: number;
+  /** The values of that byte the addresses span: one host table and octet link each. */
+  octets: number[];
+  rootLink: U32Selector;
+  octetLink(octet: number): U32Selector;
+}
+
+/** The IPv4 tree: priority 10, tables 100: and 2XX:, keyed on the subnet. */
+export function ipv4Layout(side: Side, subnet: Subnet): TreeLayout {
+  return {
+    info: FILTER_INFO,
+    priority: FILTER_PRIORITY,
+    octetTable: OCTET_TABLE,
+    hostTableBase: HOST_TABLE_BASE,
+    octets: thirdOctets(subnet),
+    rootLink: rootLinkSelector(side.keyOffset, subnet),
+    octetLink: (octet) => octetLinkSelector(side.keyOffset, subnet, octet),
+  };
+}
+
+/** The IPv6 tree: priority 11, tables 300: and 4XX:, keyed on the shaped prefix. */
+export function ipv6Layout(side: Side, prefix: Prefix6): TreeLayout {
+  return {
+    info: FILTER_INFO6,
+    priority: FILTER_PRIORITY6,
+    octetTable: OCTET_TABLE6,
+    hostTableBase: HOST_TABLE6_BASE,
+    octets: octets6(prefix),
+    rootLink: rootLinkSelector6(side.keyOffset, prefix),
+    octetLink: (octet) => octetLinkSelector6(side.keyOffset, prefix, octet),
+  };
+}
+
+/**
  * The u32 tables and links of one side from a dump of our priority under 1: (empty for a qdisc
  * created just now). A table of another size cannot be ours and is the operator's to remove.
  */
 export function planHashTables(side: Side, subnet: Subnet, entries: U32Entry[]): HashTablePlan {
+  return planTree(side, ipv4Layout(side, subnet), entries);
+}
+
+/** planHashTables for any family's layout. */
+export function planTree(side: Side, layout: TreeLayout, entries: U32Entry[]): HashTablePlan {
   const tables = new Map<number, U32Entry>();
   const nodes = new Map<number, U32Entry>();
   for (const entry of entries) {
@@ -89,26 +150,28 @@ export function planHashTables(side: Side, subnet: Subnet, entries: U32Entry[]):
     else nodes.set(entry.handle, entry);
   }
   const creates: BatchMessage[] = [];
-  const octets = thirdOctets(subnet);
-  for (const id of [OCTET_TABLE, ...octets.map((octet) => HOST_TABLE_BASE + octet)]) {
+  const { octets, octetTable, hostTableBase, info } = layout;
+  for (const id of [octetTable, ...octets.map((octet) => hostTableBase + octet)]) {
     const existing = tables.get(id);
     if (existing?.divisor === U32_MAX_DIVISOR) continue;
     if (existing) {
       throw new SetupConflictError(
-        `u32 table ${id.toString(16)}: at priority ${FILTER_PRIORITY} on ${side.ifname} has ` +
+        `u32 table ${id.toString(16)}: at priority ${layout.priority} on ${side.ifname} has ` +
           `${existing.divisor} buckets instead of ${U32_MAX_DIVISOR}; remove the filters at ` +
-          `that priority (tc filter del dev ${side.ifname} parent 1: prio ${FILTER_PRIORITY})`,
+          `that priority (tc filter del dev ${side.ifname} parent 1: prio ${layout.priority})`,
       );
     }
-    creates.push(filterCreate(side, QDISC, u32Handle(id, 0, 0), { divisor: U32_MAX_DIVISOR }));
+    creates.push(
+      filterCreate(side, QDISC, u32Handle(id, 0, 0), { divisor: U32_MAX_DIVISOR }, info),
+    );
   }
   const deletes: number[] = [];
   for (const octet of octets) {
-    const id = u32Handle(OCTET_TABLE, octet, NODE);
+    const id = u32Handle(octetTable, octet, NODE);
     const wanted = {
-      hash: u32Handle(OCTET_TABLE, octet, 0),
-      link: u32Handle(HOST_TABLE_BASE + octet, 0, 0),
-      selector: octetLinkSelector(side.keyOffset, subnet, octet),
+      hash: u32Handle(octetTable, octet, 0),
+      link: u32Handle(hostTableBase + octet, 0, 0),
+      selector: layout.octetLink(octet),
     };
     const existing = nodes.get(id);
     if (
@@ -119,28 +182,28 @@ export function planHashTables(side: Side, subnet: Subnet, entries: U32Entry[]):
       continue;
     }
     if (existing) deletes.push(id);
-    creates.push(filterCreate(side, QDISC, id, wanted));
+    creates.push(filterCreate(side, QDISC, id, wanted, info));
   }
-  const { root, strayRoots } = findRootLink(side, subnet, nodes);
+  const { root, strayRoots } = findRootLink(layout, nodes);
   const peerNodes = new Set(
-    [...nodes.keys()].filter((h) => tableOf(h) >= HOST_TABLE_BASE && tableOf(h) <= 0x2ff),
+    [...nodes.keys()].filter(
+      (h) => tableOf(h) >= hostTableBase && tableOf(h) <= hostTableBase + 0xff,
+    ),
   );
   return { deletes, creates, root, strayRoots, peerNodes };
 }
 
-/** The first right link from the root table (kernel-chosen id) to table 100:, and the others. */
+/** The first right link from the root table (kernel-chosen id) to the octet table, and the others. */
 function findRootLink(
-  side: Side,
-  subnet: Subnet,
+  layout: TreeLayout,
   nodes: Map<number, U32Entry>,
 ): { root: number | undefined; strayRoots: number[] } {
-  const wanted = rootLinkSelector(side.keyOffset, subnet);
   let root: number | undefined;
   const strayRoots: number[] = [];
   for (const node of nodes.values()) {
     if (!isKernelChosenTable(tableOf(node.handle))) continue;
-    if (node.link !== u32Handle(OCTET_TABLE, 0, 0)) continue;
-    if (root === undefined && sameSelector(node.selector, wanted)) root = node.handle;
+    if (node.link !== u32Handle(layout.octetTable, 0, 0)) continue;
+    if (root === undefined && sameSelector(node.selector, layout.rootLink)) root = node.handle;
     else strayRoots.push(node.handle);
   }
   return { root, strayRoots };

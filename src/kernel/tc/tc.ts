@@ -3,7 +3,7 @@
  * top-level TCA_* attributes after struct tcmsg, and one message encoder/decoder.
  *
  * Sources: /usr/include/linux/pkt_sched.h (TC_H_*), /usr/include/linux/rtnetlink.h (TCA_*,
- * struct tcmsg), /usr/include/linux/if_ether.h (ETH_P_IP).
+ * struct tcmsg), /usr/include/linux/if_ether.h (ETH_P_IP, ETH_P_IPV6).
  */
 import {
   type Attributes,
@@ -24,6 +24,7 @@ export const TC_H_INGRESS = 0xfffffff1;
 
 // if_ether.h
 export const ETH_P_IP = 0x0800;
+export const ETH_P_IPV6 = 0x86dd;
 
 // enum TCA_* (rtnetlink.h)
 export const TCA_KIND = 1;
