@@ -55,10 +55,13 @@ export interface RestorePlan {
   addPeers: SavedPeer[];
   /** Public keys to remove from the kernel (creates that were never answered). */
   removePeers: string[];
-  /** Limits to set: peer and rate (the peer is in `addPeers` or already in the kernel). */
-  limits: { publicKey: string; address: string; bytesPerSecond: number }[];
-  /** Caps to create with the bytes already counted. */
-  caps: { publicKey: string; address: string; cap: SavedCap }[];
+  /**
+   * Limits to set: peer and rate (the peer is in `addPeers` or already in the kernel); a
+   * dual-stack peer's limit also names its IPv6 address (issue 18).
+   */
+  limits: { publicKey: string; address: string; address6?: string; bytesPerSecond: number }[];
+  /** Caps to create with the bytes already counted; likewise with the IPv6 address. */
+  caps: { publicKey: string; address: string; address6?: string; cap: SavedCap }[];
   /** Suspensions to put back (a reboot): the peer is in `addPeers` or already in the kernel. */
   suspensions: { publicKey: string; address: string }[];
   /** The state the journal holds once the plan is carried out (boot not included). */
@@ -73,6 +76,21 @@ export function tunnelAddressOfCidrs(cidrs: readonly string[]): string | null {
     if (length === '32' && address.includes('.')) return address;
   }
   return null;
+}
+
+/** The first IPv6 /128 of a list of CIDR texts: a dual-stack peer's IPv6 address (issue 18). */
+export function tunnelAddress6OfCidrs(cidrs: readonly string[]): string | null {
+  for (const cidr of cidrs) {
+    const [address, length] = cidr.split('/');
+    if (length === '128' && address.includes(':')) return address;
+  }
+  return null;
+}
+
+/** `{ address6 }` for a dual-stack peer's CIDRs, nothing for an IPv4-only one. */
+export function address6Field(cidrs: readonly string[]): { address6?: string } {
+  const address6 = tunnelAddress6OfCidrs(cidrs);
+  return address6 === null ? {} : { address6 };
 }
 
 function cidrsOf(peer: Pick<WireGuardPeer, 'allowedIps'>): string[] {
@@ -145,12 +163,13 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     if (mode === 'reboot') {
       // The kernel has the peer again (an operator's own config): what it lacks is put back.
       const address = tunnelAddressOfCidrs(current.allowedIps);
+      const v6 = address6Field(current.allowedIps);
       if (address !== null && current.limit === null && before.limit !== null) {
-        plan.limits.push({ publicKey, address, bytesPerSecond: before.limit });
+        plan.limits.push({ publicKey, address, ...v6, bytesPerSecond: before.limit });
         current.limit = before.limit;
       }
       if (address !== null && current.cap === null && before.cap !== null) {
-        plan.caps.push({ publicKey, address, cap: before.cap });
+        plan.caps.push({ publicKey, address, ...v6, cap: before.cap });
         current.cap = { ...before.cap };
       }
       if (address !== null && current.suspended !== true && before.suspended === true) {
@@ -196,8 +215,11 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     plan.next.set(publicKey, peer);
     const address = tunnelAddressOfCidrs(peer.allowedIps);
     if (address === null) continue;
-    if (peer.limit !== null) plan.limits.push({ publicKey, address, bytesPerSecond: peer.limit });
-    if (peer.cap !== null) plan.caps.push({ publicKey, address, cap: peer.cap });
+    const v6 = address6Field(peer.allowedIps);
+    if (peer.limit !== null) {
+      plan.limits.push({ publicKey, address, ...v6, bytesPerSecond: peer.limit });
+    }
+    if (peer.cap !== null) plan.caps.push({ publicKey, address, ...v6, cap: peer.cap });
     if (peer.suspended === true) plan.suspensions.push({ publicKey, address });
   }
   return plan;

@@ -8,7 +8,7 @@
 import type { CapRef, IpPrefix, Kernel, PeerRef } from '../kernel/types';
 import type { StateStore } from '../state';
 import { isFacilityAbsent, translateKernelError, type Facility } from './errors';
-import { planRestore, tunnelAddressOfCidrs, type RestoreMode } from './restore-plan';
+import { address6Field, planRestore, tunnelAddressOfCidrs, type RestoreMode } from './restore-plan';
 import type { EventLogger } from './service';
 
 export interface RestoreSummary {
@@ -88,7 +88,9 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
   const live: PeerRef[] = [];
   for (const peer of plan.next.values()) {
     const address = tunnelAddressOfCidrs(peer.allowedIps);
-    if (address !== null) live.push({ address, publicKey: peer.publicKey });
+    if (address !== null) {
+      live.push({ address, ...address6Field(peer.allowedIps), publicKey: peer.publicKey });
+    }
   }
   if (plan.suspensions.length > 0) {
     // Before the peers are back in WireGuard: a suspended peer never passes a packet.
@@ -117,7 +119,11 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
       await kernel.shaper.setLimits(
         ifname,
         plan.limits.map((l) => ({
-          peer: { address: l.address, publicKey: l.publicKey },
+          peer: {
+            address: l.address,
+            ...(l.address6 === undefined ? {} : { address6: l.address6 }),
+            publicKey: l.publicKey,
+          },
           bytesPerSecond: l.bytesPerSecond,
         })),
       );

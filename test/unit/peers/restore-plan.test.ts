@@ -212,3 +212,51 @@ describe('peers/restore-plan: what a start with a state directory does (issue 16
     expect(plan.warnings).to.deep.equal([]);
   });
 });
+
+describe('peers/restore-plan: dual-stack peers (issue 18)', () => {
+  it('puts a saved dual-stack peer back with both allowed IPs, its limit and cap naming its IPv6 address', () => {
+    const cap = { quotaBytes: 5e9, usedBytes: 1e9 };
+    const plan = planRestore(
+      saved([
+        {
+          publicKey: A,
+          allowedIps: ['10.8.0.2/32', 'fd42::2/128'],
+          limit: 125_000,
+          cap,
+        },
+        peer(B, '10.8.0.3', { limit: 1000 }),
+      ]),
+      kernel({ bootId: 'boot-2' }),
+    );
+    expect(plan.addPeers[0]!.allowedIps).to.deep.equal(['10.8.0.2/32', 'fd42::2/128']);
+    expect(plan.limits).to.deep.equal([
+      { publicKey: A, address: '10.8.0.2', address6: 'fd42::2', bytesPerSecond: 125_000 },
+      { publicKey: B, address: '10.8.0.3', bytesPerSecond: 1000 },
+    ]);
+    expect(plan.caps).to.deep.equal([
+      { publicKey: A, address: '10.8.0.2', address6: 'fd42::2', cap },
+    ]);
+  });
+
+  it('adds the IPv6 address to what it restores for a peer the kernel has again', () => {
+    const plan = planRestore(
+      saved([{ publicKey: A, allowedIps: ['10.8.0.2/32', 'fd42::2/128'], limit: 2000, cap: null }]),
+      kernel({
+        bootId: 'boot-2',
+        peers: [
+          {
+            publicKey: A,
+            allowedIps: [
+              { family: 4, address: '10.8.0.2', cidr: 32 },
+              { family: 6, address: 'fd42::2', cidr: 128 },
+            ],
+          },
+        ],
+      }),
+    );
+    expect(plan.addPeers).to.deep.equal([]);
+    expect(plan.limits).to.deep.equal([
+      { publicKey: A, address: '10.8.0.2', address6: 'fd42::2', bytesPerSecond: 2000 },
+    ]);
+  });
+});
