@@ -24,6 +24,7 @@ export const nfgenmsg = struct('nfgenmsg', { family: 'u8', version: 'u8', resId:
 export const NFPROTO_UNSPEC = 0;
 export const NFPROTO_INET = 1;
 export const NFPROTO_IPV4 = 2;
+export const NFPROTO_IPV6 = 10;
 
 // netfilter.h: enum nf_inet_hooks.
 export const NF_INET_PRE_ROUTING = 0;
@@ -205,6 +206,7 @@ export const NFTA_PAYLOAD_LEN = 4;
 // enum nft_meta_keys (IIFNAME is 6, OIFNAME 7) and nft_meta_attributes
 export const NFT_META_IIFNAME = 6;
 export const NFT_META_OIFNAME = 7;
+export const NFT_META_NFPROTO = 15;
 export const NFTA_META_DREG = 1;
 export const NFTA_META_KEY = 2;
 export const NFTA_META_SREG = 3;
@@ -250,6 +252,7 @@ export const NFT_USERDATA_MAXLEN = 256;
  * for display only: the kernel keeps the number and never interprets it.
  */
 export const NFT_DATATYPE_IPADDR = 7;
+export const NFT_DATATYPE_IP6ADDR = 8;
 
 /** libnftnl udata.h: TLV type 0 of table, chain, rule and object userdata is the comment. */
 export const NFTNL_UDATA_COMMENT = 0;

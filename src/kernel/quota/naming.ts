@@ -18,6 +18,15 @@ export const IPV4_SADDR_OFFSET = 12;
 export const IPV4_DADDR_OFFSET = 16;
 /** Elements per NEWSETELEM message: ~44 bytes each keeps a message far below 64 KiB. */
 export const ELEMENTS_PER_MESSAGE = 512;
+
+/** Map elements in messages of at most ELEMENTS_PER_MESSAGE. */
+export function chunks<T>(list: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += ELEMENTS_PER_MESSAGE) {
+    out.push(list.slice(i, i + ELEMENTS_PER_MESSAGE));
+  }
+  return out;
+}
 /** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
 export const PROBE_OBJECT = 'wg_peerd_probe';
 /** Prefix of the userdata comment of a quota object; the peer's public key follows. */

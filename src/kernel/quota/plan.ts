@@ -21,8 +21,8 @@ import type { CapRef, Repair } from '../types';
 import {
   CAPS_MAP,
   CAPS_MAP_ID,
-  ELEMENTS_PER_MESSAGE,
   QUOTA_FAMILY,
+  chunks,
   addressOfObject,
   quotaTableName,
 } from './naming';
@@ -259,13 +259,4 @@ function sortObjects(
     wanted.set(address, object.name);
   }
   return { wanted, doomed };
-}
-
-/** Map elements in messages of at most ELEMENTS_PER_MESSAGE. */
-function chunks<T>(list: readonly T[]): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += ELEMENTS_PER_MESSAGE) {
-    out.push(list.slice(i, i + ELEMENTS_PER_MESSAGE));
-  }
-  return out;
 }
