@@ -150,8 +150,11 @@ export interface ShaperApi {
   setLimit(ifname: string, peer: PeerRef, bytesPerSecond: number): Promise<void>;
   /** Sets many limits at once (a restore at start), in few datagrams. */
   setLimits(ifname: string, limits: readonly PeerLimit[]): Promise<void>;
-  /** Removes the peer's limit in both directions; a peer without one is not an error. */
-  removeLimit(ifname: string, address: string): Promise<void>;
+  /**
+   * Removes the peer's limit in both directions; a peer without one is not an error. A
+   * dual-stack peer's IPv6 address names its IPv6 filters, removed first.
+   */
+  removeLimit(ifname: string, address: string, address6?: string): Promise<void>;
   /** address → what holds in each direction, read back from both devices. */
   listLimits(ifname: string): Promise<Map<string, LimitState>>;
 }
@@ -184,8 +187,8 @@ export interface QuotaApi {
   ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]>;
   /** Sets or changes the cap; changing keeps the bytes already used. */
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
-  /** Removes the peer's cap; a peer without one is not an error. */
-  removeCap(ifname: string, address: string): Promise<void>;
+  /** Removes the peer's cap (and a dual-stack peer's IPv6 element); none is not an error. */
+  removeCap(ifname: string, address: string, address6?: string): Promise<void>;
   /**
    * Zeroes the usage of the peer's cap now, read and reset in one step (NFT_MSG_GETOBJ_RESET):
    * the closing cap and usage (bytes let through); null when the peer has no cap.

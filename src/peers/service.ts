@@ -39,7 +39,7 @@ import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
 import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
-import { limitOf, tunnelAddressOf } from './view';
+import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
 import type { SavedPeer, StateStore } from '../state';
 
@@ -184,6 +184,17 @@ export interface PeerServiceOptions {
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
   return peer.allowedIps.filter((p) => p.family === 4 && p.cidr === 32).map((p) => p.address);
+}
+
+/**
+ * The peer as the shaper and the quota key it: its IPv4 tunnel address, and on a dual-stack
+ * peer its IPv6 one (issue 18), which its limit and cap cover too.
+ */
+function refOf(peer: WireGuardPeer, address: string): PeerRef {
+  const address6 = tunnelAddress6Of(peer);
+  return address6 === null
+    ? { address, publicKey: peer.publicKey }
+    : { address, address6, publicKey: peer.publicKey };
 }
 
 function messageOf(error: unknown): string {
@@ -414,7 +425,9 @@ export class PeerService implements PeerServiceApi {
   private async addPeers(plans: readonly CreatePlan[]): Promise<CreatedPeer[]> {
     // A limit or cap left behind for these addresses (a delete whose clean-up failed) must not
     // fall to the new peers.
-    await this.removeLimitsAndCaps(plans.map((p) => p.ip));
+    await this.removeLimitsAndCaps(
+      plans.map((p) => (p.ip6 === null ? { address: p.ip } : { address: p.ip, address6: p.ip6 })),
+    );
     await this.call('wireguard', () =>
       this.kernel.wireguard.addPeers(
         this.ifname,
@@ -472,7 +485,11 @@ export class PeerService implements PeerServiceApi {
         );
         this.events?.publish({ type: 'peer.deleted', publicKey: key, ipAddress: ip });
         try {
-          await this.removeLimitsAndCaps(hostAddressesOf(peer));
+          await this.removeLimitsAndCaps(
+            hostAddressesOf(peer).map((address) =>
+              address === ip ? refOf(peer, address) : { address },
+            ),
+          );
         } catch (error) {
           this.log.error(
             { event: 'peer_cleanup_failed', interface: this.ifname, publicKey: key, ip },
@@ -495,10 +512,11 @@ export class PeerService implements PeerServiceApi {
       () => true,
       async () => {
         const device = await this.readDevice();
-        const ip = this.addressIn(device, key, 'speed limit');
+        const ref = this.refIn(device, key, 'speed limit');
+        const ip = ref.address;
         await this.repair('shaper', device);
         await this.call('shaper', () =>
-          this.kernel.shaper.setLimit(this.ifname, { address: ip, publicKey: key }, bytesPerSecond),
+          this.kernel.shaper.setLimit(this.ifname, ref, bytesPerSecond),
         );
         this.log.info(
           { event: 'speed_limit_set', interface: this.ifname, publicKey: key, ip, bytesPerSecond },
@@ -518,8 +536,9 @@ export class PeerService implements PeerServiceApi {
       (journal) => journal.recordLimit(key, before),
       () => true,
       async () => {
-        const ip = await this.addressOf(key, 'speed limit');
-        await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, ip));
+        const ref = await this.refFor(key, 'speed limit');
+        const ip = ref.address;
+        await this.call('shaper', () => this.removeLimitOf(ref));
         this.log.info(
           { event: 'speed_limit_removed', interface: this.ifname, publicKey: key, ip },
           'speed limit removed',
@@ -541,11 +560,10 @@ export class PeerService implements PeerServiceApi {
       () => true,
       async () => {
         const device = await this.readDevice();
-        const ip = this.addressIn(device, key, 'data cap');
+        const ref = this.refIn(device, key, 'data cap');
+        const ip = ref.address;
         await this.repair('quota', device);
-        await this.call('quota', () =>
-          this.kernel.quota.setCap(this.ifname, { address: ip, publicKey: key }, quotaBytes),
-        );
+        await this.call('quota', () => this.kernel.quota.setCap(this.ifname, ref, quotaBytes));
         const seen = this.lastCaps.get(ip);
         const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
         this.lastCaps.set(ip, { publicKey: key, cap: { quotaBytes, usedBytes } });
@@ -567,8 +585,9 @@ export class PeerService implements PeerServiceApi {
       (journal) => journal.recordCap(key, before),
       () => true,
       async () => {
-        const ip = await this.addressOf(key, 'data cap');
-        await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, ip));
+        const ref = await this.refFor(key, 'data cap');
+        const ip = ref.address;
+        await this.call('quota', () => this.removeCapOf(ref));
         this.lastCaps.delete(ip);
         this.log.info(
           { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
@@ -594,7 +613,8 @@ export class PeerService implements PeerServiceApi {
       () => true,
       async () => {
         const device = await this.readDevice();
-        const ip = this.addressIn(device, key, 'suspension');
+        const ref = this.refIn(device, key, 'suspension');
+        const ip = ref.address;
         await this.repair('suspension', device);
         const suspension = this.kernel.suspension;
         await this.call('suspension', () =>
@@ -631,7 +651,8 @@ export class PeerService implements PeerServiceApi {
       () => true,
       async () => {
         const device = await this.readDevice();
-        const ip = this.addressIn(device, key, 'data cap');
+        const ref = this.refIn(device, key, 'data cap');
+        const ip = ref.address;
         await this.repair('quota', device);
         const closing = await this.call('quota', () =>
           this.kernel.quota.resetCap(this.ifname, { address: ip, publicKey: key }),
@@ -801,10 +822,27 @@ export class PeerService implements PeerServiceApi {
     return peer;
   }
 
-  private async addressOf(publicKey: string, what: string): Promise<string> {
-    const ip = tunnelAddressOf(await this.findPeer(publicKey));
+  /** The shaper's removeLimit of a peer: its IPv4 address, and its IPv6 one if it has one. */
+  private removeLimitOf(ref: Pick<PeerRef, 'address' | 'address6'>): Promise<void> {
+    const { shaper } = this.kernel;
+    return ref.address6 == null
+      ? shaper.removeLimit(this.ifname, ref.address)
+      : shaper.removeLimit(this.ifname, ref.address, ref.address6);
+  }
+
+  /** The quota's removeCap of a peer, likewise. */
+  private removeCapOf(ref: Pick<PeerRef, 'address' | 'address6'>): Promise<void> {
+    const { quota } = this.kernel;
+    return ref.address6 == null
+      ? quota.removeCap(this.ifname, ref.address)
+      : quota.removeCap(this.ifname, ref.address, ref.address6);
+  }
+
+  private async refFor(publicKey: string, what: string): Promise<PeerRef> {
+    const peer = await this.findPeer(publicKey);
+    const ip = tunnelAddressOf(peer);
     if (ip === null) throw new PeerWithoutAddressError(what);
-    return ip;
+    return refOf(peer, ip);
   }
 
   /**
@@ -812,22 +850,26 @@ export class PeerService implements PeerServiceApi {
    * Only what is listed is removed, so a kernel without tc or nf_tables (or a facility not
    * built yet) costs nothing here.
    */
-  private async removeLimitsAndCaps(addresses: readonly string[]): Promise<void> {
-    if (addresses.length === 0) return;
+  private async removeLimitsAndCaps(
+    refs: ReadonlyArray<Pick<PeerRef, 'address' | 'address6'>>,
+  ): Promise<void> {
+    if (refs.length === 0) return;
     const [limits, caps, suspended] = await allInOrder([
       this.optional('shaper', () => this.kernel.shaper.listLimits(this.ifname)),
       this.optional('quota', () => this.kernel.quota.listCaps(this.ifname)),
       this.optional('suspension', () => this.kernel.suspension.listSuspended(this.ifname)),
     ]);
-    for (const address of addresses) {
-      if (limits.has(address)) {
-        await this.call('shaper', () => this.kernel.shaper.removeLimit(this.ifname, address));
+    for (const ref of refs) {
+      if (limits.has(ref.address)) {
+        await this.call('shaper', () => this.removeLimitOf(ref));
       }
-      if (caps.has(address)) {
-        await this.call('quota', () => this.kernel.quota.removeCap(this.ifname, address));
+      if (caps.has(ref.address)) {
+        await this.call('quota', () => this.removeCapOf(ref));
       }
-      if (suspended.has(address)) {
-        await this.call('suspension', () => this.kernel.suspension.resume(this.ifname, address));
+      if (suspended.has(ref.address)) {
+        await this.call('suspension', () =>
+          this.kernel.suspension.resume(this.ifname, ref.address),
+        );
       }
     }
   }
@@ -859,12 +901,12 @@ export class PeerService implements PeerServiceApi {
     this.lastIfindex = device.ifindex;
   }
 
-  private addressIn(device: WireGuardDevice, publicKey: string, what: string): string {
+  private refIn(device: WireGuardDevice, publicKey: string, what: string): PeerRef {
     const peer = device.peers.find((p) => p.publicKey === publicKey);
     if (peer === undefined) throw new PeerNotFoundError();
     const ip = tunnelAddressOf(peer);
     if (ip === null) throw new PeerWithoutAddressError(what);
-    return ip;
+    return refOf(peer, ip);
   }
 
   /**
@@ -879,7 +921,7 @@ export class PeerService implements PeerServiceApi {
     const live: PeerRef[] = [];
     for (const peer of device.peers) {
       const address = tunnelAddressOf(peer);
-      if (address !== null) live.push({ address, publicKey: peer.publicKey });
+      if (address !== null) live.push(refOf(peer, address));
     }
     let repairs: Repair[];
     if (facility === 'shaper') {

@@ -31,10 +31,11 @@ export function encodeU32(options: {
   return encodeAttributes(u32Filter, { kind: 'u32', options });
 }
 
-export function parseU32(message: NetlinkMessage): U32Entry | undefined {
+/** A u32 table or node of ours: of the IPv4 tree (FILTER_INFO) or the IPv6 one (FILTER_INFO6). */
+export function parseU32(message: NetlinkMessage, info = FILTER_INFO): U32Entry | undefined {
   const tc = decodeTc(message);
   // The first message of each classifier instance carries no options: it is not a node.
-  if (tc.kind !== 'u32' || tc.info !== FILTER_INFO || !tc.options) return undefined;
+  if (tc.kind !== 'u32' || tc.info !== info || !tc.options) return undefined;
   const options = decodeAttributes(u32Options, tc.options, `u32 ${formatU32Handle(tc.handle)}`);
   return {
     handle: tc.handle,

@@ -61,6 +61,7 @@ import { encodeTc, formatHandle } from '../tc/tc';
 import { formatU32Handle } from '../tc/u32';
 import type { ChangeQueue, LimitState, PeerLimit, PeerRef, Repair, ShaperApi } from '../types';
 import {
+  QDISC,
   Side,
   WIDEST_PREFIX,
   formatSubnet,
@@ -71,18 +72,32 @@ import {
   downloadSide,
   uploadSide,
 } from './addressing';
+import {
+  FILTER_INFO6,
+  HOST_TABLE6_BASE,
+  downloadSide6,
+  isPeerHost6,
+  peerFilterHandle6,
+  uploadSide6,
+} from './addressing6';
 import { ignoringMissing, isOurHtb, rootQdiscOf } from './dump';
 import {
   parsePeerClasses,
   peerClassMessage,
   peerClassesQuery,
   peerFilterCreate,
+  peerFilterCreate6,
+  peerFilterDelete6,
   peerFilterMessage,
 } from './limits';
 import { planLimits } from './plan';
+import { planLimits6 } from './plan6';
+import { ipv6ToBigInt } from '../ipv6';
+import { tableOf } from '../tc/u32';
 import { type Checked, type Skeleton, SkeletonBuilder } from './skeleton';
 
 export * from './addressing';
+export * from './addressing6';
 
 function readTicksPerMicrosecond(): number {
   try {
@@ -119,7 +134,14 @@ export class Shaper implements ShaperApi {
   ensure(ifname: string, live: readonly PeerRef[]): Promise<Repair[]> {
     return this.serialized(async () => {
       const repairs: Repair[] = [];
-      const checked = await this.tree.ensureSkeleton(ifname, repairs);
+      const checked = await this.tree.ensureSkeleton(
+        ifname,
+        repairs,
+        this.dualStack(
+          ifname,
+          live.map((peer) => peer),
+        ),
+      );
       await this.reconcile(checked, live, repairs);
       return repairs;
     });
@@ -129,18 +151,23 @@ export class Shaper implements ShaperApi {
     return this.serialized(async () => {
       // Validates before anything is sent.
       htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
-      let skeleton =
-        this.tree.verified.get(ifname) ?? (await this.tree.ensureSkeleton(ifname, [])).skeleton;
+      let skeleton = await this.skeletonFor(ifname, [peer]);
       const address = this.peerAddress(skeleton, peer.address);
       try {
-        await this.applyLimit(skeleton, address, bytesPerSecond);
+        await this.applyLimit(skeleton, address, bytesPerSecond, peer.address6);
       } catch (error) {
         if (!isNetlinkError(error)) throw error;
         // The skeleton changed under us (an operator removed the IFB, a qdisc, a table...):
         // check and repair it, then try once more.
         this.tree.verified.delete(ifname);
-        skeleton = (await this.tree.ensureSkeleton(ifname, [])).skeleton;
-        await this.applyLimit(skeleton, this.peerAddress(skeleton, peer.address), bytesPerSecond);
+        skeleton = (await this.tree.ensureSkeleton(ifname, [], this.dualStack(ifname, [peer])))
+          .skeleton;
+        await this.applyLimit(
+          skeleton,
+          this.peerAddress(skeleton, peer.address),
+          bytesPerSecond,
+          peer.address6,
+        );
       }
     });
   }
@@ -156,26 +183,23 @@ export class Shaper implements ShaperApi {
       for (const { bytesPerSecond } of limits) {
         htbClassOptionsFor({ rate: bytesPerSecond, ticksPerUs: this.ticksPerUs });
       }
-      const skeleton =
-        this.tree.verified.get(ifname) ?? (await this.tree.ensureSkeleton(ifname, [])).skeleton;
-      const sides = [downloadSide(skeleton.wg), uploadSide(skeleton.ifb)];
+      const skeleton = await this.skeletonFor(
+        ifname,
+        limits.map((limit) => limit.peer),
+      );
       const messages: BatchMessage[] = [];
       for (const { peer, bytesPerSecond } of limits) {
         const address = this.peerAddress(skeleton, peer.address);
-        for (const side of sides) {
-          messages.push(
-            peerClassMessage(side, address, bytesPerSecond, this.ticksPerUs),
-            peerFilterCreate(side, address),
-          );
-        }
+        messages.push(...this.limitMessages(skeleton, address, bytesPerSecond, peer.address6));
       }
       await this.tree.batch(messages, `set ${limits.length} speed limits on ${skeleton.wg.name}`);
     });
   }
 
-  removeLimit(ifname: string, address: string): Promise<void> {
+  removeLimit(ifname: string, address: string, address6?: string): Promise<void> {
     return this.serialized(async () => {
       const value = ipv4ToNumber(address);
+      const value6 = address6 === undefined ? null : ipv6ToBigInt(address6);
       const wg = await this.links.getLink(ifname);
       const ifb = await this.tree.findLink(ifbNameFor(ifname));
       const qdiscs = await this.tree.dumpQdiscs();
@@ -184,6 +208,8 @@ export class Shaper implements ShaperApi {
         // No HTB of ours there, nothing of ours under it (and a filter request would fail
         // with EINVAL "Parent Qdisc doesn't exists").
         if (!isOurHtb(rootQdiscOf(qdiscs, side.ifindex))) continue;
+        // The IPv6 key node first: HTB refuses to delete a class a filter points at.
+        if (value6 !== null) await this.removeNode6(side, peerFilterHandle6(value6));
         await this.removeOn(side, value);
       }
     });
@@ -233,13 +259,64 @@ export class Shaper implements ShaperApi {
       live,
       this.ticksPerUs,
     );
+    const plan6 = skeleton.ipv6 === null ? null : await this.planIpv6(skeleton, classes, live);
+    // IPv6 key nodes first: a class they point at cannot be deleted before them.
+    for (const { side, handle } of plan6?.deletes ?? []) await this.removeNode6(side, handle);
     for (const address of plan.removals) {
       for (const side of [sides.download, sides.upload]) await this.removeOn(side, address);
     }
-    if (plan.messages.length > 0) {
-      await this.tree.batch(plan.messages, `restore speed limits on ${skeleton.wg.name}`);
+    const messages = [...plan.messages, ...(plan6?.messages ?? [])];
+    if (messages.length > 0) {
+      await this.tree.batch(messages, `restore speed limits on ${skeleton.wg.name}`);
     }
-    repairs.push(...plan.repairs);
+    repairs.push(...plan.repairs, ...(plan6?.repairs ?? []));
+  }
+
+  /** The IPv6 key nodes of both devices (tables 4XX:), planned against the live peers. */
+  private async planIpv6(
+    skeleton: Skeleton,
+    classes: { download: Map<number, number>; upload: Map<number, number> },
+    live: readonly PeerRef[],
+  ) {
+    const sides = { download: downloadSide6(skeleton.wg), upload: uploadSide6(skeleton.ifb) };
+    const nodes = { download: new Map<number, number | undefined>(), upload: new Map() };
+    for (const side of [sides.download, sides.upload]) {
+      for (const entry of await this.tree.dumpU32(side, QDISC, FILTER_INFO6)) {
+        const table = tableOf(entry.handle);
+        if (entry.divisor !== undefined) continue;
+        if (table < HOST_TABLE6_BASE || table > HOST_TABLE6_BASE + 0xff) continue;
+        nodes[side.direction].set(entry.handle, entry.classid);
+      }
+    }
+    return planLimits6(sides, skeleton.ipv6!.prefix, { classes, nodes }, live);
+  }
+
+  /** Deletes an IPv6 key node (priority 11); one already gone is not an error. */
+  private async removeNode6(side: Side, handle: number): Promise<void> {
+    await ignoringMissing(() =>
+      this.socket.request(RTM_DELTFILTER, peerFilterDelete6(side, handle), {
+        operation: `RTM_DELTFILTER u32 ${formatU32Handle(handle)} prio 11 dev ${side.ifname}`,
+      }),
+    );
+  }
+
+  /**
+   * Whether the IPv6 tree is needed: a peer given is dual-stack, or the tree was built before
+   * (its key nodes must then be reconciled, or they would keep classes from being deleted).
+   */
+  private dualStack(ifname: string, peers: readonly PeerRef[]): boolean {
+    return (
+      peers.some((peer) => peer.address6 != null) ||
+      (this.tree.verified.get(ifname)?.ipv6 ?? null) !== null
+    );
+  }
+
+  /** The verified skeleton, checked (and built) again when it lacks the IPv6 tree it needs. */
+  private async skeletonFor(ifname: string, peers: readonly PeerRef[]): Promise<Skeleton> {
+    const known = this.tree.verified.get(ifname);
+    const needs6 = peers.some((peer) => peer.address6 != null);
+    if (known !== undefined && (!needs6 || known.ipv6 !== null)) return known;
+    return (await this.tree.ensureSkeleton(ifname, [], this.dualStack(ifname, peers))).skeleton;
   }
 
   /** The peer's key node, then its class (HTB refuses to delete a class a filter points at). */
@@ -281,7 +358,27 @@ export class Shaper implements ShaperApi {
   }
 
   /** Class and filter on both devices, in one datagram; each is created or changed in place. */
-  private async applyLimit(skeleton: Skeleton, address: number, rate: number): Promise<void> {
+  private async applyLimit(
+    skeleton: Skeleton,
+    address: number,
+    rate: number,
+    address6: string | null | undefined,
+  ): Promise<void> {
+    await this.socket.batch(this.limitMessages(skeleton, address, rate, address6), {
+      operation: `set speed limit of ${numberToIpv4(address)} on ${skeleton.wg.name}`,
+    });
+  }
+
+  /**
+   * Per device the class and the IPv4 key node, then, for a dual-stack peer inside the shaped
+   * prefix, its IPv6 key node into the same class (one limit for both families).
+   */
+  private limitMessages(
+    skeleton: Skeleton,
+    address: number,
+    rate: number,
+    address6: string | null | undefined,
+  ): BatchMessage[] {
     const messages: BatchMessage[] = [];
     for (const side of [downloadSide(skeleton.wg), uploadSide(skeleton.ifb)]) {
       messages.push(
@@ -289,9 +386,13 @@ export class Shaper implements ShaperApi {
         peerFilterCreate(side, address),
       );
     }
-    await this.socket.batch(messages, {
-      operation: `set speed limit of ${numberToIpv4(address)} on ${skeleton.wg.name}`,
-    });
+    const value6 = address6 == null ? null : ipv6ToBigInt(address6);
+    if (skeleton.ipv6 !== null && value6 !== null && isPeerHost6(skeleton.ipv6.prefix, value6)) {
+      for (const side of [downloadSide6(skeleton.wg), uploadSide6(skeleton.ifb)]) {
+        messages.push(peerFilterCreate6(side, value6, address));
+      }
+    }
+    return messages;
   }
 
   /** Class minor → rate of the peer classes (children of 1:ffff) on one device. */

@@ -57,8 +57,9 @@ import {
   downloadSide,
   uploadSide,
 } from './addressing';
+import { type Prefix6, downloadSide6, shapedPrefix6, uploadSide6 } from './addressing6';
 import { needing } from './modules';
-import { filterCreate, planHashTables } from './plan';
+import { type TreeLayout, filterCreate, ipv4Layout, ipv6Layout, planTree } from './plan';
 import { encodeU32, ingressQdiscOf, isOurHtb, parseU32, redirectsTo, rootQdiscOf } from './dump';
 
 /** What ensure() verified, so the next ensure() can check the skeleton with a few GETs. */
@@ -70,6 +71,11 @@ export interface Skeleton {
   rootLinks: { download: number; upload: number };
   /** Handle of the redirecting filter on the WireGuard interface's ingress. */
   redirect: number;
+  /**
+   * The IPv6 tree of dual-stack peers (issue 18, ./addressing6.ts): the shaped prefix and the
+   * root links of priority 11; null while no dual-stack peer was shaped (IPv4 only, as before).
+   */
+  ipv6: { prefix: Prefix6; rootLinks: { download: number; upload: number } } | null;
 }
 
 /** What one ensureSkeleton() found: the skeleton, and peers' key nodes when it dumped them. */
@@ -77,6 +83,13 @@ export interface Checked {
   skeleton: Skeleton;
   /** Handles of the peers' key nodes per side; null when the quick check found all intact. */
   peerNodes: { download: Set<number>; upload: Set<number> } | null;
+}
+
+/** Whether two shaped IPv6 prefixes are the same (both absent counts as the same). */
+function samePrefix6(a: Prefix6 | null | undefined, b: Prefix6 | null | undefined): boolean {
+  return (a ?? null) === null
+    ? (b ?? null) === null
+    : b != null && a!.network === b.network && a!.prefixLength === b.prefixLength;
 }
 
 export class SkeletonBuilder {
@@ -96,9 +109,13 @@ export class SkeletonBuilder {
    * rebuilt while the rest of the skeleton stood is a repair and is reported; building it all
    * the first time is not.
    */
-  async ensureSkeleton(ifname: string, repairs: Repair[]): Promise<Checked> {
+  async ensureSkeleton(ifname: string, repairs: Repair[], dualStack = false): Promise<Checked> {
     const wg = await this.links.getLink(ifname);
     const subnet = subnetOf(ifname, await this.links.getIpv4Addresses(wg.index));
+    // Only for dual-stack peers: an IPv4-only interface reads and sends exactly what it did.
+    const [address6] = dualStack ? await this.links.getIpv6Addresses(wg.index) : [];
+    const prefix6 =
+      address6 === undefined ? null : shapedPrefix6(address6.address, address6.prefixLength);
     const ifb = await this.ensureIfb(ifname);
     const qdiscs = await this.dumpQdiscs();
     const download = downloadSide(wg);
@@ -114,6 +131,7 @@ export class SkeletonBuilder {
       known.ifb.index === ifb.index &&
       known.subnet.network === subnet.network &&
       known.subnet.prefixLength === subnet.prefixLength &&
+      (!dualStack || samePrefix6(known.ipv6?.prefix, prefix6)) &&
       had.download &&
       had.upload &&
       ingressQdiscOf(qdiscs, wg.index)?.kind === 'ingress' &&
@@ -126,6 +144,7 @@ export class SkeletonBuilder {
       repairs.push({ address: null, found: `${ifb.name} missing`, done: `created it` });
     }
     const rootLinks = { download: 0, upload: 0 };
+    const rootLinks6 = { download: 0, upload: 0 };
     const peerNodes = { download: new Set<number>(), upload: new Set<number>() };
     for (const side of [download, upload]) {
       const fresh = await this.ensureHtb(side, rootQdiscOf(qdiscs, side.ifindex));
@@ -138,9 +157,14 @@ export class SkeletonBuilder {
         });
       }
       await this.ensureParentClass(side);
-      const tables = await this.ensureHashTables(side, subnet, fresh);
+      const tables = await this.ensureHashTables(side, ipv4Layout(side, subnet), fresh);
       rootLinks[side.direction] = tables.root;
       peerNodes[side.direction] = tables.peerNodes;
+      if (prefix6 !== null) {
+        const side6 = side.direction === 'download' ? downloadSide6(wg) : uploadSide6(ifb);
+        const tree6 = await this.ensureHashTables(side6, ipv6Layout(side6, prefix6), fresh);
+        rootLinks6[side.direction] = tree6.root;
+      }
     }
     const redirect = await this.ensureRedirect(download, ifb, ingressQdiscOf(qdiscs, wg.index));
     const skeleton: Skeleton = {
@@ -149,6 +173,7 @@ export class SkeletonBuilder {
       subnet,
       rootLinks,
       redirect,
+      ipv6: prefix6 === null ? null : { prefix: prefix6, rootLinks: rootLinks6 },
     };
     this.verified.set(ifname, skeleton);
     return { skeleton, peerNodes };
@@ -163,6 +188,19 @@ export class SkeletonBuilder {
           !sameSelector(root.selector, rootLinkSelector(side.keyOffset, known.subnet))
         ) {
           return false;
+        }
+      }
+      if (known.ipv6 !== null) {
+        for (const side of [downloadSide6(known.wg), uploadSide6(known.ifb)]) {
+          const layout = ipv6Layout(side, known.ipv6.prefix);
+          const handle = known.ipv6.rootLinks[side.direction];
+          const root = await this.getFilter(side, QDISC, handle, layout.info);
+          if (
+            root?.link !== u32Handle(layout.octetTable, 0, 0) ||
+            !sameSelector(root.selector, layout.rootLink)
+          ) {
+            return false;
+          }
         }
       }
       const redirect = await this.getFilter(download, INGRESS, known.redirect);
@@ -253,17 +291,18 @@ export class SkeletonBuilder {
    */
   private async ensureHashTables(
     side: Side,
-    subnet: Subnet,
+    layout: TreeLayout,
     fresh: boolean,
   ): Promise<{ root: number; peerNodes: Set<number> }> {
-    const plan = planHashTables(side, subnet, fresh ? [] : await this.dumpU32(side, QDISC));
-    for (const handle of plan.deletes) await this.deleteFilter(side, QDISC, handle);
+    const { info } = layout;
+    const plan = planTree(side, layout, fresh ? [] : await this.dumpU32(side, QDISC, info));
+    for (const handle of plan.deletes) await this.deleteFilter(side, QDISC, handle, info);
     if (plan.creates.length > 0) {
       await needing('u32', () =>
         this.batch(plan.creates, `create u32 hash tables on ${side.ifname}`),
       );
     }
-    for (const handle of plan.strayRoots) await this.deleteFilter(side, QDISC, handle);
+    for (const handle of plan.strayRoots) await this.deleteFilter(side, QDISC, handle, info);
     const root =
       plan.root ??
       (await this.createEchoed(
@@ -272,8 +311,9 @@ export class SkeletonBuilder {
         // No TCA_U32_HASH: the root table of our priority, whatever id the kernel gave it; a
         // handle with only a node id (0:0:1) means "node 1 in that table" (cls_u32.c u32_change).
         u32Handle(0, 0, NODE),
-        { link: u32Handle(OCTET_TABLE, 0, 0), selector: rootLinkSelector(side.keyOffset, subnet) },
+        { link: u32Handle(layout.octetTable, 0, 0), selector: layout.rootLink },
         'u32',
+        info,
       ));
     return { root, peerNodes: plan.peerNodes };
   }
@@ -345,8 +385,9 @@ export class SkeletonBuilder {
     filterHandle: number,
     options: Parameters<typeof encodeU32>[0],
     what: string,
+    info = FILTER_INFO,
   ): Promise<number> {
-    const message = filterCreate(side, parent, filterHandle, options);
+    const message = filterCreate(side, parent, filterHandle, options, info);
     const replies = await this.socket.request(message.type, message.payload, {
       operation: `${message.operation} (${what})`,
       flags: NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,
@@ -356,11 +397,16 @@ export class SkeletonBuilder {
     return decodeTc(echoed).handle;
   }
 
-  private async deleteFilter(side: Side, parent: number, filterHandle: number): Promise<void> {
+  private async deleteFilter(
+    side: Side,
+    parent: number,
+    filterHandle: number,
+    info = FILTER_INFO,
+  ): Promise<void> {
     await this.socket.request(
       RTM_DELTFILTER,
       encodeTc(
-        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        { ifindex: side.ifindex, handle: filterHandle, parent, info },
         encodeAttributes(u32Filter, { kind: 'u32' }),
       ),
       {
@@ -370,28 +416,32 @@ export class SkeletonBuilder {
   }
 
   /** RTM_GETTFILTER of one u32 node; undefined if the kernel sent nothing. */
-  private async getFilter(side: Side, parent: number, filterHandle: number) {
+  private async getFilter(side: Side, parent: number, filterHandle: number, info = FILTER_INFO) {
     const replies = await this.socket.request(
       RTM_GETTFILTER,
       encodeTc(
-        { ifindex: side.ifindex, handle: filterHandle, parent, info: FILTER_INFO },
+        { ifindex: side.ifindex, handle: filterHandle, parent, info },
         encodeAttributes(u32Filter, { kind: 'u32' }),
       ),
       {
         operation: `RTM_GETTFILTER u32 ${formatU32Handle(filterHandle)} parent ${formatHandle(parent)} dev ${side.ifname}`,
       },
     );
-    return replies.map(parseU32).find((entry) => entry?.handle === filterHandle);
+    return replies
+      .map((reply) => parseU32(reply, info))
+      .find((entry) => entry?.handle === filterHandle);
   }
 
-  /** Every u32 table and node of our priority under `parent`. */
-  private async dumpU32(side: Side, parent: number): Promise<U32Entry[]> {
+  /** Every u32 table and node of our priority (of one tree: `info`) under `parent`. */
+  async dumpU32(side: Side, parent: number, info = FILTER_INFO): Promise<U32Entry[]> {
     const replies = await this.socket.dump(
       RTM_GETTFILTER,
-      encodeTc({ ifindex: side.ifindex, handle: 0, parent, info: FILTER_INFO }),
+      encodeTc({ ifindex: side.ifindex, handle: 0, parent, info }),
       { operation: `RTM_GETTFILTER dump parent ${formatHandle(parent)} dev ${side.ifname}` },
     );
-    return replies.map(parseU32).filter((entry): entry is U32Entry => entry !== undefined);
+    return replies
+      .map((reply) => parseU32(reply, info))
+      .filter((entry): entry is U32Entry => entry !== undefined);
   }
 
   async dumpQdiscs(): Promise<TcObject[]> {

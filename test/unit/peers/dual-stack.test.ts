@@ -155,6 +155,41 @@ describe('peers/service: dual-stack create (issue 18)', () => {
   });
 });
 
+describe('peers/service: one limit and one cap per dual-stack peer (issue 18)', () => {
+  it("hands the shaper and the quota the peer's IPv6 address with its IPv4 one", async () => {
+    const { kernel, svc } = dualStack();
+    const created = await svc.createPeer();
+    await svc.setSpeedLimit(created.publicKey, 125_000);
+    await svc.setDataCap(created.publicKey, 1_000_000);
+    const ref = { address: '10.8.0.2', address6: 'fd42::2', publicKey: created.publicKey };
+    const args = (method: string) => kernel.calls.find((c) => c.method === method)?.args;
+    expect(args('shaper.setLimit')).to.deep.equal(['wg0', ref, 125_000]);
+    expect(args('quota.setCap')).to.deep.equal(['wg0', ref, 1_000_000]);
+  });
+
+  it('removes the IPv6 part of the limit and the cap with the IPv4 one, on removal and on delete', async () => {
+    const { kernel, svc } = dualStack();
+    const a = await svc.createPeer();
+    const b = await svc.createPeer();
+    for (const peer of [a, b]) {
+      await svc.setSpeedLimit(peer.publicKey, 125_000);
+      await svc.setDataCap(peer.publicKey, 1_000_000);
+    }
+    await svc.removeSpeedLimit(a.publicKey);
+    await svc.removeDataCap(a.publicKey);
+    await svc.deletePeer(b.publicKey);
+    const removals = kernel.calls
+      .filter((c) => c.method === 'shaper.removeLimit' || c.method === 'quota.removeCap')
+      .map((c) => [c.method, ...c.args]);
+    expect(removals).to.deep.equal([
+      ['shaper.removeLimit', 'wg0', '10.8.0.2', 'fd42::2'],
+      ['quota.removeCap', 'wg0', '10.8.0.2', 'fd42::2'],
+      ['shaper.removeLimit', 'wg0', '10.8.0.3', 'fd42::3'],
+      ['quota.removeCap', 'wg0', '10.8.0.3', 'fd42::3'],
+    ]);
+  });
+});
+
 describe('peers/service: an IPv4-only interface stays IPv4-only (issue 18)', () => {
   it('gives no IPv6 address and the config of before when the service has no IPv6 addresses', async () => {
     const kernel = FakeKernel.withInterface({ address6: 'fd42::1/64' });

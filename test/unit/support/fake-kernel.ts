@@ -108,6 +108,8 @@ function copyPeer(peer: WireGuardPeer): WireGuardPeer {
   };
 }
 
+const isGiven = (value: string | undefined): value is string => value !== undefined;
+
 function samePrefix(a: IpPrefix, b: IpPrefix): boolean {
   return a.family === b.family && a.address === b.address && a.cidr === b.cidr;
 }
@@ -296,8 +298,9 @@ export class FakeKernel implements Kernel {
             this.limitsOf(ifname).set(peer.address, { bytesPerSecond, publicKey: peer.publicKey });
           }
         }),
-      removeLimit: (ifname, address) =>
-        this.op('shaper.removeLimit', [ifname, address], () => {
+      // A dual-stack peer's IPv6 address is recorded when given (its limit is the same object).
+      removeLimit: (ifname, address, address6?: string) =>
+        this.op('shaper.removeLimit', [ifname, address, address6].filter(isGiven), () => {
           this.limitsOf(ifname).delete(address);
         }),
       listLimits: (ifname) =>
@@ -351,8 +354,8 @@ export class FakeKernel implements Kernel {
           cap.usedBytes = 0;
           return closing;
         }),
-      removeCap: (ifname, address) =>
-        this.op('quota.removeCap', [ifname, address], () => {
+      removeCap: (ifname, address, address6?: string) =>
+        this.op('quota.removeCap', [ifname, address, address6].filter(isGiven), () => {
           this.capsOf(ifname).delete(address);
         }),
       listCaps: (ifname) =>
