@@ -58,11 +58,12 @@ function flowids(dev: string, prio: number): string[] {
     .filter((id): id is string => typeof id === 'string');
 }
 
+/** Handles of the classes on `dev`, from `tc class show` lines ("class htb 1:2 parent ..."). */
 function classes(dev: string): string[] {
-  const listed = JSON.parse(sh(`tc -j class show dev ${dev}`) || '[]') as Array<{
-    handle: string;
-  }>;
-  return listed.map((c) => c.handle);
+  return sh(`tc class show dev ${dev}`)
+    .split('\n')
+    .map((line) => /^class \S+ (\S+) /.exec(line)?.[1])
+    .filter((handle): handle is string => handle !== undefined);
 }
 
 describe('dual-stack peers (real kernel, issue 18)', function () {

@@ -57,7 +57,13 @@ import {
   downloadSide,
   uploadSide,
 } from './addressing';
-import { type Prefix6, downloadSide6, shapedPrefix6, uploadSide6 } from './addressing6';
+import {
+  FILTER_INFO6,
+  type Prefix6,
+  downloadSide6,
+  shapedPrefix6,
+  uploadSide6,
+} from './addressing6';
 import { needing } from './modules';
 import { type TreeLayout, filterCreate, ipv4Layout, ipv6Layout, planTree } from './plan';
 import { encodeU32, ingressQdiscOf, isOurHtb, parseU32, redirectsTo, rootQdiscOf } from './dump';
@@ -75,7 +81,12 @@ export interface Skeleton {
    * The IPv6 tree of dual-stack peers (issue 18, ./addressing6.ts): the shaped prefix and the
    * root links of priority 11; null while no dual-stack peer was shaped (IPv4 only, as before).
    */
-  ipv6: { prefix: Prefix6; rootLinks: { download: number; upload: number } } | null;
+  ipv6: {
+    prefix: Prefix6;
+    rootLinks: { download: number; upload: number };
+    /** The ingress filter redirecting IPv6 (priority 11: the IPv4 one matches protocol ip). */
+    redirect: number;
+  } | null;
 }
 
 /** What one ensureSkeleton() found: the skeleton, and peers' key nodes when it dumped them. */
@@ -167,13 +178,17 @@ export class SkeletonBuilder {
       }
     }
     const redirect = await this.ensureRedirect(download, ifb, ingressQdiscOf(qdiscs, wg.index));
+    // Uploads of IPv6 need their own redirect: a filter matches one protocol.
+    const redirect6 =
+      prefix6 === null ? 0 : await this.ensureRedirect(download, ifb, undefined, FILTER_INFO6);
     const skeleton: Skeleton = {
       wg: { name: wg.name, index: wg.index },
       ifb: { name: ifb.name, index: ifb.index },
       subnet,
       rootLinks,
       redirect,
-      ipv6: prefix6 === null ? null : { prefix: prefix6, rootLinks: rootLinks6 },
+      ipv6:
+        prefix6 === null ? null : { prefix: prefix6, rootLinks: rootLinks6, redirect: redirect6 },
     };
     this.verified.set(ifname, skeleton);
     return { skeleton, peerNodes };
@@ -204,6 +219,15 @@ export class SkeletonBuilder {
         }
       }
       const redirect = await this.getFilter(download, INGRESS, known.redirect);
+      if (known.ipv6 !== null) {
+        const redirect6 = await this.getFilter(
+          download,
+          INGRESS,
+          known.ipv6.redirect,
+          FILTER_INFO6,
+        );
+        if (redirect6 === undefined || !redirectsTo(redirect6, known.ifb.index)) return false;
+      }
       return redirect !== undefined && redirectsTo(redirect, known.ifb.index);
     } catch (error) {
       if (isNetlinkError(error)) return false;
@@ -325,14 +349,19 @@ export class SkeletonBuilder {
     }
   }
 
-  /** The ingress qdisc and the one filter redirecting everything to the IFB's egress. */
+  /**
+   * The ingress qdisc and the one filter redirecting everything of a protocol to the IFB's
+   * egress: IPv4 (FILTER_INFO), or IPv6 (FILTER_INFO6, `ingress` undefined: the IPv4 call made
+   * the qdisc just before).
+   */
   private async ensureRedirect(
     wg: Side,
     ifb: { name: string; index: number },
     ingress: TcObject | undefined,
+    info = FILTER_INFO,
   ): Promise<number> {
     let fresh = false;
-    if (ingress?.kind !== 'ingress') {
+    if (info === FILTER_INFO && ingress?.kind !== 'ingress') {
       if (ingress) {
         // A clsact in the ingress slot: ours is a plain ingress qdisc.
         await this.socket.request(
@@ -358,13 +387,13 @@ export class SkeletonBuilder {
     }
     const nodes = fresh
       ? []
-      : (await this.dumpU32(wg, INGRESS)).filter((e) => e.divisor === undefined);
+      : (await this.dumpU32(wg, INGRESS, info)).filter((e) => e.divisor === undefined);
     let kept: number | undefined;
     for (const node of nodes) {
       if (node.mirred.length === 0) continue;
       if (kept === undefined && redirectsTo(node, ifb.index)) kept = node.handle;
       // A redirect to a deleted IFB (ifindex 0) or a duplicate.
-      else await this.deleteFilter(wg, INGRESS, node.handle);
+      else await this.deleteFilter(wg, INGRESS, node.handle, info);
     }
     if (kept !== undefined) return kept;
     return needing('mirred', () =>
@@ -374,6 +403,7 @@ export class SkeletonBuilder {
         u32Handle(0, 0, NODE),
         { selector: MATCH_ALL, actions: [egressRedirect(ifb.index)] },
         'mirred',
+        info,
       ),
     );
   }
