@@ -233,6 +233,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw new StartupError(messageOf(error), status);
   }
 
+  // A dual-stack interface keeps its caps where IPv6 is counted too (issue 18).
+  kernel.quota.setDualStack(config.interfaceName, iface.addresses6.length > 0);
+
   // With a state dir, the saved state goes back into the kernel while the API already answers:
   // /readyz says RESTORING, lists and changes wait for the end (never a half-restored list).
   let restored: RestoreSummary | null = null;

@@ -185,6 +185,12 @@ export interface QuotaApi {
    * repaired.
    */
   ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]>;
+  /**
+   * A dual-stack interface (issue 18) keeps its caps in an inet table where a peer's IPv6
+   * address leads to the same quota object as its IPv4 one; an IPv4-only one in an ip table,
+   * as before. Set once at start, before any other call for the interface.
+   */
+  setDualStack(ifname: string, dualStack: boolean): void;
   /** Sets or changes the cap; changing keeps the bytes already used. */
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
   /** Removes the peer's cap (and a dual-stack peer's IPv6 element); none is not an error. */

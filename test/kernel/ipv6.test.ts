@@ -2,8 +2,9 @@
  * Dual-stack peers against a real kernel (issue 18, Done when 1): the daemon creates a
  * dual-stack interface (`--address6`), a real client comes up with `wg-quick up` from nothing
  * but a create response's config, IPv6 crosses the tunnel, one speed limit holds on IPv6 in both
- * directions, and a delete leaves no IPv4 or IPv6 filter or class behind, with `wg`, `ip` and
- * `tc` as the oracles of what the kernel holds.
+ * directions, one data cap counts IPv4 and IPv6 bytes together and cuts both families where the
+ * sum reaches it, and a delete leaves no filter, class, quota or map element behind, with `wg`,
+ * `ip`, `tc` and `nft` as the oracles of what the kernel holds.
  */
 import { expect } from 'chai';
 import { mkdtempSync } from 'node:fs';
@@ -15,17 +16,20 @@ import {
   connectClient,
   measureRate,
   saveClientConfig,
+  transfer,
 } from '../kernel-reboot/support/clients';
 import { type DaemonProcess, api, startDaemon } from './support/daemon';
 import {
   CLIENT_NS,
   SERVER_UNDERLAY_IP,
   assertInTestVm,
+  deleteNftTable,
   inNs,
   removeDaemonLeftovers,
   setupClientNamespace,
   sh,
   teardownClientNamespace,
+  trySh,
   wgShowDump,
 } from './support/topology';
 
@@ -37,6 +41,35 @@ const LIMIT = 200_000;
 /** Issue 18: a limit holds within 20% on IPv6. */
 const TOLERANCE = 0.2;
 const ATTEMPTS = 3;
+const TABLE = `wg_peerd_${IFNAME}`;
+const CAP = 3_000_000;
+
+interface NftEntry {
+  [kind: string]: Record<string, unknown>;
+}
+
+/** What `nft -j list table inet <TABLE>` holds, without its metainfo. */
+function nftTable(): NftEntry[] {
+  return (
+    JSON.parse(sh(`nft -j list table inet ${TABLE}`)) as { nftables: NftEntry[] }
+  ).nftables.filter((entry) => !entry['metainfo']);
+}
+
+function quotas(): Array<Record<string, unknown>> {
+  return nftTable().flatMap((e) => (e['quota'] ? [e['quota']] : []));
+}
+
+/** The elements of one map of the table, as nft lists them: [key, quota name]. */
+function mapElements(name: string): Array<[unknown, unknown]> {
+  const map = nftTable().find((e) => e['map']?.['name'] === name)?.['map'];
+  const elements = (map?.['elem'] ?? []) as Array<[unknown, unknown]>;
+  return elements;
+}
+
+function removeLeftovers(): void {
+  removeDaemonLeftovers(IFNAME);
+  deleteNftTable('inet', TABLE);
+}
 
 interface Created {
   peer: { ip: string; ipv6?: string; privateKey: string; publicKey: string };
@@ -74,12 +107,12 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
   before(function () {
     assertInTestVm();
     setupClientNamespace();
-    removeDaemonLeftovers(IFNAME);
+    removeLeftovers();
   });
 
   after(async function () {
     await daemon?.stop();
-    removeDaemonLeftovers(IFNAME);
+    removeLeftovers();
     teardownClientNamespace();
   });
 
@@ -169,7 +202,60 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
     });
   }
 
-  it('deletes the peer with its IPv4 and IPv6 filters and its classes on both devices', async () => {
+  it('sets one data cap: one quota object that both the IPv4 and the IPv6 map lead to', async () => {
+    const key = encodeURIComponent(created.peer.publicKey);
+    expect((await api(daemon!, 'DELETE', `/api/peer/${key}/speed-limit`)).status).to.equal(200);
+    const response = await api(daemon!, 'PATCH', `/api/peer/${key}/data-cap`, {
+      quotaBytes: CAP,
+    });
+    expect(response.status).to.equal(200);
+    expect(quotas().map((q) => [q['name'], q['bytes']])).to.deep.equal([['q_10_96_0_2', CAP]]);
+    expect(mapElements('caps')).to.deep.equal([['10.96.0.2', 'q_10_96_0_2']]);
+    expect(mapElements('caps6')).to.deep.equal([['fd96::2', 'q_10_96_0_2']]);
+  });
+
+  it('counts IPv4 and IPv6 bytes in that one object, and cuts both families where their sum reaches the cap', async function () {
+    this.timeout(240_000);
+    const v4 = { client, clientIp: '10.96.0.2', serverIp: '10.96.0.1', port: 5301 };
+    const v6 = { client, clientIp: 'fd96::2', serverIp: 'fd96::1', port: 5302 };
+    const usedBy = () => Number(quotas()[0]!['used']);
+    const start = usedBy();
+    const first = await transfer(v4, 'download', 800_000);
+    const afterV4 = usedBy();
+    const second = await transfer(v6, 'upload', 800_000);
+    const afterV6 = usedBy();
+    console.log(
+      `      used ${start} → ${afterV4} (IPv4 ${first} B) → ${afterV6} (IPv6 ${second} B)`,
+    );
+    expect([first, second]).to.deep.equal([800_000, 800_000]);
+    // Each transfer counts at least its payload (plus headers and the other way's ACKs).
+    expect(afterV4 - start).to.be.at.least(800_000);
+    expect(afterV6 - afterV4).to.be.at.least(800_000);
+    const left = CAP - afterV6;
+    // A mixed transfer: IPv6 and IPv4 together, more than is left.
+    const [a, b] = await Promise.all([
+      transfer(v6, 'download', 1_000_000),
+      transfer({ ...v4, port: 5303 }, 'download', 1_000_000),
+    ]);
+    console.log(`      ${left} B left; then IPv6 ${a} B and IPv4 ${b} B got through`);
+    expect(a + b).to.be.at.most(left);
+    // Headers and ACKs are counted too: payload reaches most, not all, of what was left.
+    expect(a + b).to.be.at.least(left * 0.75);
+    expect(usedBy()).to.equal(CAP);
+    const listed = await api(daemon!, 'GET', '/api/peers');
+    const peer = (listed.body as { peers: Array<Record<string, unknown>> }).peers[0]!;
+    expect(peer['data_cap']).to.deep.include({ quota_bytes: CAP, used_bytes: CAP });
+    expect(trySh(inNs(CLIENT_NS, 'busybox ping -c 2 -W 2 -q fd96::1'))).to.equal(false);
+    expect(trySh(inNs(CLIENT_NS, 'busybox ping -c 2 -W 2 -q 10.96.0.1'))).to.equal(false);
+  });
+
+  it('deletes the peer with its limit and cap: no IPv4 or IPv6 filter, class, quota or element stays', async () => {
+    const key = encodeURIComponent(created.peer.publicKey);
+    const limited = await api(daemon!, 'PATCH', `/api/peer/${key}/speed-limit`, {
+      bytesPerSecond: LIMIT,
+    });
+    expect(limited.status).to.equal(200);
+    expect(flowids(IFNAME, 11)).to.deep.equal(['1:2']);
     const response = await api(
       daemon!,
       'DELETE',
@@ -182,5 +268,8 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
       expect(flowids(dev, 11), dev).to.deep.equal([]);
       expect(classes(dev), dev).to.not.include('1:2');
     }
+    expect(quotas()).to.deep.equal([]);
+    expect(mapElements('caps')).to.deep.equal([]);
+    expect(mapElements('caps6')).to.deep.equal([]);
   });
 });

@@ -68,6 +68,8 @@ import { NfTables, NftBatch } from '../nftables/client';
 import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_INV, NFT_TABLE_F_DORMANT } from '../nftables/constants';
 import { quotaAttributes, quotaListing } from '../nftables/schema';
 import { ipv4ToBytes } from '../ipv4';
+import { ipv6ToBytes } from '../ipv6';
+import { CAPS_MAP6, DUAL_STACK_FAMILY, isCapsMap6, writeElement6 } from './dual-stack';
 import type {
   CapRef,
   ChangeQueue,
@@ -97,6 +99,8 @@ import { type CapTableState, planCapTable } from './plan';
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
+  /** Interfaces whose caps live in an inet table with caps6 (./dual-stack.ts). */
+  private readonly dualStack = new Set<string>();
 
   /** Writes run on the kernel layer's change queue (a queue of its own when used alone). */
   private readonly changes: ChangeQueue;
@@ -112,6 +116,16 @@ export class Quota implements QuotaApi {
    * what is missing or wrong, in one transaction, so a second call on an intact table sends
    * nothing but reads.
    */
+  setDualStack(ifname: string, dualStack: boolean): void {
+    if (dualStack) this.dualStack.add(ifname);
+    else this.dualStack.delete(ifname);
+  }
+
+  /** The family of the interface's table: inet when dual-stack, else ip (as before). */
+  private familyOf(ifname: string): number {
+    return this.dualStack.has(ifname) ? DUAL_STACK_FAMILY : QUOTA_FAMILY;
+  }
+
   ensure(ifname: string, live: readonly CapRef[]): Promise<Repair[]> {
     return this.changes.run(() => atBoundary(() => this.doEnsure(ifname, live), quotaErrors));
   }
@@ -122,32 +136,73 @@ export class Quota implements QuotaApi {
    */
   private async doEnsure(ifname: string, live: readonly CapRef[] | null): Promise<Repair[]> {
     const name = quotaTableName(ifname);
-    const table = await this.nft.getTable(QUOTA_FAMILY, name);
+    const family = this.familyOf(ifname);
+    const table = await this.nft.getTable(family, name);
     if (table && ((table.flags ?? 0) & NFT_TABLE_F_DORMANT) !== 0) {
       // A table someone made dormant has its hooks unregistered: wake it first, on its own,
       // since the kernel restricts what else a transaction that flips the flag may do.
-      const wake = new NftBatch(QUOTA_FAMILY).newTable({ name, flags: 0 });
+      const wake = new NftBatch(family).newTable({ name, flags: 0 });
       await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
     }
-    const plan = planCapTable(ifname, table ? await this.readCapTable(ifname) : null, live);
+    // An interface that became dual-stack: its caps move from the ip table to the inet one.
+    const moving = table === null && family !== QUOTA_FAMILY && live !== null;
+    const old = moving ? await this.nft.getTable(QUOTA_FAMILY, name) : null;
+    const plan = planCapTable(
+      ifname,
+      table ? await this.readCapTable(ifname) : null,
+      old === null ? live : await this.withCapsOf(name, live!),
+      this.dualStack.has(ifname),
+    );
     await this.nft.commit(plan.batch, `set up data caps of ${ifname}`);
+    if (old !== null) {
+      await this.nft.commit(
+        new NftBatch(QUOTA_FAMILY).deleteTable(name),
+        `remove the ip table of ${ifname}'s data caps, moved to inet`,
+      );
+    }
     return plan.repairs;
+  }
+
+  /**
+   * The live peers with the caps the interface's ip table held for them (owner and address
+   * matching), counted bytes included: what the new inet table is set up with.
+   */
+  private async withCapsOf(table: string, live: readonly CapRef[]): Promise<CapRef[]> {
+    const held = new Map<string, QuotaState>();
+    for (const object of await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA)) {
+      const quota = parseQuota(object);
+      const address = object.name ? addressOfObject(object.name) : null;
+      if (quota !== null && address !== null) held.set(address, quota);
+    }
+    return live.map((peer) => {
+      const quota = held.get(peer.address);
+      if (quota === undefined || (quota.owner !== null && quota.owner !== peer.publicKey)) {
+        return peer;
+      }
+      const lastSeen = { quotaBytes: Number(quota.quotaBytes), usedBytes: Number(quota.usedBytes) };
+      return { ...peer, lastSeen };
+    });
   }
 
   /** Everything planCapTable needs of an existing table, read before anything is written. */
   private async readCapTable(ifname: string): Promise<CapTableState> {
     const table = quotaTableName(ifname);
+    const family = this.familyOf(ifname);
     const specs = chainSpecs(ifname);
     const [set, chains, rules, objects] = await Promise.all([
-      this.nft.getSet(QUOTA_FAMILY, table, CAPS_MAP),
-      Promise.all(specs.map((spec) => this.nft.getChain(QUOTA_FAMILY, table, spec.name))),
-      Promise.all(specs.map((spec) => this.nft.listRules(QUOTA_FAMILY, table, spec.name))),
-      this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA),
+      this.nft.getSet(family, table, CAPS_MAP),
+      Promise.all(specs.map((spec) => this.nft.getChain(family, table, spec.name))),
+      Promise.all(specs.map((spec) => this.nft.listRules(family, table, spec.name))),
+      this.nft.listObjects(family, table, NFT_OBJECT_QUOTA),
     ]);
     // A map of another shape is made anew with no elements: its own are not worth reading.
     const elements =
-      set && isCapsMap(set) ? await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP) : null;
-    return { set, chains, rules, objects, elements };
+      set && isCapsMap(set) ? await this.nft.listSetElements(family, table, CAPS_MAP) : null;
+    if (!this.dualStack.has(ifname)) return { set, chains, rules, objects, elements };
+    const set6 = await this.nft.getSet(family, table, CAPS_MAP6);
+    const elements6 =
+      set6 && isCapsMap6(set6) ? await this.nft.listSetElements(family, table, CAPS_MAP6) : null;
+    return { set, chains, rules, objects, elements, set6, elements6 };
   }
 
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
@@ -171,24 +226,26 @@ export class Quota implements QuotaApi {
 
   private async writeCap(ifname: string, peer: PeerRef, quotaBytes: bigint): Promise<void> {
     const table = quotaTableName(ifname);
+    const family = this.familyOf(ifname);
     const name = quotaObjectName(peer.address);
-    const existing = await this.readQuota(table, name);
+    const existing = await this.readQuota(family, table, name);
     if (!existing) {
-      const batch = new NftBatch(QUOTA_FAMILY);
+      const batch = new NftBatch(family);
       writeNewQuota(batch, table, peer, quotaBytes, 0n);
+      this.writeElement6(batch, ifname, table, peer);
       await this.nft.commit(batch, `set data cap of ${peer.address}`);
       return;
     }
     if (existing.owner !== null && existing.owner !== peer.publicKey) {
       // A cap left behind by an earlier peer on this address: the new peer starts from zero.
-      await this.replaceQuota(table, peer, quotaBytes, 0n);
+      await this.replaceQuota(ifname, table, peer, quotaBytes, 0n);
       return;
     }
     if (existing.depleted) {
-      await this.replaceQuota(table, peer, quotaBytes, existing.usedBytes);
+      await this.replaceQuota(ifname, table, peer, quotaBytes, existing.usedBytes);
       return;
     }
-    const batch = new NftBatch(QUOTA_FAMILY);
+    const batch = new NftBatch(family);
     batch.newObject(
       {
         table,
@@ -199,34 +256,56 @@ export class Quota implements QuotaApi {
       'quota',
     );
     writeElement(batch, table, peer.address, name); // no-op if present; repairs if not
+    this.writeElement6(batch, ifname, table, peer);
     await this.nft.commit(batch, `change data cap of ${peer.address}`);
-    const after = await this.readQuota(table, name);
+    const after = await this.readQuota(family, table, name);
     if (after && after.quotaBytes !== quotaBytes) {
       // A kernel before 5.4 acknowledges the update and changes nothing.
-      await this.replaceQuota(table, peer, quotaBytes, after.usedBytes);
+      await this.replaceQuota(ifname, table, peer, quotaBytes, after.usedBytes);
     }
   }
 
-  /** Element out, object out, object in with `consumed`, element in: one transaction. */
+  /** A dual-stack peer's element of caps6, on a dual-stack interface (no-op if present). */
+  private writeElement6(batch: NftBatch, ifname: string, table: string, peer: PeerRef): void {
+    if (!this.dualStack.has(ifname) || peer.address6 == null) return;
+    writeElement6(batch, table, { ...peer, address6: peer.address6 });
+  }
+
+  /** Elements out, object out, object in with `consumed`, elements in: one transaction. */
   private async replaceQuota(
+    ifname: string,
     table: string,
     peer: PeerRef,
     quotaBytes: bigint,
     consumed: bigint,
   ): Promise<void> {
-    const batch = new NftBatch(QUOTA_FAMILY);
-    await this.writeRemoval(batch, table, peer.address);
+    const batch = new NftBatch(this.familyOf(ifname));
+    await this.writeRemoval(batch, ifname, table, peer.address, peer.address6 ?? undefined);
     writeNewQuota(batch, table, peer, quotaBytes, consumed);
+    this.writeElement6(batch, ifname, table, peer);
     await this.nft.commit(batch, `replace data cap of ${peer.address}`);
   }
 
-  /** Queues deleting the address's map element, then its object (the order the kernel needs). */
-  private async writeRemoval(batch: NftBatch, table: string, address: string): Promise<boolean> {
+  /**
+   * Queues deleting the address's map elements (caps, and caps6 for a dual-stack peer's IPv6
+   * address), then its object: the order the kernel needs.
+   */
+  private async writeRemoval(
+    batch: NftBatch,
+    ifname: string,
+    table: string,
+    address: string,
+    address6?: string,
+  ): Promise<boolean> {
+    const family = this.familyOf(ifname);
     const name = quotaObjectName(address);
     const key = ipv4ToBytes(address);
-    const [object, element] = await Promise.all([
-      this.nft.getObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name),
-      this.nft.getSetElement(QUOTA_FAMILY, table, CAPS_MAP, key, address),
+    const dual = this.dualStack.has(ifname) && address6 !== undefined;
+    const key6 = dual ? ipv6ToBytes(address6) : null;
+    const [object, element, element6] = await Promise.all([
+      this.nft.getObject(family, table, NFT_OBJECT_QUOTA, name),
+      this.nft.getSetElement(family, table, CAPS_MAP, key, address),
+      key6 === null ? null : this.nft.getSetElement(family, table, CAPS_MAP6, key6, address6!),
     ]);
     if (element) {
       batch.deleteSetElements(
@@ -234,18 +313,26 @@ export class Quota implements QuotaApi {
         address,
       );
     }
+    if (element6 && key6 !== null) {
+      batch.deleteSetElements(
+        { table, set: CAPS_MAP6, elements: [{ key: { value: key6 } }] },
+        address6!,
+      );
+    }
     if (object) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
-    return object !== null || element !== null;
+    return object !== null || element !== null || (element6 ?? null) !== null;
   }
 
-  removeCap(ifname: string, address: string): Promise<void> {
-    return this.changes.run(() => atBoundary(() => this.doRemoveCap(ifname, address), quotaErrors));
+  removeCap(ifname: string, address: string, address6?: string): Promise<void> {
+    return this.changes.run(() =>
+      atBoundary(() => this.doRemoveCap(ifname, address, address6), quotaErrors),
+    );
   }
 
-  private async doRemoveCap(ifname: string, address: string): Promise<void> {
+  private async doRemoveCap(ifname: string, address: string, address6?: string): Promise<void> {
     const table = quotaTableName(ifname);
-    const batch = new NftBatch(QUOTA_FAMILY);
-    if (!(await this.writeRemoval(batch, table, address))) return;
+    const batch = new NftBatch(this.familyOf(ifname));
+    if (!(await this.writeRemoval(batch, ifname, table, address, address6))) return;
     await this.nft.commit(batch, `remove data cap of ${address}`);
   }
 
@@ -254,12 +341,13 @@ export class Quota implements QuotaApi {
       atBoundary(async () => {
         const table = quotaTableName(ifname);
         const name = quotaObjectName(peer.address);
+        const family = this.familyOf(ifname);
         // Read first: a cap another key owns (an earlier peer's) is not this peer's to reset.
-        const existing = await this.readQuota(table, name);
+        const existing = await this.readQuota(family, table, name);
         if (!existing || (existing.owner !== null && existing.owner !== peer.publicKey)) {
           return null;
         }
-        const object = await this.nft.resetObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name);
+        const object = await this.nft.resetObject(family, table, NFT_OBJECT_QUOTA, name);
         const closing = object && parseQuota(object);
         if (!closing) return null;
         return { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) };
@@ -273,12 +361,13 @@ export class Quota implements QuotaApi {
 
   private async doListCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
     const table = quotaTableName(ifname);
+    const family = this.familyOf(ifname);
     const caps = new Map<string, KernelDataCap>();
     // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
-    const objects = await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
+    const objects = await this.nft.listObjects(family, table, NFT_OBJECT_QUOTA, quotaListing);
     if (objects.length === 0) return caps;
     // A cap holds only where the map leads packets to its object.
-    const routes = elementTargets(await this.nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP));
+    const routes = elementTargets(await this.nft.listSetElements(family, table, CAPS_MAP));
     for (const object of objects) {
       const address = object.name ? addressOfObject(object.name) : null;
       // The kernel filters the dump; a kernel that ignored the filter must not add others'.
@@ -294,8 +383,8 @@ export class Quota implements QuotaApi {
     return caps;
   }
 
-  private async readQuota(table: string, name: string): Promise<QuotaState | null> {
-    const object = await this.nft.getObject(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, name);
+  private async readQuota(family: number, table: string, name: string): Promise<QuotaState | null> {
+    const object = await this.nft.getObject(family, table, NFT_OBJECT_QUOTA, name);
     return object && parseQuota(object);
   }
 

@@ -6,7 +6,7 @@
  * transcripts. The order of the messages is the kernel's: rules before the map they use, map
  * elements before the objects they point at.
  */
-import { NftBatch } from '../nftables/client';
+import { NftBatch, familyName } from '../nftables/client';
 import type {
   ChainAttributes,
   ObjectAttributes,
@@ -14,7 +14,7 @@ import type {
   SetAttributes,
   SetElementAttributes,
 } from '../nftables/client';
-import { NFT_OBJECT_QUOTA, NF_ACCEPT } from '../nftables/constants';
+import { NFPROTO_INET, NFT_OBJECT_QUOTA, NF_ACCEPT } from '../nftables/constants';
 import { sameExpressions } from '../nftables/expressions';
 import { ipv4ToBytes } from '../ipv4';
 import type { CapRef, Repair } from '../types';
@@ -29,15 +29,24 @@ import {
 import { elementTargets, parseQuota, writeNewQuota } from './objects';
 import {
   type ChainSpec,
+  type MapIds,
   capsMap,
+  chainRules,
   chainSpecs,
   isCapsMap,
   isChainAsSpecified,
-  ruleExpressions,
   writeChain,
-  writeRule,
+  writeRules,
   writeSetUp,
 } from './skeleton';
+import {
+  CAPS_MAP6,
+  CAPS_MAP6_ID,
+  capsMap6,
+  isCapsMap6,
+  planElements6,
+  writeElement6,
+} from './dual-stack';
 
 /** What `ensure` reads of an existing data-cap table, all of it before writing anything. */
 export interface CapTableState {
@@ -50,6 +59,10 @@ export interface CapTableState {
   objects: ObjectAttributes[];
   /** The map's elements; null when it was not read (no map, or one of another shape). */
   elements: SetElementAttributes[] | null;
+  /** A dual-stack interface's map caps6 (./dual-stack.ts), null when missing. */
+  set6?: SetAttributes | null;
+  /** Its elements; null when not read. */
+  elements6?: SetElementAttributes[] | null;
 }
 
 /** A transaction to commit and what it repairs. */
@@ -67,16 +80,23 @@ export function planCapTable(
   ifname: string,
   state: CapTableState | null,
   live: readonly CapRef[] | null,
+  dual = false,
 ): CapTablePlan {
-  const batch = new NftBatch(QUOTA_FAMILY);
+  const batch = new NftBatch(dual ? NFPROTO_INET : QUOTA_FAMILY);
   const repairs: Repair[] = [];
   if (state === null) {
-    planSetUp(batch, ifname, live ?? [], repairs);
+    planSetUp(batch, ifname, live ?? [], repairs, dual);
   } else {
-    const mapId = planSkeleton(batch, ifname, state);
-    planCaps(batch, quotaTableName(ifname), state, mapId, live, repairs);
+    const ids = planSkeleton(batch, ifname, state, dual);
+    planCaps(batch, quotaTableName(ifname), state, ids, live, repairs, dual);
   }
   return { batch, repairs };
+}
+
+/** A dual-stack peer's IPv6 element beside a quota object written for it. */
+function writeElementOf6(batch: NftBatch, table: string, peer: CapRef, setId?: number): void {
+  if (peer.address6 != null)
+    writeElement6(batch, table, { ...peer, address6: peer.address6 }, setId);
 }
 
 /**
@@ -88,16 +108,18 @@ function planSetUp(
   ifname: string,
   live: readonly CapRef[],
   repairs: Repair[],
+  dual: boolean,
 ): void {
   const table = quotaTableName(ifname);
-  writeSetUp(batch, ifname);
+  writeSetUp(batch, ifname, dual);
   for (const peer of live) {
     if (!peer.lastSeen) continue;
     const { quotaBytes, usedBytes } = peer.lastSeen;
     writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes));
+    if (dual) writeElementOf6(batch, table, peer, CAPS_MAP6_ID);
     repairs.push({
       address: peer.address,
-      found: `table ip ${table} missing with the cap of ${peer.address}`,
+      found: `table ${familyName(batch.family)} ${table} missing with the cap of ${peer.address}`,
       done: `restored the cap of ${quotaBytes} bytes from the last seen state, ${usedBytes} used`,
     });
   }
@@ -110,32 +132,44 @@ function planSetUp(
  * rules are not exactly our one rule is flushed and gets it. Returns the map's NFTA_SET_ID when
  * the batch creates the map (rules and elements then name it by id), else undefined.
  */
-function planSkeleton(batch: NftBatch, ifname: string, state: CapTableState): number | undefined {
+function planSkeleton(
+  batch: NftBatch,
+  ifname: string,
+  state: CapTableState,
+  dual: boolean,
+): MapIds {
   const table = quotaTableName(ifname);
   const specs = chainSpecs(ifname);
   const flushed = new Set<string>();
-  if (state.set && !isCapsMap(state.set)) {
+  const set6 = state.set6 ?? null;
+  const wrong6 = dual && set6 !== null && !isCapsMap6(set6);
+  if ((state.set && !isCapsMap(state.set)) || wrong6) {
     specs.forEach((spec, index) => {
       if (state.chains[index] && state.rules[index]!.length > 0) {
         batch.deleteRules(table, spec.name);
         flushed.add(spec.name);
       }
     });
-    batch.deleteSet(table, CAPS_MAP);
+    if (state.set && !isCapsMap(state.set)) batch.deleteSet(table, CAPS_MAP);
+    if (wrong6) batch.deleteSet(table, CAPS_MAP6);
   }
-  let mapId: number | undefined;
+  const ids: MapIds = {};
   if (!state.set || !isCapsMap(state.set)) {
     batch.newSet(capsMap(table, CAPS_MAP_ID));
-    mapId = CAPS_MAP_ID;
+    ids.caps = CAPS_MAP_ID;
+  }
+  if (dual && (set6 === null || wrong6)) {
+    batch.newSet(capsMap6(table, CAPS_MAP6_ID));
+    ids.caps6 = CAPS_MAP6_ID;
   }
   specs.forEach((spec, index) => {
     const chain = state.chains[index] ?? null;
     const rules = state.rules[index] ?? [];
-    if (planChain(batch, ifname, spec, chain, rules, mapId, flushed.has(spec.name))) {
-      writeRule(batch, ifname, table, spec, mapId);
+    if (planChain(batch, ifname, spec, chain, rules, ids, flushed.has(spec.name), dual)) {
+      writeRules(batch, ifname, table, spec, dual, ids);
     }
   });
-  return mapId;
+  return ids;
 }
 
 /** Queues what one chain needs; true when it then needs its rule. */
@@ -145,8 +179,9 @@ function planChain(
   spec: ChainSpec,
   chain: ChainAttributes | null,
   rules: RuleAttributes[],
-  mapId: number | undefined,
+  ids: MapIds,
   flushed: boolean,
+  dual: boolean,
 ): boolean {
   const table = quotaTableName(ifname);
   if (!chain || !isChainAsSpecified(chain, spec)) {
@@ -155,10 +190,12 @@ function planChain(
     return true;
   }
   if (chain.policy !== NF_ACCEPT) writeChain(batch, table, spec); // updates the policy
+  const wanted = chainRules(ifname, spec, dual);
   const intact =
-    mapId === undefined &&
-    rules.length === 1 &&
-    sameExpressions(rules[0]!.expressions ?? [], ruleExpressions(ifname, spec));
+    ids.caps === undefined &&
+    ids.caps6 === undefined &&
+    rules.length === wanted.length &&
+    wanted.every((expressions, i) => sameExpressions(rules[i]!.expressions ?? [], expressions));
   if (intact) return false;
   if (rules.length > 0 && !flushed) batch.deleteRules(table, spec.name);
   return true;
@@ -173,10 +210,12 @@ function planCaps(
   batch: NftBatch,
   table: string,
   state: CapTableState,
-  mapId: number | undefined,
+  ids: MapIds,
   live: readonly CapRef[] | null,
   repairs: Repair[],
+  dual: boolean,
 ): void {
+  const mapId = ids.caps;
   const { wanted, doomed } = sortObjects(table, state.objects, live, repairs);
   const restored = (live ?? []).filter((peer) => peer.lastSeen && !wanted.has(peer.address));
   const present = elementTargets(state.elements ?? []);
@@ -208,11 +247,17 @@ function planCaps(
       `${chunk.length} element(s)`,
     );
   }
+  if (dual && live !== null) {
+    // caps6 follows the kept objects; its elements of doomed objects go before them too.
+    const present6 = ids.caps6 === undefined ? (state.elements6 ?? []) : [];
+    repairs.push(...planElements6(batch, table, wanted, live, present6, ids.caps6));
+  }
   // After their elements: the kernel refuses to delete an object a map element refers to.
   for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
   for (const peer of restored) {
     const seen = peer.lastSeen!;
     writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
+    if (dual) writeElementOf6(batch, table, peer, ids.caps6);
     repairs.push({
       address: peer.address,
       found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,

@@ -28,6 +28,7 @@ import {
 } from '../nftables/expressions';
 import { quotaAttributes } from '../nftables/schema';
 import { commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
+import { CAPS_MAP6_ID, capsMap6, dualStackRule } from './dual-stack';
 import {
   CAPS_MAP,
   CAPS_MAP_ID,
@@ -116,8 +117,32 @@ export function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boo
   );
 }
 
+/**
+ * The map ids a batch that creates the maps refers to them by (NFTA_SET_ID); undefined for a map
+ * that already exists.
+ */
+export interface MapIds {
+  caps?: number;
+  caps6?: number;
+}
+
+/**
+ * The rules one chain holds: the one IPv4 rule of an `ip` table, or, in the `inet` table of a
+ * dual-stack interface (./dual-stack.ts), one rule per family.
+ */
+export function chainRules(
+  ifname: string,
+  spec: ChainSpec,
+  dual: boolean,
+  ids: MapIds = {},
+): Expression[][] {
+  return dual
+    ? [dualStackRule(ifname, spec, 4, ids.caps), dualStackRule(ifname, spec, 6, ids.caps6)]
+    : [ruleExpressions(ifname, spec, ids.caps)];
+}
+
 /** The set-up transaction for a kernel without our table: what `ensure` sends the first time. */
-export function writeSetUp(batch: NftBatch, ifname: string): void {
+export function writeSetUp(batch: NftBatch, ifname: string, dual = false): void {
   const table = quotaTableName(ifname);
   batch.newTable({
     name: table,
@@ -127,9 +152,14 @@ export function writeSetUp(batch: NftBatch, ifname: string): void {
     ),
   });
   batch.newSet(capsMap(table, CAPS_MAP_ID));
+  const ids: MapIds = { caps: CAPS_MAP_ID };
+  if (dual) {
+    batch.newSet(capsMap6(table, CAPS_MAP6_ID));
+    ids.caps6 = CAPS_MAP6_ID;
+  }
   for (const spec of chainSpecs(ifname)) {
     writeChain(batch, table, spec);
-    writeRule(batch, ifname, table, spec, CAPS_MAP_ID);
+    writeRules(batch, ifname, table, spec, dual, ids);
   }
   // Nothing else in the set-up needs nft_quota; create and delete an object in the same
   // transaction so that a kernel without it fails here, named, rather than at the first cap.
@@ -155,17 +185,21 @@ export function writeChain(batch: NftBatch, table: string, spec: ChainSpec): voi
   });
 }
 
-export function writeRule(
+/** The chain's rules (chainRules), in order. */
+export function writeRules(
   batch: NftBatch,
   ifname: string,
   table: string,
   spec: ChainSpec,
-  setId?: number,
+  dual: boolean,
+  ids: MapIds = {},
 ): void {
-  batch.newRule({
-    table,
-    chain: spec.name,
-    expressions: ruleExpressions(ifname, spec, setId),
-    userdata: commentUserdata(spec.comment),
-  });
+  for (const expressions of chainRules(ifname, spec, dual, ids)) {
+    batch.newRule({
+      table,
+      chain: spec.name,
+      expressions,
+      userdata: commentUserdata(spec.comment),
+    });
+  }
 }

@@ -24,7 +24,8 @@ import {
   isCapsMap6,
   planElements6,
 } from '../../../src/kernel/quota/dual-stack';
-import { chainSpecs } from '../../../src/kernel/quota/skeleton';
+import { chainRules, chainSpecs } from '../../../src/kernel/quota/skeleton';
+import { planCapTable } from '../../../src/kernel/quota/plan';
 import { ipv6ToBytes } from '../../../src/kernel/ipv6';
 
 const TABLE = 'wg_peerd_wg0';
@@ -142,5 +143,93 @@ describe('kernel/quota dual-stack plan: the elements of caps6', () => {
       operations: [],
       repairs: [],
     });
+  });
+});
+
+describe('kernel/quota plan: the inet table of a dual-stack interface (issue 18)', () => {
+  const specs = chainSpecs('wg0');
+  const rulesOf = (dual: boolean) =>
+    specs.map((spec) =>
+      chainRules('wg0', spec, dual).map((expressions) => ({
+        table: TABLE,
+        chain: spec.name,
+        expressions,
+      })),
+    );
+  const chain = (name: string, hooknum: number) => ({
+    table: TABLE,
+    name,
+    type: 'filter',
+    hook: { hooknum, priority: 0 },
+    policy: 1,
+  });
+  const map = { table: TABLE, name: 'caps', flags: NFT_SET_OBJECT, keyLen: 4, objType: 2 };
+  const map6 = { ...map, name: 'caps6', keyLen: 16 };
+  const A6 = { address: '10.8.0.2', address6: 'fd42::2', publicKey: 'A' };
+
+  it('sets up an inet table with both maps and two rules per chain, one per family', () => {
+    const { batch } = planCapTable('wg0', null, [], true);
+    expect(batch.family).to.equal(NFPROTO_INET);
+    expect(batch.operations).to.deep.equal([
+      `NFT_MSG_NEWTABLE inet ${TABLE}`,
+      `NFT_MSG_NEWSET inet ${TABLE} caps`,
+      `NFT_MSG_NEWSET inet ${TABLE} caps6`,
+      `NFT_MSG_NEWCHAIN inet ${TABLE} from_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} from_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} from_peers`,
+      `NFT_MSG_NEWCHAIN inet ${TABLE} to_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} to_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} to_peers`,
+      `NFT_MSG_NEWOBJ inet ${TABLE} quota wg_peerd_probe`,
+      `NFT_MSG_DELOBJ inet ${TABLE} quota wg_peerd_probe`,
+    ]);
+  });
+
+  it('restores a lost cap with its IPv6 element beside the IPv4 one', () => {
+    const seen = { quotaBytes: 1000, usedBytes: 10 };
+    const { batch } = planCapTable('wg0', null, [{ ...A6, lastSeen: seen }], true);
+    expect(batch.operations.slice(11)).to.deep.equal([
+      `NFT_MSG_NEWOBJ inet ${TABLE} quota q_10_8_0_2`,
+      `NFT_MSG_NEWSETELEM inet ${TABLE} caps 10.8.0.2`,
+      `NFT_MSG_NEWSETELEM inet ${TABLE} caps6 fd42::2`,
+    ]);
+  });
+
+  it('sends nothing for an intact inet table, and adds a missing caps6 element', () => {
+    const state = {
+      set: map,
+      set6: map6,
+      chains: [chain('from_peers', 0), chain('to_peers', 4)],
+      rules: rulesOf(true),
+      objects: [{ table: TABLE, name: 'q_10_8_0_2', type: NFT_OBJECT_QUOTA }],
+      elements: [{ key: { value: Buffer.from([10, 8, 0, 2]) }, objref: 'q_10_8_0_2' }],
+      elements6: [el('fd42::2', 'q_10_8_0_2')],
+    };
+    expect(planCapTable('wg0', state, [A6], true).batch.operations).to.deep.equal([]);
+    const missing = planCapTable('wg0', { ...state, elements6: [] }, [A6], true);
+    expect(missing.batch.operations).to.deep.equal([
+      `NFT_MSG_NEWSETELEM inet ${TABLE} caps6 1 element(s)`,
+    ]);
+  });
+
+  it('gives chains that hold only the IPv4 rule (a table of before) their two rules', () => {
+    const state = {
+      set: map,
+      set6: null,
+      chains: [chain('from_peers', 0), chain('to_peers', 4)],
+      rules: rulesOf(false),
+      objects: [],
+      elements: [],
+      elements6: null,
+    };
+    expect(planCapTable('wg0', state, [], true).batch.operations).to.deep.equal([
+      `NFT_MSG_NEWSET inet ${TABLE} caps6`,
+      `NFT_MSG_DELRULE inet ${TABLE} from_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} from_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} from_peers`,
+      `NFT_MSG_DELRULE inet ${TABLE} to_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} to_peers`,
+      `NFT_MSG_NEWRULE inet ${TABLE} to_peers`,
+    ]);
   });
 });
