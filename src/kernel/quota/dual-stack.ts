@@ -30,14 +30,10 @@ import {
   NFPROTO_INET,
   NFPROTO_IPV4,
   NFPROTO_IPV6,
-  NFTNL_UDATA_SET_KEYBYTEORDER,
-  NFT_BYTEORDER_BIG_ENDIAN,
   NFT_DATATYPE_IP6ADDR,
   NFT_META_NFPROTO,
-  NFT_OBJECT_QUOTA,
   NFT_PAYLOAD_NETWORK_HEADER,
   NFT_REG_1,
-  NFT_SET_OBJECT,
   NF_DROP,
 } from '../nftables/constants';
 import {
@@ -48,11 +44,10 @@ import {
   payloadLoad,
   verdict,
 } from '../nftables/expressions';
-import { encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { bytesToIpv6, ipv6ToBytes } from '../ipv6';
 import type { PeerRef, Repair } from '../types';
 import { CAPS_MAP, chunks, quotaObjectName } from './naming';
-import type { ChainSpec } from './skeleton';
+import { type ChainSpec, isQuotaMap, quotaMap } from './skeleton';
 
 /** The family of a dual-stack interface's table: one table sees both IP families. */
 export const DUAL_STACK_FAMILY = NFPROTO_INET;
@@ -95,21 +90,11 @@ export function dualStackRule(
 
 /** The map caps6: IPv6 address (16 bytes) → quota object. */
 export function capsMap6(table: string, id?: number): SetAttributes {
-  return {
-    table,
-    name: CAPS_MAP6,
-    flags: NFT_SET_OBJECT,
-    keyType: NFT_DATATYPE_IP6ADDR,
-    keyLen: 16,
-    objType: NFT_OBJECT_QUOTA,
-    id,
-    // What nft stores for an ipv6_addr key, so that `nft list` prints addresses.
-    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
-  };
+  return quotaMap(table, CAPS_MAP6, NFT_DATATYPE_IP6ADDR, 16, id);
 }
 
 export function isCapsMap6(set: SetAttributes): boolean {
-  return set.flags === NFT_SET_OBJECT && set.keyLen === 16 && set.objType === NFT_OBJECT_QUOTA;
+  return isQuotaMap(set, 16);
 }
 
 /** Where caps6 leads each IPv6 address: address → the name of the object its element names. */

@@ -91,22 +91,38 @@ export function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number)
   ];
 }
 
-export function capsMap(table: string, id?: number): SetAttributes {
+/** An object map from addresses (keyLen bytes, nft key type keyType) to quota objects. */
+export function quotaMap(
+  table: string,
+  name: string,
+  keyType: number,
+  keyLen: number,
+  id?: number,
+): SetAttributes {
   return {
     table,
-    name: CAPS_MAP,
+    name,
     flags: NFT_SET_OBJECT,
-    keyType: NFT_DATATYPE_IPADDR,
-    keyLen: 4,
+    keyType,
+    keyLen,
     objType: NFT_OBJECT_QUOTA,
     id,
-    // What nft stores for an ipv4_addr key, so that `nft list` prints addresses.
+    // What nft stores for an ipv4_addr or ipv6_addr key, so that `nft list` prints addresses.
     userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
   };
 }
 
+/** Whether a map is an object map of keyLen-byte keys to quota objects. */
+export function isQuotaMap(set: SetAttributes, keyLen: number): boolean {
+  return set.flags === NFT_SET_OBJECT && set.keyLen === keyLen && set.objType === NFT_OBJECT_QUOTA;
+}
+
+export function capsMap(table: string, id?: number): SetAttributes {
+  return quotaMap(table, CAPS_MAP, NFT_DATATYPE_IPADDR, 4, id);
+}
+
 export function isCapsMap(set: SetAttributes): boolean {
-  return set.flags === NFT_SET_OBJECT && set.keyLen === 4 && set.objType === NFT_OBJECT_QUOTA;
+  return isQuotaMap(set, 4);
 }
 
 export function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {
