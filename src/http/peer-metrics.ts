@@ -89,6 +89,7 @@ export const PEER_METRIC = {
   capEnforced: 'wg_peerd_peer_data_cap_enforced',
   capExhausted: 'wg_peerd_peer_data_cap_exhausted',
   suspended: 'wg_peerd_peer_suspended',
+  ipv6: 'wg_peerd_peer_ipv6_info',
 } as const;
 
 export const AGGREGATE_METRIC = {
@@ -185,6 +186,11 @@ export async function renderPeerMetrics(
       'gauge',
       '1 when the peer is suspended (no tunnelled packet passes either way), else 0',
     ),
+    ipv6: new Family(
+      PEER_METRIC.ipv6,
+      'gauge',
+      "Always 1; the ipv6 label is a dual-stack peer's IPv6 address (its first /128 allowed IP), which its speed limit and data cap cover too; absent for a peer without one",
+    ),
   };
   const counts: Record<StatusLabel, number> = { alive: 0, dead: 0, never: 0 };
   let limited = 0;
@@ -199,7 +205,7 @@ export async function renderPeerMetrics(
   await inSlices(
     snapshot.device.peers,
     (peer) => {
-      const { ip, status, limit, cap, suspended } = viewOf(peer, snapshot);
+      const { ip, ip6, status, limit, cap, suspended } = viewOf(peer, snapshot);
       const statusLabel: StatusLabel =
         status === ALIVE ? 'alive' : status === DEAD ? 'dead' : 'never';
       counts[statusLabel] += 1;
@@ -225,6 +231,7 @@ export async function renderPeerMetrics(
         f.lastHandshake.add(labels, Math.floor(peer.lastHandshake.getTime() / 1000));
       }
       f.status.add(`{${peerLabels},status="${statusLabel}"}`, 1);
+      if (ip6 !== null) f.ipv6.add(`{${peerLabels},ipv6="${ip6}"}`, 1);
       f.receive.add(labels, peer.rxBytes);
       f.transmit.add(labels, peer.txBytes);
       f.suspended.add(labels, suspended ? 1 : 0);

@@ -135,6 +135,23 @@ describe('metrics: per-peer series from the snapshot', () => {
     expect(valueOf(samples, 'wg_peerd_peer_transmit_bytes_total', labels(D, ''))).to.equal(8);
   });
 
+  it("names each peer's IPv6 /128 in one info series, and nothing for an IPv4-only peer (issue 18)", async () => {
+    const dual = peer(A, ['10.8.0.2/32', 'fd42::2/128']);
+    const snapshot = snapshotOf([dual, peer(B, ['10.8.0.3/32'])]);
+    const scraped = await scrape(scrapeApp(async () => snapshot).http);
+    expect(samplesOf(scraped, 'wg_peerd_peer_ipv6_info', {})).to.deep.equal([
+      {
+        name: 'wg_peerd_peer_ipv6_info',
+        labels: { ...labels(A, '10.8.0.2'), ipv6: 'fd42::2' },
+        value: 1,
+      },
+    ]);
+    // A peer with an IPv6 /128 and no IPv4 /32 (added by other tools) keeps ip="".
+    expect(samplesOf(samples, 'wg_peerd_peer_ipv6_info', {})).to.deep.equal([
+      { name: 'wg_peerd_peer_ipv6_info', labels: { ...labels(D, ''), ipv6: 'fd00::5' }, value: 1 },
+    ]);
+  });
+
   it('gives the speed limit per direction that holds, only for a limited peer', () => {
     const name = 'wg_peerd_peer_speed_limit_bytes_per_second';
     for (const direction of ['download', 'upload']) {
