@@ -1,5 +1,6 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
 import { apiPeers } from './api';
+import { dualStack } from './dual-stack';
 import { linkLifecycle } from './link';
 import { nftablesNotifications } from './notifications';
 import { quotaScenarios } from './quota';
@@ -14,4 +15,5 @@ export const scenarios: Scenario[] = [
   ...shaperScenarios,
   apiPeers,
   nftablesNotifications,
+  dualStack,
 ];
