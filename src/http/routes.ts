@@ -221,7 +221,8 @@ export const ROUTES: readonly RouteDef[] = [
     body: emptyBody as ValidateFunction<unknown>,
     success: {
       status: 201,
-      description: 'The new peer, the server and a wg-quick configuration for the client',
+      description:
+        'The new peer (on a dual-stack interface also `peer.ipv6`), the server and a wg-quick configuration for the client',
       contentType: 'application/json',
       schema: createdResponse,
     },
