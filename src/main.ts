@@ -233,8 +233,25 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     throw new StartupError(messageOf(error), status);
   }
 
-  // A dual-stack interface keeps its caps where IPv6 is counted too (issue 18).
-  kernel.quota.setDualStack(config.interfaceName, iface.addresses6.length > 0);
+  // A dual-stack interface keeps its caps where IPv6 is counted too (issue 18). A kernel
+  // without nf_tables is not an error here: caps then fail as they always did.
+  try {
+    const moved = await kernel.quota.setDualStack(
+      config.interfaceName,
+      iface.addresses6.length > 0,
+    );
+    for (const repair of moved) {
+      logger.warn(
+        { event: 'kernel_repaired', interface: config.interfaceName, facility: 'quota', ...repair },
+        `data caps: ${repair.found}: ${repair.done}`,
+      );
+    }
+  } catch (error) {
+    logger.warn(
+      { event: 'kernel_repair_failed', interface: config.interfaceName, error: messageOf(error) },
+      'moving the data caps to a dual-stack (inet) table failed; the ip table still counts IPv4 alone: restart wg-peerd to move them',
+    );
+  }
 
   // With a state dir, the saved state goes back into the kernel while the API already answers:
   // /readyz says RESTORING, lists and changes wait for the end (never a half-restored list).

@@ -188,9 +188,11 @@ export interface QuotaApi {
   /**
    * A dual-stack interface (issue 18) keeps its caps in an inet table where a peer's IPv6
    * address leads to the same quota object as its IPv4 one; an IPv4-only one in an ip table,
-   * as before. Set once at start, before any other call for the interface.
+   * as before. Set once at start, before any other call for the interface; caps an ip table
+   * holds for an interface that became dual-stack move to its inet table then (returned as
+   * repairs, to log).
    */
-  setDualStack(ifname: string, dualStack: boolean): void;
+  setDualStack(ifname: string, dualStack: boolean): Promise<Repair[]>;
   /** Sets or changes the cap; changing keeps the bytes already used. */
   setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
   /** Removes the peer's cap (and a dual-stack peer's IPv6 element); none is not an error. */

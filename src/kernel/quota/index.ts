@@ -116,9 +116,44 @@ export class Quota implements QuotaApi {
    * what is missing or wrong, in one transaction, so a second call on an intact table sends
    * nothing but reads.
    */
-  setDualStack(ifname: string, dualStack: boolean): void {
-    if (dualStack) this.dualStack.add(ifname);
-    else this.dualStack.delete(ifname);
+  setDualStack(ifname: string, dualStack: boolean): Promise<Repair[]> {
+    if (!dualStack) {
+      this.dualStack.delete(ifname);
+      return Promise.resolve([]);
+    }
+    this.dualStack.add(ifname);
+    return this.changes.run(() => atBoundary(() => this.moveToInet(ifname), quotaErrors));
+  }
+
+  /**
+   * An interface that became dual-stack (an IPv6 address added, then a restart): the caps its ip
+   * table holds move to a new inet table with what they counted, in one transaction, then the
+   * ip table goes (until then both count and enforce IPv4). The caps6 elements follow at the
+   * next ensure, which knows the peers' IPv6 addresses.
+   */
+  private async moveToInet(ifname: string): Promise<Repair[]> {
+    const name = quotaTableName(ifname);
+    const old = await this.nft.getTable(QUOTA_FAMILY, name);
+    if (old === null || (await this.nft.getTable(DUAL_STACK_FAMILY, name)) !== null) return [];
+    const caps: CapRef[] = [];
+    for (const object of await this.nft.listObjects(QUOTA_FAMILY, name, NFT_OBJECT_QUOTA)) {
+      const quota = parseQuota(object);
+      const address = object.name ? addressOfObject(object.name) : null;
+      if (quota === null || address === null || quota.owner === null) continue;
+      const lastSeen = { quotaBytes: Number(quota.quotaBytes), usedBytes: Number(quota.usedBytes) };
+      caps.push({ address, publicKey: quota.owner, lastSeen });
+    }
+    const plan = planCapTable(ifname, null, caps, true);
+    await this.nft.commit(plan.batch, `move the data caps of ${ifname} to an inet table`);
+    await this.nft.commit(
+      new NftBatch(QUOTA_FAMILY).deleteTable(name),
+      `remove the ip table of ${ifname}'s data caps, moved to inet`,
+    );
+    return caps.map((cap) => ({
+      address: cap.address,
+      found: `the cap of ${cap.address} in table ip ${name} (the interface is dual-stack now)`,
+      done: `moved it to table inet ${name}, ${cap.lastSeen!.usedBytes} bytes used`,
+    }));
   }
 
   /** The family of the interface's table: inet when dual-stack, else ip (as before). */
@@ -144,44 +179,14 @@ export class Quota implements QuotaApi {
       const wake = new NftBatch(family).newTable({ name, flags: 0 });
       await this.nft.commit(wake, `wake the data-cap table of ${ifname}`);
     }
-    // An interface that became dual-stack: its caps move from the ip table to the inet one.
-    const moving = table === null && family !== QUOTA_FAMILY && live !== null;
-    const old = moving ? await this.nft.getTable(QUOTA_FAMILY, name) : null;
     const plan = planCapTable(
       ifname,
       table ? await this.readCapTable(ifname) : null,
-      old === null ? live : await this.withCapsOf(name, live!),
+      live,
       this.dualStack.has(ifname),
     );
     await this.nft.commit(plan.batch, `set up data caps of ${ifname}`);
-    if (old !== null) {
-      await this.nft.commit(
-        new NftBatch(QUOTA_FAMILY).deleteTable(name),
-        `remove the ip table of ${ifname}'s data caps, moved to inet`,
-      );
-    }
     return plan.repairs;
-  }
-
-  /**
-   * The live peers with the caps the interface's ip table held for them (owner and address
-   * matching), counted bytes included: what the new inet table is set up with.
-   */
-  private async withCapsOf(table: string, live: readonly CapRef[]): Promise<CapRef[]> {
-    const held = new Map<string, QuotaState>();
-    for (const object of await this.nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA)) {
-      const quota = parseQuota(object);
-      const address = object.name ? addressOfObject(object.name) : null;
-      if (quota !== null && address !== null) held.set(address, quota);
-    }
-    return live.map((peer) => {
-      const quota = held.get(peer.address);
-      if (quota === undefined || (quota.owner !== null && quota.owner !== peer.publicKey)) {
-        return peer;
-      }
-      const lastSeen = { quotaBytes: Number(quota.quotaBytes), usedBytes: Number(quota.usedBytes) };
-      return { ...peer, lastSeen };
-    });
   }
 
   /** Everything planCapTable needs of an existing table, read before anything is written. */

@@ -354,9 +354,8 @@ export class FakeKernel implements Kernel {
           cap.usedBytes = 0;
           return closing;
         }),
-      setDualStack: (ifname, dualStack) => {
-        this.calls.push({ method: 'quota.setDualStack', args: [ifname, dualStack] });
-      },
+      setDualStack: (ifname, dualStack) =>
+        this.op('quota.setDualStack', [ifname, dualStack], () => [] as Repair[]),
       removeCap: (ifname, address, address6?: string) =>
         this.op('quota.removeCap', [ifname, address, address6].filter(isGiven), () => {
           this.capsOf(ifname).delete(address);
