@@ -273,3 +273,61 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
     expect(mapElements('caps6')).to.deep.equal([]);
   });
 });
+
+describe('dual-stack peers: an interface that gains an IPv6 address (real kernel, issue 18)', function () {
+  const IF7 = 'wgd7';
+  const TABLE7 = `wg_peerd_${IF7}`;
+  const LISTEN7 = '127.0.0.1:18097';
+  const ARGS = ['--interface', IF7, '--listen', LISTEN7, '--endpoint-host', SERVER_UNDERLAY_IP];
+  let daemon: DaemonProcess | undefined;
+
+  const quotaIn = (family: 'ip' | 'inet'): Record<string, unknown> | undefined => {
+    if (!trySh(`nft list table ${family} ${TABLE7} >/dev/null`)) return undefined;
+    const listed = JSON.parse(sh(`nft -j list table ${family} ${TABLE7}`)) as {
+      nftables: NftEntry[];
+    };
+    return listed.nftables.find((e) => e['quota'])?.['quota'];
+  };
+
+  before(function () {
+    assertInTestVm();
+    setupClientNamespace();
+    removeDaemonLeftovers(IF7);
+    deleteNftTable('inet', TABLE7);
+  });
+
+  after(async function () {
+    await daemon?.stop();
+    removeDaemonLeftovers(IF7);
+    deleteNftTable('inet', TABLE7);
+    teardownClientNamespace();
+  });
+
+  it('moves its caps, with what they counted, to the inet table when the daemon starts again', async function () {
+    this.timeout(300_000);
+    daemon = await startDaemon({ args: ARGS, listen: LISTEN7 });
+    const created = (await api(daemon, 'POST', '/api/peer')).body as unknown as Created;
+    expect(created.peer.ipv6).to.equal(undefined);
+    const dir = mkdtempSync(path.join(tmpdir(), 'wgd7-'));
+    const client7 = connectClient(CLIENT_NS, saveClientConfig(dir, 'wgd7c', created.config));
+    const key = encodeURIComponent(created.peer.publicKey);
+    const capped = await api(daemon, 'PATCH', `/api/peer/${key}/data-cap`, { quotaBytes: CAP });
+    expect(capped.status).to.equal(200);
+    const ends = { client: client7, clientIp: '10.8.0.2', serverIp: '10.8.0.1', port: 5401 };
+    expect(await transfer(ends, 'download', 300_000)).to.equal(300_000);
+    const before = Number(quotaIn('ip')?.['used']);
+    expect(before).to.be.at.least(300_000);
+    await daemon.stop();
+
+    sh(`ip -6 addr add fd97::1/64 dev ${IF7} nodad`);
+    daemon = await startDaemon({ args: ARGS, listen: LISTEN7 });
+    expect(quotaIn('ip')).to.equal(undefined); // the ip table is gone
+    const moved = quotaIn('inet');
+    expect(moved).to.deep.include({ name: 'q_10_8_0_2', bytes: CAP });
+    expect(Number(moved!['used'])).to.equal(before);
+    expect(daemon.output()).to.contain('moved it to table inet');
+    const listed = await api(daemon, 'GET', '/api/peers');
+    const peer = (listed.body as { peers: Array<Record<string, unknown>> }).peers[0]!;
+    expect(peer['data_cap']).to.deep.include({ quota_bytes: CAP, used_bytes: before });
+  });
+});
