@@ -188,10 +188,11 @@ function hostAddressesOf(peer: WireGuardPeer): string[] {
 
 /**
  * The peer as the shaper and the quota key it: its IPv4 tunnel address, and on a dual-stack
- * peer its IPv6 one (issue 18), which its limit and cap cover too.
+ * interface (`dualStack`) a peer's IPv6 one (issue 18), which its limit and cap cover too. An
+ * IPv4-only interface keys on IPv4 alone, whatever allowed IPs other tools gave a peer.
  */
-function refOf(peer: WireGuardPeer, address: string): PeerRef {
-  const address6 = tunnelAddress6Of(peer);
+function refOf(peer: WireGuardPeer, address: string, dualStack: boolean): PeerRef {
+  const address6 = dualStack ? tunnelAddress6Of(peer) : null;
   return address6 === null
     ? { address, publicKey: peer.publicKey }
     : { address, address6, publicKey: peer.publicKey };
@@ -238,6 +239,8 @@ export class PeerService implements PeerServiceApi {
   /** Addresses (both families) of creates between their saved intent and the kernel change. */
   private readonly reserved = new Set<string>();
   private readonly addresses6: readonly Ipv6Address[];
+  /** The interface had an IPv6 address at start: limits and caps cover peers' IPv6 too. */
+  private readonly dualStack: boolean;
   /** Creates waiting for the next batch (with a state directory); null when none is forming. */
   private forming: CreateWaiter[] | null = null;
   private readonly ready: Promise<unknown>;
@@ -254,6 +257,7 @@ export class PeerService implements PeerServiceApi {
     this.journal = options.journal ?? null;
     this.ready = options.ready ?? Promise.resolve();
     this.addresses6 = options.addresses6 ?? [];
+    this.dualStack = this.addresses6.length > 0;
     this.snapshots = new FreshRead(
       async () => {
         await this.ready;
@@ -487,7 +491,7 @@ export class PeerService implements PeerServiceApi {
         try {
           await this.removeLimitsAndCaps(
             hostAddressesOf(peer).map((address) =>
-              address === ip ? refOf(peer, address) : { address },
+              address === ip ? refOf(peer, address, this.dualStack) : { address },
             ),
           );
         } catch (error) {
@@ -842,7 +846,7 @@ export class PeerService implements PeerServiceApi {
     const peer = await this.findPeer(publicKey);
     const ip = tunnelAddressOf(peer);
     if (ip === null) throw new PeerWithoutAddressError(what);
-    return refOf(peer, ip);
+    return refOf(peer, ip, this.dualStack);
   }
 
   /**
@@ -906,7 +910,7 @@ export class PeerService implements PeerServiceApi {
     if (peer === undefined) throw new PeerNotFoundError();
     const ip = tunnelAddressOf(peer);
     if (ip === null) throw new PeerWithoutAddressError(what);
-    return refOf(peer, ip);
+    return refOf(peer, ip, this.dualStack);
   }
 
   /**
@@ -921,7 +925,7 @@ export class PeerService implements PeerServiceApi {
     const live: PeerRef[] = [];
     for (const peer of device.peers) {
       const address = tunnelAddressOf(peer);
-      if (address !== null) live.push(refOf(peer, address));
+      if (address !== null) live.push(refOf(peer, address, this.dualStack));
     }
     let repairs: Repair[];
     if (facility === 'shaper') {

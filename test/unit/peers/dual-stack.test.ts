@@ -191,6 +191,26 @@ describe('peers/service: one limit and one cap per dual-stack peer (issue 18)', 
 });
 
 describe('peers/service: an IPv4-only interface stays IPv4-only (issue 18)', () => {
+  it('keys limits and caps on IPv4 alone, even for a peer other tools gave an IPv6 /128', async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.putPeer(key(1), ['10.8.0.2/32', 'fd42::2/128']);
+    const svc = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      endpointHost: 'h',
+      logger: captureLog().logger,
+    });
+    await svc.setSpeedLimit(key(1), 125_000);
+    await svc.setDataCap(key(1), 1_000_000);
+    await svc.deletePeer(key(1));
+    const ref = { address: '10.8.0.2', publicKey: key(1) };
+    const args = (method: string) => kernel.calls.find((c) => c.method === method)?.args;
+    expect(args('shaper.setLimit')).to.deep.equal(['wg0', ref, 125_000]);
+    expect(args('quota.setCap')).to.deep.equal(['wg0', ref, 1_000_000]);
+    expect(args('shaper.removeLimit')).to.deep.equal(['wg0', '10.8.0.2']);
+    expect(args('quota.removeCap')).to.deep.equal(['wg0', '10.8.0.2']);
+  });
+
   it('gives no IPv6 address and the config of before when the service has no IPv6 addresses', async () => {
     const kernel = FakeKernel.withInterface({ address6: 'fd42::1/64' });
     const svc = new PeerService({
