@@ -42,6 +42,18 @@ const LIMIT = 200_000;
 const TOLERANCE = 0.2;
 const ATTEMPTS = 3;
 const TABLE = `wg_peerd_${IFNAME}`;
+const DAEMON_ARGS = [
+  '--interface',
+  IFNAME,
+  '--listen',
+  LISTEN,
+  '--endpoint-host',
+  SERVER_UNDERLAY_IP,
+  '--address',
+  '10.96.0.1/24',
+  '--address6',
+  'fd96::1/64',
+];
 const CAP = 3_000_000;
 
 interface NftEntry {
@@ -117,21 +129,7 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
   });
 
   it('creates the interface with its --address6 address beside the IPv4 one', async () => {
-    daemon = await startDaemon({
-      args: [
-        '--interface',
-        IFNAME,
-        '--listen',
-        LISTEN,
-        '--endpoint-host',
-        SERVER_UNDERLAY_IP,
-        '--address',
-        '10.96.0.1/24',
-        '--address6',
-        'fd96::1/64',
-      ],
-      listen: LISTEN,
-    });
+    daemon = await startDaemon({ args: DAEMON_ARGS, listen: LISTEN });
     expect(sh(`ip -4 -o addr show dev ${IFNAME}`)).to.contain('10.96.0.1/24');
     expect(sh(`ip -6 -o addr show dev ${IFNAME} scope global`)).to.contain('fd96::1/64');
   });
@@ -271,6 +269,27 @@ describe('dual-stack peers (real kernel, issue 18)', function () {
     expect(quotas()).to.deep.equal([]);
     expect(mapElements('caps')).to.deep.equal([]);
     expect(mapElements('caps6')).to.deep.equal([]);
+  });
+
+  it('removes the IPv6 filter of a limited peer deleted behind its back before a restart, with its class', async function () {
+    this.timeout(240_000);
+    const other = (await api(daemon!, 'POST', '/api/peer')).body as unknown as Created;
+    const key = encodeURIComponent(other.peer.publicKey);
+    const limited = await api(daemon!, 'PATCH', `/api/peer/${key}/speed-limit`, {
+      bytesPerSecond: LIMIT,
+    });
+    expect(limited.status).to.equal(200);
+    expect(flowids(IFNAME, 11)).to.deep.equal(['1:2']);
+    sh(`wg set ${IFNAME} peer ${other.peer.publicKey} remove`);
+    await daemon!.stop();
+    daemon = await startDaemon({ args: DAEMON_ARGS, listen: LISTEN });
+    // The list notices a limit no peer has; the next write repairs it before anything else.
+    expect((await api(daemon, 'GET', '/api/peers')).status).to.equal(200);
+    expect((await api(daemon, 'POST', '/api/peer')).status).to.equal(201);
+    for (const dev of [IFNAME, IFB]) {
+      expect(flowids(dev, 11), dev).to.deep.equal([]);
+      expect(classes(dev), dev).to.not.include('1:2');
+    }
   });
 });
 

@@ -326,13 +326,31 @@ export class Shaper implements ShaperApi {
         operation: `RTM_DELTFILTER u32 ${formatU32Handle(peerFilterHandle(address))} dev ${side.ifname}`,
       }),
     );
-    await ignoringMissing(() =>
-      this.socket.request(
-        RTM_DELTCLASS,
-        encodeTc({ ifindex: side.ifindex, handle: peerClassId(address), parent: 0 }),
-        { operation: `RTM_DELTCLASS ${formatHandle(peerClassId(address))} dev ${side.ifname}` },
-      ),
-    );
+    const deleteClass = (): Promise<void> =>
+      ignoringMissing(() =>
+        this.socket.request(
+          RTM_DELTCLASS,
+          encodeTc({ ifindex: side.ifindex, handle: peerClassId(address), parent: 0 }),
+          { operation: `RTM_DELTCLASS ${formatHandle(peerClassId(address))} dev ${side.ifname}` },
+        ),
+      );
+    try {
+      await deleteClass();
+    } catch (error) {
+      // EBUSY: a filter still points at the class. Ours can only be an IPv6 key node of a
+      // dual-stack peer the shaper was not told of (deleted behind the daemon's back before a
+      // restart): remove the IPv6 nodes into this class, then the class.
+      if (!isNetlinkError(error, 'EBUSY')) throw error;
+      const classid = peerClassId(address);
+      for (const entry of await this.tree.dumpU32(side, QDISC, FILTER_INFO6)) {
+        const table = tableOf(entry.handle);
+        if (table < HOST_TABLE6_BASE || table > HOST_TABLE6_BASE + 0xff) continue;
+        if (entry.divisor === undefined && entry.classid === classid) {
+          await this.removeNode6(side, entry.handle);
+        }
+      }
+      await deleteClass();
+    }
   }
 
   close(): void {
