@@ -50,10 +50,13 @@ export interface Prefix6 {
   prefixLength: number;
 }
 
-/** The interface's prefix narrowed to its first 2^16 addresses (/112) when it is wider. */
+/**
+ * The interface's prefix narrowed to its first 2^16 addresses (/112) when it is wider: the
+ * first ones whatever the server's own address in it, since allocation starts at the bottom.
+ */
 export function shapedPrefix6(address: string, prefixLength: number): Prefix6 {
   const length = Math.max(prefixLength, WIDEST_SHAPED_PREFIX6);
-  return { network: ipv6ToBigInt(address) & prefixMask6(length), prefixLength: length };
+  return { network: ipv6ToBigInt(address) & prefixMask6(prefixLength), prefixLength: length };
 }
 
 /** The 32-bit word `index` (0-3) of a 128-bit value. */

@@ -57,6 +57,13 @@ describe('kernel/shaper IPv6 addressing (issue 18)', () => {
     expect(octets6(shapedPrefix6('fd42::1:0:300:1', 118))).to.deep.equal([0, 1, 2, 3]);
   });
 
+  it("shapes the prefix's first 2^16 addresses, where allocation starts, even when the server's own address lies above them", () => {
+    expect(shapedPrefix6('fd42::1:0:1', 64)).to.deep.equal({
+      network: ipv6ToBigInt('fd42::'),
+      prefixLength: 112,
+    });
+  });
+
   it('keys the root link on every word of the prefix, hashing byte 14 of the last word', () => {
     expect(rootLinkSelector6(24, PREFIX)).to.deep.equal({
       flags: 0,
