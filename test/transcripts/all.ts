@@ -2,7 +2,7 @@
 import { apiPeers } from './api';
 import { dualStack } from './dual-stack';
 import { linkLifecycle } from './link';
-import { nftablesNotifications } from './notifications';
+import { nftablesNotifications, nftablesNotificationsInet } from './notifications';
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
 import { shaperScenarios } from './shaper';
@@ -15,5 +15,6 @@ export const scenarios: Scenario[] = [
   ...shaperScenarios,
   apiPeers,
   nftablesNotifications,
+  nftablesNotificationsInet,
   dualStack,
 ];

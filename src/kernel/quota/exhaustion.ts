@@ -3,11 +3,19 @@
  * once on NFNLGRP_NFTABLES when the packet that exhausts it passes (nftables/notifications.ts).
  * On 6.1 the notice arrives with the packet that makes the cut; 6.12 queues it until the next
  * nf_tables commit, so src/events/exhaustion.ts also learns exhaustion from the shared read.
+ * A notice's nfgen_family is the family of the packet that exhausted the quota, not the
+ * table's (net/netfilter/nft_quota.c: nft_obj_notify(..., nft_pf(pkt), ...)): IPv4 or IPv6 for
+ * the `inet` table of a dual-stack interface (./dual-stack.ts), so the table's name, the same
+ * in both families, tells ours.
  */
 import { openNativeTransport, type TransportFactory } from '../../netlink';
 import { NfTablesMonitor } from '../nftables/notifications';
-import { QUOTA_FAMILY, addressOfObject, quotaTableName } from './naming';
+import { NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6 } from '../nftables/constants';
+import { addressOfObject, quotaTableName } from './naming';
 import { parseQuota } from './objects';
+
+/** The families a notice of our table can carry: the packet's (and the table's, inet). */
+const NOTICE_FAMILIES: ReadonlySet<number> = new Set([NFPROTO_IPV4, NFPROTO_IPV6, NFPROTO_INET]);
 
 export interface CapExhaustedNotice {
   /** The peer's tunnel address (from the object's name). */
@@ -26,7 +34,7 @@ export interface CapWatch {
 }
 
 /**
- * Watches the caps of `ifname`'s table: `onExhausted` for each of its quota objects the data
+ * Watches the caps of `ifname`'s table (either family): `onExhausted` for each of its quota objects the data
  * path exhausts; `onError` when notifications were lost (the socket's queue overflowed) or one
  * could not be read.
  */
@@ -39,7 +47,7 @@ export function watchCapExhaustion(
   const table = quotaTableName(ifname);
   const monitor = new NfTablesMonitor(open, {
     object(family, object) {
-      if (family !== QUOTA_FAMILY || object.table !== table) return;
+      if (!NOTICE_FAMILIES.has(family) || object.table !== table) return;
       const quota = parseQuota(object);
       if (quota === null || !quota.depleted) return;
       const address = addressOfObject(quota.name);

@@ -11,11 +11,15 @@ import { parseMessages, type NetlinkMessage } from '../../../src/netlink';
 import type { Transcript } from '../../../src/netlink/transcript';
 import { FIXTURES, replay } from '../../support/transcripts';
 import {
+  NOTIFY6_PEER_A,
   NOTIFY_KEY_A,
   NOTIFY_PEER_A,
   OTHER_TABLE,
   nftablesNotifications,
+  nftablesNotificationsInet,
 } from '../../transcripts/notifications';
+import type { Scenario } from '../../transcripts/scenario';
+import { NFPROTO_INET, NFPROTO_IPV6 } from '../../../src/kernel/nftables/constants';
 
 interface NftQuota {
   table: string;
@@ -30,9 +34,9 @@ function quotasOf(listing: unknown): NftQuota[] {
 }
 
 /** Every message the subscription's socket received, in order, as recorded. */
-function receivedMessages(): NetlinkMessage[] {
+function receivedMessages(scenario: Scenario = nftablesNotifications): NetlinkMessage[] {
   const transcript = JSON.parse(
-    readFileSync(path.join(FIXTURES, `${nftablesNotifications.name}.json`), 'utf8'),
+    readFileSync(path.join(FIXTURES, `${scenario.name}.json`), 'utf8'),
   ) as Transcript;
   const socket = transcript.sockets[0]!;
   return socket.exchanges.flatMap((exchange) =>
@@ -92,5 +96,47 @@ describe('kernel/nftables notifications: exhausted caps (replayed from a real ke
     // ...and only the two depletions of A and the operator's quota came from the data path.
     expect(dataPath).to.have.length(3);
     expect(dataPath.every((m) => m.pid === 0 && m.seq === 0)).to.equal(true);
+  });
+});
+
+describe('kernel/nftables notifications: exhausted caps of a dual-stack interface, in its inet table (replayed from a real kernel)', () => {
+  const quotaA = (oracle: Record<string, unknown>, step: string) =>
+    quotasOf(oracle[step]).find((q) => q.name === 'q_10_77_3_2')!;
+
+  it("reports a peer's cap exhausted by IPv6 alone once, and once more when IPv4 and IPv6 together pass the raised cap", async () => {
+    const { result, oracle } = await replay(nftablesNotificationsInet);
+    expect(result.errors).to.deep.equal([]);
+    const first = quotaA(oracle, 'exhausted');
+    const afterIpv4 = quotaA(oracle, 'afterIpv4');
+    const second = quotaA(oracle, 'exhaustedAgain');
+    // nft: used up by ICMPv6; after the raise, IPv4 counted into the same object without
+    // reaching the cap; then IPv6 took it over.
+    expect(first.used).to.be.at.least(first.bytes);
+    expect(afterIpv4.used).to.be.above(first.used).and.below(afterIpv4.bytes);
+    expect(second.used).to.be.at.least(second.bytes);
+    expect(result.notices).to.deep.equal([
+      {
+        address: NOTIFY6_PEER_A.address,
+        publicKey: NOTIFY6_PEER_A.publicKey,
+        quotaBytes: first.bytes,
+        usedBytes: first.bytes,
+      },
+      {
+        address: NOTIFY6_PEER_A.address,
+        publicKey: NOTIFY6_PEER_A.publicKey,
+        quotaBytes: second.bytes,
+        usedBytes: second.bytes,
+      },
+    ]);
+  });
+
+  it("took those notices from datagrams of the exhausting packet's family, IPv6 (NFPROTO_IPV6), not the table's (inet): a check for ip alone drops them", () => {
+    const dataPath = receivedMessages(nftablesNotificationsInet).flatMap((m) => {
+      const news = dataPathObjectOf(m);
+      return news === null ? [] : [news];
+    });
+    expect(dataPath).to.have.length(2);
+    expect(dataPath.map((news) => news.family)).to.deep.equal([NFPROTO_IPV6, NFPROTO_IPV6]);
+    expect(dataPath.map((news) => news.family)).to.not.include(NFPROTO_INET);
   });
 });
