@@ -26,7 +26,7 @@ const PEERS = Number(process.env.BENCH_PEERS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const PACKETS = Number(process.env.BENCH_PACKETS ?? 200_000);
 /** Far above what the generator sends: the limit classifies, it never delays a packet. */
-const RATE = 10_000_000_000;
+const RATE = 1_000_000_000;
 const PKTGEN = '/proc/net/pktgen';
 /** The generator's thread on CPU 0 and the pktgen device on IFNAME (`<ifname>@<id>`). */
 const THREAD = `${PKTGEN}/kpktgend_0`;
