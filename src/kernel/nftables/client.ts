@@ -35,6 +35,7 @@ import {
   NFNL_SUBSYS_NFTABLES,
   NFPROTO_INET,
   NFPROTO_IPV4,
+  NFPROTO_IPV6,
   NFPROTO_UNSPEC,
   NFT_MSG_DELCHAIN,
   NFT_MSG_DELOBJ,
@@ -84,6 +85,8 @@ export function familyName(family: number): string {
       return 'ip';
     case NFPROTO_INET:
       return 'inet';
+    case NFPROTO_IPV6:
+      return 'ip6';
     default:
       return `family ${family}`;
   }
@@ -108,9 +111,23 @@ export function decodeNftMessage<S extends Schema>(
  * (NFTA_SET_ID) as well as by name.
  */
 export class NftBatch {
-  private readonly queued: BatchMessage[] = [];
+  private readonly queued: BatchMessage[];
 
-  constructor(readonly family: number) {}
+  constructor(
+    readonly family: number,
+    queue: BatchMessage[] = [],
+  ) {
+    this.queued = queue;
+  }
+
+  /**
+   * The same transaction, whose messages queued through the returned batch are of `family`:
+   * each message carries its own nfgenmsg family, so tables of several families change in one
+   * transaction (as `nft -f` commits a file naming an ip and an ip6 table).
+   */
+  inFamily(family: number): NftBatch {
+    return new NftBatch(family, this.queued);
+  }
 
   get length(): number {
     return this.queued.length;
