@@ -214,13 +214,21 @@ export interface SuspensionApi {
   /**
    * Repairs the table (rebuilt whole when not as specified), removes suspensions of addresses
    * whose live peer is not their owner, and adds `restore` (a reboot with a state dir). No table
-   * and nothing to restore: nothing is made. Returns what was repaired.
+   * and nothing to restore: nothing is made. The IPv6 address of each peer left suspended (a
+   * live or restored ref's `address6`) is suspended too, and no other IPv6 address (issue 18).
+   * Returns what was repaired.
    */
   ensure(ifname: string, live: readonly PeerRef[], restore?: readonly PeerRef[]): Promise<Repair[]>;
-  /** From the commit on, no tunnelled packet of the peer passes either way; idempotent. */
+  /**
+   * From the commit on, no tunnelled packet of the peer passes either way, of either family
+   * when it has an `address6`; idempotent.
+   */
   suspend(ifname: string, peer: PeerRef): Promise<void>;
-  /** Lets the address's packets pass again; an address not suspended is not an error. */
-  resume(ifname: string, address: string): Promise<void>;
+  /**
+   * Lets the address's packets pass again, and those of `address6` (a dual-stack peer's) in the
+   * same transaction; an address not suspended is not an error.
+   */
+  resume(ifname: string, address: string, address6?: string | null): Promise<void>;
   /** Suspended address → the owner's public key (null when the element has none). */
   listSuspended(ifname: string): Promise<Map<string, string | null>>;
 }

@@ -62,8 +62,11 @@ export interface RestorePlan {
   limits: { publicKey: string; address: string; address6?: string; bytesPerSecond: number }[];
   /** Caps to create with the bytes already counted; likewise with the IPv6 address. */
   caps: { publicKey: string; address: string; address6?: string; cap: SavedCap }[];
-  /** Suspensions to put back (a reboot): the peer is in `addPeers` or already in the kernel. */
-  suspensions: { publicKey: string; address: string }[];
+  /**
+   * Suspensions to put back (a reboot): the peer is in `addPeers` or already in the kernel;
+   * likewise with the IPv6 address.
+   */
+  suspensions: { publicKey: string; address: string; address6?: string }[];
   /** The state the journal holds once the plan is carried out (boot not included). */
   next: Map<string, SavedPeer>;
   warnings: RestoreWarning[];
@@ -173,7 +176,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
         current.cap = { ...before.cap };
       }
       if (address !== null && current.suspended !== true && before.suspended === true) {
-        plan.suspensions.push({ publicKey, address });
+        plan.suspensions.push({ publicKey, address, ...v6 });
         current.suspended = true;
       }
       continue;
@@ -220,7 +223,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
       plan.limits.push({ publicKey, address, ...v6, bytesPerSecond: peer.limit });
     }
     if (peer.cap !== null) plan.caps.push({ publicKey, address, ...v6, cap: peer.cap });
-    if (peer.suspended === true) plan.suspensions.push({ publicKey, address });
+    if (peer.suspended === true) plan.suspensions.push({ publicKey, address, ...v6 });
   }
   return plan;
 }

@@ -98,7 +98,11 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
       kernel.suspension.ensure(
         ifname,
         live,
-        plan.suspensions.map((s) => ({ address: s.address, publicKey: s.publicKey })),
+        plan.suspensions.map((s) => ({
+          address: s.address,
+          ...(s.address6 === undefined ? {} : { address6: s.address6 }),
+          publicKey: s.publicKey,
+        })),
       ),
     );
   }

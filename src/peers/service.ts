@@ -623,8 +623,8 @@ export class PeerService implements PeerServiceApi {
         const suspension = this.kernel.suspension;
         await this.call('suspension', () =>
           suspended
-            ? suspension.suspend(this.ifname, { address: ip, publicKey: key })
-            : suspension.resume(this.ifname, ip),
+            ? suspension.suspend(this.ifname, ref)
+            : suspension.resume(this.ifname, ip, ref.address6),
         );
         const event = suspended ? 'peer_suspended' : 'peer_resumed';
         this.log.info(
@@ -872,7 +872,7 @@ export class PeerService implements PeerServiceApi {
       }
       if (suspended.has(ref.address)) {
         await this.call('suspension', () =>
-          this.kernel.suspension.resume(this.ifname, ref.address),
+          this.kernel.suspension.resume(this.ifname, ref.address, ref.address6),
         );
       }
     }

@@ -70,15 +70,20 @@ export function chainSpecs(ifname: string): ChainSpec[] {
 
 /**
  * meta i/oifname == ifname, then the peer's address (ip s/daddr) into register 1: the match the
- * rules of the caps and of the suspensions (src/kernel/suspension) begin with.
+ * rules of the caps and of the suspensions (src/kernel/suspension) begin with. `length` 16 with
+ * an IPv6 spec's offsets loads ip6 s/daddr (the suspensions' ip6 table, issue 18).
  */
-export function peerAddressMatch(ifname: string, spec: ChainSpec): Expression[] {
+export function peerAddressMatch(
+  ifname: string,
+  spec: ChainSpec,
+  length: 4 | 16 = 4,
+): Expression[] {
   const name = Buffer.alloc(IFNAMSIZ); // NUL-padded, as the kernel stores interface names
   name.write(ifname, 'utf8');
   return [
     metaLoad(spec.metaKey, NFT_REG_1),
     cmpEq(NFT_REG_1, name),
-    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, 4, NFT_REG_1),
+    payloadLoad(NFT_PAYLOAD_NETWORK_HEADER, spec.addressOffset, length, NFT_REG_1),
   ];
 }
 

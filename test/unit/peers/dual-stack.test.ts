@@ -190,6 +190,42 @@ describe('peers/service: one limit and one cap per dual-stack peer (issue 18)', 
   });
 });
 
+describe('peers/service: a suspended dual-stack peer passes neither family (issue 18)', () => {
+  it("hands the suspension the peer's IPv6 address with its IPv4 one: suspend, resume, and delete", async () => {
+    const { kernel, svc } = dualStack();
+    const a = await svc.createPeer();
+    const b = await svc.createPeer();
+    await svc.setSuspension(a.publicKey, true);
+    await svc.setSuspension(a.publicKey, false);
+    await svc.setSuspension(b.publicKey, true);
+    await svc.deletePeer(b.publicKey);
+    const calls = kernel.calls
+      .filter((c) => c.method === 'suspension.suspend' || c.method === 'suspension.resume')
+      .map((c) => [c.method, ...c.args]);
+    expect(calls).to.deep.equal([
+      [
+        'suspension.suspend',
+        'wg0',
+        { address: '10.8.0.2', address6: 'fd42::2', publicKey: a.publicKey },
+      ],
+      ['suspension.resume', 'wg0', '10.8.0.2', 'fd42::2'],
+      [
+        'suspension.suspend',
+        'wg0',
+        { address: '10.8.0.3', address6: 'fd42::3', publicKey: b.publicKey },
+      ],
+      ['suspension.resume', 'wg0', '10.8.0.3', 'fd42::3'],
+    ]);
+    // The repair before each change is handed every live peer's IPv6 address too.
+    const ensure = kernel.calls.find((c) => c.method === 'suspension.ensure')?.args;
+    expect(ensure?.[1]).to.deep.include({
+      address: '10.8.0.2',
+      address6: 'fd42::2',
+      publicKey: a.publicKey,
+    });
+  });
+});
+
 describe('peers/service: an IPv4-only interface stays IPv4-only (issue 18)', () => {
   it('keys limits and caps on IPv4 alone, even for a peer other tools gave an IPv6 /128', async () => {
     const kernel = FakeKernel.withInterface();
@@ -202,6 +238,7 @@ describe('peers/service: an IPv4-only interface stays IPv4-only (issue 18)', () 
     });
     await svc.setSpeedLimit(key(1), 125_000);
     await svc.setDataCap(key(1), 1_000_000);
+    await svc.setSuspension(key(1), true);
     await svc.deletePeer(key(1));
     const ref = { address: '10.8.0.2', publicKey: key(1) };
     const args = (method: string) => kernel.calls.find((c) => c.method === method)?.args;
@@ -209,6 +246,8 @@ describe('peers/service: an IPv4-only interface stays IPv4-only (issue 18)', () 
     expect(args('quota.setCap')).to.deep.equal(['wg0', ref, 1_000_000]);
     expect(args('shaper.removeLimit')).to.deep.equal(['wg0', '10.8.0.2']);
     expect(args('quota.removeCap')).to.deep.equal(['wg0', '10.8.0.2']);
+    expect(args('suspension.suspend')).to.deep.equal(['wg0', ref]);
+    expect(args('suspension.resume')).to.deep.equal(['wg0', '10.8.0.2']);
   });
 
   it('gives no IPv6 address and the config of before when the service has no IPv6 addresses', async () => {

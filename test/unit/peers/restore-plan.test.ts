@@ -238,6 +238,26 @@ describe('peers/restore-plan: dual-stack peers (issue 18)', () => {
     ]);
   });
 
+  it('puts a suspended dual-stack peer back suspended on both addresses, an IPv4-only one on its one', () => {
+    const plan = planRestore(
+      saved([
+        {
+          publicKey: A,
+          allowedIps: ['10.8.0.2/32', 'fd42::2/128'],
+          limit: null,
+          cap: null,
+          suspended: true,
+        },
+        peer(B, '10.8.0.3', { suspended: true }),
+      ]),
+      kernel({ bootId: 'boot-2' }),
+    );
+    expect(plan.suspensions).to.deep.equal([
+      { publicKey: A, address: '10.8.0.2', address6: 'fd42::2' },
+      { publicKey: B, address: '10.8.0.3' },
+    ]);
+  });
+
   it('adds the IPv6 address to what it restores for a peer the kernel has again', () => {
     const plan = planRestore(
       saved([{ publicKey: A, allowedIps: ['10.8.0.2/32', 'fd42::2/128'], limit: 2000, cap: null }]),

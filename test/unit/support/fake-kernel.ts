@@ -394,10 +394,14 @@ export class FakeKernel implements Kernel {
         this.op('suspension.suspend', [ifname, peer], () => {
           this.suspendedOf(ifname).set(peer.address, peer.publicKey);
         }),
-      resume: (ifname, address) =>
-        this.op('suspension.resume', [ifname, address], () => {
-          this.suspendedOf(ifname).delete(address);
-        }),
+      resume: (ifname, address, address6?: string | null) =>
+        this.op(
+          'suspension.resume',
+          [ifname, address, address6 ?? undefined].filter(isGiven),
+          () => {
+            this.suspendedOf(ifname).delete(address);
+          },
+        ),
       listSuspended: (ifname) =>
         this.op('suspension.listSuspended', [ifname], () => {
           return new Map<string, string | null>(this.suspendedOf(ifname));
