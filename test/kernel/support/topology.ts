@@ -118,7 +118,7 @@ export function deleteLink(ifname: string, netns?: string): void {
 }
 
 /** Deletes nf_tables table `name` of `family` if it exists. */
-export function deleteNftTable(family: 'ip' | 'inet', name: string): void {
+export function deleteNftTable(family: 'ip' | 'ip6' | 'inet', name: string): void {
   sh(`nft delete table ${family} ${q(name)} 2>/dev/null || true`);
 }
 
@@ -134,7 +134,9 @@ export function removeDaemonLeftovers(ifname: string): void {
   deleteLink(ifname);
   deleteLink(ifbNameFor(ifname));
   deleteNftTable('ip', quotaTableName(ifname));
+  deleteNftTable('inet', quotaTableName(ifname)); // a dual-stack interface's caps (issue 18)
   deleteNftTable('ip', suspensionTableName(ifname));
+  deleteNftTable('ip6', suspensionTableName(ifname)); // its peers' suspended IPv6 addresses
 }
 
 /**
