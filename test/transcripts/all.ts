@@ -1,6 +1,6 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
 import { apiPeers } from './api';
-import { dualStack } from './dual-stack';
+import { dualStack, dualStackSuspension } from './dual-stack';
 import { linkLifecycle } from './link';
 import { nftablesNotifications, nftablesNotificationsInet } from './notifications';
 import { quotaScenarios } from './quota';
@@ -17,4 +17,5 @@ export const scenarios: Scenario[] = [
   nftablesNotifications,
   nftablesNotificationsInet,
   dualStack,
+  dualStackSuspension,
 ];

@@ -7,8 +7,9 @@
  */
 import { Quota } from '../../src/kernel/quota';
 import { Shaper } from '../../src/kernel/shaper';
+import { Suspension } from '../../src/kernel/suspension';
 import { DEFAULT_TICKS_PER_MICROSECOND, ticksPerMicrosecond } from '../../src/kernel/tc/htb';
-import type { KernelDataCap, LimitState } from '../../src/kernel/types';
+import type { KernelDataCap, LimitState, PeerRef, Repair } from '../../src/kernel/types';
 import type { Scenario, ScenarioContext } from './scenario';
 
 export const DUAL_IF = 'wgds0';
@@ -53,16 +54,21 @@ function removeAll(sh: (command: string) => string): void {
   sh(`nft delete table inet ${DUAL_TABLE} 2>/dev/null || true`);
 }
 
+/** The dual-stack interface both scenarios run on: 10.78.0.1/24 and fd78::1/64. */
+function addDualInterface(sh: (command: string) => string): void {
+  sh(`ip link add ${DUAL_IF} type wireguard`);
+  sh(`ip addr add 10.78.0.1/24 dev ${DUAL_IF}`);
+  sh(`ip -6 addr add fd78::1/64 dev ${DUAL_IF} nodad`);
+  sh(`ip link set ${DUAL_IF} up`);
+}
+
 export const dualStack: Scenario<DualStackResult> = {
   name: 'dual-stack',
   description:
     'a dual-stack peer (10.78.0.2, fd78::2) on an interface with 10.78.0.1/24 and fd78::1/64: the shaper sets its limit with IPv6 key nodes into the IPv4 class and removes it; the quota sets up an inet table, sets its cap through caps and caps6, lists and removes it',
   setup(sh) {
     removeAll(sh);
-    sh(`ip link add ${DUAL_IF} type wireguard`);
-    sh(`ip addr add 10.78.0.1/24 dev ${DUAL_IF}`);
-    sh(`ip -6 addr add fd78::1/64 dev ${DUAL_IF} nodad`);
-    sh(`ip link set ${DUAL_IF} up`);
+    addDualInterface(sh);
   },
   async run(context) {
     const { recording, sh, oracle } = context;
@@ -93,4 +99,65 @@ export const dualStack: Scenario<DualStackResult> = {
     }
   },
   teardown: removeAll,
+};
+
+export const DUAL_SUSPENSION_TABLE = 'wg_peerd_suspend_wgds0';
+/** An IPv4-only peer on the same interface (allowed IPs of another tool), suspended beside. */
+export const IPV4_ONLY_PEER = {
+  address: '10.78.0.4',
+  publicKey: 'BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ=',
+};
+/** The dual-stack peer with another IPv6 address (as after a change behind the daemon's back). */
+export const MOVED_PEER: PeerRef = { ...DUAL_PEER, address6: 'fd78::3' };
+
+export interface DualStackSuspensionResult {
+  listed: Array<[string, string | null]>;
+  repairs: Repair[];
+  listedAfterResume: Array<[string, string | null]>;
+}
+
+/** Both suspension tables as `nft -j list` prints them (recording only); null for none. */
+function suspensionTables(sh: (command: string) => string) {
+  return {
+    ip: json(sh, `nft -j list table ip ${DUAL_SUSPENSION_TABLE}`),
+    ip6: json(sh, `nft -j list table ip6 ${DUAL_SUSPENSION_TABLE}`),
+  };
+}
+
+function removeSuspensionTables(sh: (command: string) => string): void {
+  removeAll(sh);
+  sh(`nft delete table ip ${DUAL_SUSPENSION_TABLE} 2>/dev/null || true`);
+  sh(`nft delete table ip6 ${DUAL_SUSPENSION_TABLE} 2>/dev/null || true`);
+}
+
+export const dualStackSuspension: Scenario<DualStackSuspensionResult> = {
+  name: 'suspension-dual-stack',
+  description:
+    'suspension on a dual-stack interface (10.78.0.1/24, fd78::1/64): suspending the dual-stack peer (10.78.0.2, fd78::2) makes the ip and the ip6 table in one transaction, an IPv4-only peer (10.78.0.4) gets no IPv6 element, a repair whose live peer now has fd78::3 moves the IPv6 element, a resume removes both addresses in one transaction',
+  setup(sh) {
+    removeSuspensionTables(sh);
+    addDualInterface(sh);
+  },
+  async run(context) {
+    const { recording, sh, oracle } = context;
+    const suspension = new Suspension(context.open);
+    const sorted = <V>(map: Map<string, V>): Array<[string, V]> =>
+      [...map.entries()].sort(([a], [b]) => a.localeCompare(b));
+    try {
+      await suspension.suspend(DUAL_IF, DUAL_PEER);
+      if (recording) oracle.suspended = suspensionTables(sh);
+      await suspension.suspend(DUAL_IF, IPV4_ONLY_PEER);
+      if (recording) oracle.bothSuspended = suspensionTables(sh);
+      const listed = sorted(await suspension.listSuspended(DUAL_IF));
+      const repairs = await suspension.ensure(DUAL_IF, [MOVED_PEER, IPV4_ONLY_PEER]);
+      if (recording) oracle.repaired = suspensionTables(sh);
+      await suspension.resume(DUAL_IF, MOVED_PEER.address, MOVED_PEER.address6);
+      if (recording) oracle.resumed = suspensionTables(sh);
+      const listedAfterResume = sorted(await suspension.listSuspended(DUAL_IF));
+      return { listed, repairs, listedAfterResume };
+    } finally {
+      suspension.close();
+    }
+  },
+  teardown: removeSuspensionTables,
 };
