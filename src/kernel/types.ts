@@ -162,6 +162,28 @@ export interface ShaperApi {
 export interface DataCap {
   quotaBytes: number;
   usedBytes: number;
+  /** The cap's billing period (issue 19), kept in the quota object's userdata; null: none. */
+  plan?: CapPlan | null;
+}
+
+/** A billing period's length (DESIGN §3 "Plans on a data cap"). */
+export type Period = 'day' | 'week' | 'month';
+
+/** A cap's billing period: usage resets at periodStart + k periods (src/peers/periods.ts). */
+export interface CapPlan {
+  period: Period;
+  /** The anchor: milliseconds since the epoch, and the wall clock's offset periods count on. */
+  periodStart: { at: number; offsetMinutes: number };
+  /** Milliseconds since the epoch when the count of the current period began (its last reset). */
+  periodFrom: number;
+  /** Bytes the last period reset closed with; null before the first. */
+  previousUsedBytes: number | null;
+}
+
+/** A period reset made: the usage it closed, and the plan as it now stands. */
+export interface PeriodReset {
+  closing: DataCap;
+  plan: CapPlan;
 }
 
 /** A cap as read from the kernel. */
@@ -193,8 +215,14 @@ export interface QuotaApi {
    * repairs, to log).
    */
   setDualStack(ifname: string, dualStack: boolean): Promise<Repair[]>;
-  /** Sets or changes the cap; changing keeps the bytes already used. */
-  setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void>;
+  /**
+   * Sets or changes the cap; changing keeps the bytes already used. `plan` undefined keeps the
+   * cap's billing period as it is; a plan or null sets or ends it (the object is replaced with
+   * its new userdata, keeping consumed).
+   */
+  setCap(ifname: string, peer: PeerRef, quotaBytes: number, plan?: CapPlan | null): Promise<void>;
+  /** The peer's cap as the kernel holds it (with its plan); null when it has none of its own. */
+  getCap(ifname: string, peer: PeerRef): Promise<DataCap | null>;
   /** Removes the peer's cap (and a dual-stack peer's IPv6 element); none is not an error. */
   removeCap(ifname: string, address: string, address6?: string): Promise<void>;
   /**
@@ -202,6 +230,12 @@ export interface QuotaApi {
    * the closing cap and usage (bytes let through); null when the peer has no cap.
    */
   resetCap(ifname: string, peer: PeerRef): Promise<DataCap | null>;
+  /**
+   * The period reset due at `due` (ms): read and zero the quota in one step, then record the
+   * closing usage as the previous period's and `due` as the new period's start in the userdata.
+   * null when the peer's cap has no plan or the reset was already made (periodFrom >= due).
+   */
+  resetPeriod(ifname: string, peer: PeerRef, due: number): Promise<PeriodReset | null>;
   /** address → cap, bytes used and whether it is enforced, read back from the kernel. */
   listCaps(ifname: string): Promise<Map<string, KernelDataCap>>;
 }

@@ -172,12 +172,27 @@ export const nestedView: Codec<Buffer> = {
   },
 };
 
-/** What a listing of objects needs: table, name, type and data (a view), nothing copied. */
+/** A plain attribute's payload as a view into the received buffer, not a copy. */
+export const bytesView: Codec<Buffer> = {
+  nested: false,
+  encode(value) {
+    return value;
+  },
+  decode(data) {
+    return data;
+  },
+};
+
+/**
+ * What a listing of objects needs: table, name, type, data and userdata (views), nothing
+ * copied.
+ */
 export const quotaListing = schema({
   table: { type: NFTA_OBJ_TABLE, codec: string },
   name: { type: NFTA_OBJ_NAME, codec: string },
   type: { type: NFTA_OBJ_TYPE, codec: be32 },
   data: { type: NFTA_OBJ_DATA, codec: nestedView },
+  userdata: { type: NFTA_OBJ_USERDATA, codec: bytesView },
 });
 
 /** enum nft_quota_attributes: the data of an NFT_OBJECT_QUOTA object. */

@@ -71,14 +71,17 @@ import { ipv4ToBytes } from '../ipv4';
 import { ipv6ToBytes } from '../ipv6';
 import { CAPS_MAP6, DUAL_STACK_FAMILY, isCapsMap6, writeElement6 } from './dual-stack';
 import type {
+  CapPlan,
   CapRef,
   ChangeQueue,
   DataCap,
   KernelDataCap,
   PeerRef,
+  PeriodReset,
   QuotaApi,
   Repair,
 } from '../types';
+import { decodeCapUserdata } from './cap-userdata';
 
 export * from './naming';
 export { writeSetUp } from './skeleton';
@@ -96,6 +99,21 @@ import {
 } from './objects';
 import { quotaErrors } from './facility';
 import { type CapTableState, planCapTable } from './plan';
+
+/** Two plans alike (null for none). */
+function samePlan(a: CapPlan | null, b: CapPlan | null): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The plan in a listed object's userdata. Most caps hold only the owner's comment (one TLV):
+ * those are not decoded, so a listing of 10,000 plain caps costs what it did.
+ */
+function planIn(userdata: Buffer | undefined): { plan?: CapPlan } {
+  if (!userdata || userdata.length < 2 || userdata.length <= 2 + userdata[1]!) return {};
+  const plan = decodeCapUserdata(userdata).plan;
+  return plan === null ? {} : { plan };
+}
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
@@ -140,7 +158,11 @@ export class Quota implements QuotaApi {
       const quota = parseQuota(object);
       const address = object.name ? addressOfObject(object.name) : null;
       if (quota === null || address === null || quota.owner === null) continue;
-      const lastSeen = { quotaBytes: Number(quota.quotaBytes), usedBytes: Number(quota.usedBytes) };
+      const lastSeen = {
+        quotaBytes: Number(quota.quotaBytes),
+        usedBytes: Number(quota.usedBytes),
+        ...(quota.plan ? { plan: quota.plan } : {}),
+      };
       caps.push({ address, publicKey: quota.owner, lastSeen });
     }
     const plan = planCapTable(ifname, null, caps, true);
@@ -210,44 +232,69 @@ export class Quota implements QuotaApi {
     return { set, chains, rules, objects, elements, set6, elements6 };
   }
 
-  setCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+  setCap(ifname: string, peer: PeerRef, quotaBytes: number, plan?: CapPlan | null): Promise<void> {
     return this.changes.run(() =>
-      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes), quotaErrors),
+      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes, plan), quotaErrors),
     );
   }
 
-  private async doSetCap(ifname: string, peer: PeerRef, quotaBytes: number): Promise<void> {
+  private async doSetCap(
+    ifname: string,
+    peer: PeerRef,
+    quotaBytes: number,
+    plan: CapPlan | null | undefined,
+  ): Promise<void> {
     const bytes = checkQuotaBytes(quotaBytes);
     try {
-      await this.writeCap(ifname, peer, bytes);
+      await this.writeCap(ifname, peer, bytes, plan);
     } catch (error) {
       // The table or the map is gone (deleted by hand, or never set up): set up, then retry
       // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
       if (!isNetlinkError(error, 'ENOENT')) throw error;
       await this.doEnsure(ifname, null);
-      await this.writeCap(ifname, peer, bytes);
+      await this.writeCap(ifname, peer, bytes, plan);
     }
   }
 
-  private async writeCap(ifname: string, peer: PeerRef, quotaBytes: bigint): Promise<void> {
+  private async writeCap(
+    ifname: string,
+    peer: PeerRef,
+    quotaBytes: bigint,
+    plan: CapPlan | null | undefined,
+  ): Promise<void> {
     const table = quotaTableName(ifname);
     const family = this.familyOf(ifname);
     const name = quotaObjectName(peer.address);
     const existing = await this.readQuota(family, table, name);
     if (!existing) {
       const batch = new NftBatch(family);
-      writeNewQuota(batch, table, peer, quotaBytes, 0n);
+      writeNewQuota(batch, table, peer, quotaBytes, 0n, plan ?? null);
       this.writeElement6(batch, ifname, table, peer);
       await this.nft.commit(batch, `set data cap of ${peer.address}`);
       return;
     }
     if (existing.owner !== null && existing.owner !== peer.publicKey) {
       // A cap left behind by an earlier peer on this address: the new peer starts from zero.
-      await this.replaceQuota(ifname, table, peer, quotaBytes, 0n);
+      await this.replaceQuota(ifname, table, peer, quotaBytes, 0n, plan ?? null);
       return;
     }
+    const wanted = plan === undefined ? existing.plan : plan;
     if (existing.depleted) {
-      await this.replaceQuota(ifname, table, peer, quotaBytes, existing.usedBytes);
+      await this.replaceQuota(
+        ifname,
+        table,
+        peer,
+        quotaBytes,
+        existing.usedBytes,
+        wanted,
+        existing,
+      );
+      return;
+    }
+    if (!samePlan(wanted, existing.plan) || existing.owner === null) {
+      // The kernel updates a quota's numbers in place but never its userdata
+      // (nf_tables_updobj takes NFTA_OBJ_DATA only): a new plan needs a new object.
+      await this.replaceQuota(ifname, table, peer, quotaBytes, 'current', wanted, existing);
       return;
     }
     const batch = new NftBatch(family);
@@ -266,7 +313,7 @@ export class Quota implements QuotaApi {
     const after = await this.readQuota(family, table, name);
     if (after && after.quotaBytes !== quotaBytes) {
       // A kernel before 5.4 acknowledges the update and changes nothing.
-      await this.replaceQuota(ifname, table, peer, quotaBytes, after.usedBytes);
+      await this.replaceQuota(ifname, table, peer, quotaBytes, after.usedBytes, wanted, after);
     }
   }
 
@@ -276,17 +323,31 @@ export class Quota implements QuotaApi {
     writeElement6(batch, table, { ...peer, address6: peer.address6 });
   }
 
-  /** Elements out, object out, object in with `consumed`, elements in: one transaction. */
+  /**
+   * Elements out, object out, object in with `consumed`, elements in: one transaction.
+   * `consumed` 'current': what the object has counted when read just before the commit (the
+   * read that the removal makes anyway); bytes counted between that read and the commit, a
+   * netlink round trip, are not carried over.
+   */
   private async replaceQuota(
     ifname: string,
     table: string,
     peer: PeerRef,
     quotaBytes: bigint,
-    consumed: bigint,
+    consumed: bigint | 'current',
+    plan: CapPlan | null,
+    kept?: QuotaState,
   ): Promise<void> {
     const batch = new NftBatch(this.familyOf(ifname));
-    await this.writeRemoval(batch, ifname, table, peer.address, peer.address6 ?? undefined);
-    writeNewQuota(batch, table, peer, quotaBytes, consumed);
+    const removed = await this.writeRemoval(
+      batch,
+      ifname,
+      table,
+      peer.address,
+      peer.address6 ?? undefined,
+    );
+    const used = consumed === 'current' ? (removed.quota?.usedBytes ?? 0n) : consumed;
+    writeNewQuota(batch, table, peer, quotaBytes, used, plan, kept?.userdata);
     this.writeElement6(batch, ifname, table, peer);
     await this.nft.commit(batch, `replace data cap of ${peer.address}`);
   }
@@ -301,7 +362,7 @@ export class Quota implements QuotaApi {
     table: string,
     address: string,
     address6?: string,
-  ): Promise<boolean> {
+  ): Promise<{ found: boolean; quota: QuotaState | null }> {
     const family = this.familyOf(ifname);
     const name = quotaObjectName(address);
     const key = ipv4ToBytes(address);
@@ -325,7 +386,10 @@ export class Quota implements QuotaApi {
       );
     }
     if (object) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
-    return object !== null || element !== null || (element6 ?? null) !== null;
+    return {
+      found: object !== null || element !== null || (element6 ?? null) !== null,
+      quota: object && parseQuota(object),
+    };
   }
 
   removeCap(ifname: string, address: string, address6?: string): Promise<void> {
@@ -337,7 +401,7 @@ export class Quota implements QuotaApi {
   private async doRemoveCap(ifname: string, address: string, address6?: string): Promise<void> {
     const table = quotaTableName(ifname);
     const batch = new NftBatch(this.familyOf(ifname));
-    if (!(await this.writeRemoval(batch, ifname, table, address, address6))) return;
+    if (!(await this.writeRemoval(batch, ifname, table, address, address6)).found) return;
     await this.nft.commit(batch, `remove data cap of ${address}`);
   }
 
@@ -356,6 +420,51 @@ export class Quota implements QuotaApi {
         const closing = object && parseQuota(object);
         if (!closing) return null;
         return { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) };
+      }, quotaErrors),
+    );
+  }
+
+  getCap(ifname: string, peer: PeerRef): Promise<DataCap | null> {
+    return atBoundary(async () => {
+      const table = quotaTableName(ifname);
+      const name = quotaObjectName(peer.address);
+      const quota = await this.readQuota(this.familyOf(ifname), table, name);
+      if (!quota || (quota.owner !== null && quota.owner !== peer.publicKey)) return null;
+      return {
+        quotaBytes: Number(quota.quotaBytes),
+        usedBytes: Number(quota.usedBytes),
+        plan: quota.plan,
+      };
+    }, quotaErrors);
+  }
+
+  resetPeriod(ifname: string, peer: PeerRef, due: number): Promise<PeriodReset | null> {
+    return this.changes.run(() =>
+      atBoundary(async () => {
+        const table = quotaTableName(ifname);
+        const name = quotaObjectName(peer.address);
+        const family = this.familyOf(ifname);
+        const existing = await this.readQuota(family, table, name);
+        const plan = existing?.plan;
+        if (!existing || !plan || (existing.owner !== null && existing.owner !== peer.publicKey)) {
+          return null;
+        }
+        if (plan.periodFrom >= due) return null; // made already
+        // Read and zero in one step: the closing usage is exact, nothing counted twice or lost.
+        const object = await this.nft.resetObject(family, table, NFT_OBJECT_QUOTA, name);
+        const closing = object && parseQuota(object);
+        if (!closing) return null;
+        const next: CapPlan = {
+          ...plan,
+          periodFrom: due,
+          previousUsedBytes: Number(closing.usedBytes),
+        };
+        // Then the userdata: the new period's start and the closing usage, for a restart.
+        await this.replaceQuota(ifname, table, peer, closing.quotaBytes, 'current', next, closing);
+        return {
+          closing: { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) },
+          plan: next,
+        };
       }, quotaErrors),
     );
   }
@@ -383,6 +492,7 @@ export class Quota implements QuotaApi {
         quotaBytes: Number(data.bytes ?? 0n),
         usedBytes: Number(data.consumed ?? 0n),
         enforced: routes.get(address) === object.name,
+        ...planIn(object.userdata),
       });
     }
     return caps;

@@ -6,10 +6,10 @@ import { decodeAttributes, encodeAttributes } from '../../netlink';
 import { type ObjectAttributes, type SetElementAttributes, NftBatch } from '../nftables/client';
 import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_DEPLETED, NFT_QUOTA_F_INV } from '../nftables/constants';
 import { quotaAttributes } from '../nftables/schema';
-import { commentOf, commentUserdata } from '../nftables/userdata';
 import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
-import type { PeerRef } from '../types';
-import { CAPS_MAP, OWNER_PREFIX, quotaObjectName } from './naming';
+import type { CapPlan, PeerRef } from '../types';
+import { type CapUserdata, decodeCapUserdata, encodeCapUserdata } from './cap-userdata';
+import { CAPS_MAP, quotaObjectName } from './naming';
 
 /** A quota object as read back from the kernel. */
 export interface QuotaState {
@@ -20,6 +20,10 @@ export interface QuotaState {
   depleted: boolean;
   /** The public key from the userdata comment, or null. */
   owner: string | null;
+  /** The billing period from the userdata, or null. */
+  plan: CapPlan | null;
+  /** The whole userdata as read (what a rewrite keeps). */
+  userdata: CapUserdata;
 }
 
 export function parseQuota(object: ObjectAttributes): QuotaState | null {
@@ -27,13 +31,15 @@ export function parseQuota(object: ObjectAttributes): QuotaState | null {
   const data = decodeAttributes(quotaAttributes, object.data, `quota ${object.name}`);
   const quotaBytes = data.bytes ?? 0n;
   const usedBytes = data.consumed ?? 0n;
-  const comment = commentOf(object.userdata);
+  const userdata = decodeCapUserdata(object.userdata);
   return {
     name: object.name,
     quotaBytes,
     usedBytes,
     depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
-    owner: comment?.startsWith(OWNER_PREFIX) ? comment.slice(OWNER_PREFIX.length) : null,
+    owner: userdata.owner,
+    plan: userdata.plan,
+    userdata,
   };
 }
 
@@ -46,7 +52,8 @@ export function checkQuotaBytes(quotaBytes: number): bigint {
 
 /**
  * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
- * quota, as the kernel requires), owned by the peer's key, and its map element.
+ * quota, as the kernel requires), owned by the peer's key, with its billing period (and any
+ * other userdata fields of `kept`, ./cap-userdata.ts), and its map element.
  */
 export function writeNewQuota(
   batch: NftBatch,
@@ -54,6 +61,8 @@ export function writeNewQuota(
   peer: PeerRef,
   quotaBytes: bigint,
   consumed: bigint,
+  plan: CapPlan | null = null,
+  kept: Pick<CapUserdata, 'others'> = { others: [] },
 ): void {
   const name = quotaObjectName(peer.address);
   batch.newObject(
@@ -61,7 +70,7 @@ export function writeNewQuota(
       table,
       name,
       type: NFT_OBJECT_QUOTA,
-      userdata: commentUserdata(`${OWNER_PREFIX}${peer.publicKey}`),
+      userdata: encodeCapUserdata({ owner: peer.publicKey, plan, others: kept.others }),
       data: encodeAttributes(quotaAttributes, {
         bytes: quotaBytes,
         consumed: consumed > quotaBytes ? quotaBytes : consumed,

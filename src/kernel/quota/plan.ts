@@ -114,8 +114,8 @@ function planSetUp(
   writeSetUp(batch, ifname, dual);
   for (const peer of live) {
     if (!peer.lastSeen) continue;
-    const { quotaBytes, usedBytes } = peer.lastSeen;
-    writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes));
+    const { quotaBytes, usedBytes, plan } = peer.lastSeen;
+    writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes), plan ?? null);
     if (dual) writeElementOf6(batch, table, peer, CAPS_MAP6_ID);
     repairs.push({
       address: peer.address,
@@ -256,7 +256,8 @@ function planCaps(
   for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
   for (const peer of restored) {
     const seen = peer.lastSeen!;
-    writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes));
+    const plan = seen.plan ?? null;
+    writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes), plan);
     if (dual) writeElementOf6(batch, table, peer, ids.caps6);
     repairs.push({
       address: peer.address,

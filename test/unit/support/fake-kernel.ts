@@ -8,6 +8,7 @@
 import { constants } from 'node:os';
 import nacl from 'tweetnacl';
 import type {
+  CapPlan,
   DataCap,
   DeviceConfig,
   IpPrefix,
@@ -340,11 +341,36 @@ export class FakeKernel implements Kernel {
           }
           return repairs;
         }),
-      setCap: (ifname, peer: PeerRef, quotaBytes) =>
-        this.op('quota.setCap', [ifname, peer, quotaBytes], () => {
+      setCap: (ifname, peer: PeerRef, quotaBytes, plan?: CapPlan | null) =>
+        this.op('quota.setCap', [ifname, peer, quotaBytes, plan], () => {
           const caps = this.capsOf(ifname);
-          const usedBytes = caps.get(peer.address)?.usedBytes ?? 0;
-          caps.set(peer.address, { quotaBytes, usedBytes, publicKey: peer.publicKey });
+          const before = caps.get(peer.address);
+          const mine = before?.publicKey === peer.publicKey;
+          caps.set(peer.address, {
+            quotaBytes,
+            usedBytes: before?.usedBytes ?? 0,
+            publicKey: peer.publicKey,
+            plan: plan === undefined ? (mine ? (before?.plan ?? null) : null) : plan,
+          });
+        }),
+      getCap: (ifname, peer: PeerRef) =>
+        this.op('quota.getCap', [ifname, peer], () => {
+          const cap = this.capsOf(ifname).get(peer.address);
+          if (!cap || cap.publicKey !== peer.publicKey) return null;
+          return { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, plan: cap.plan ?? null };
+        }),
+      // The contract of QuotaApi.resetPeriod, in memory.
+      resetPeriod: (ifname, peer: PeerRef, due) =>
+        this.op('quota.resetPeriod', [ifname, peer, due], () => {
+          const cap = this.capsOf(ifname).get(peer.address);
+          const plan = cap?.plan;
+          if (!cap || !plan || cap.publicKey !== peer.publicKey || plan.periodFrom >= due) {
+            return null;
+          }
+          const closing = { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes };
+          cap.usedBytes = 0;
+          cap.plan = { ...plan, periodFrom: due, previousUsedBytes: closing.usedBytes };
+          return { closing, plan: cap.plan };
         }),
       resetCap: (ifname, peer: PeerRef) =>
         this.op('quota.resetCap', [ifname, peer], () => {
@@ -368,6 +394,7 @@ export class FakeKernel implements Kernel {
               quotaBytes: cap.quotaBytes,
               usedBytes: cap.usedBytes,
               enforced: cap.enforced !== false,
+              ...(cap.plan ? { plan: cap.plan } : {}),
             });
           }
           return out;

@@ -1,0 +1,142 @@
+/**
+ * The userdata of a quota object (NFTA_OBJ_USERDATA, Linux 5.10+): what a cap is that the
+ * kernel has no field for, kept beside the quota so that a daemon restart reads every plan back
+ * from the kernel alone (DESIGN §1). libnftnl's TLVs {u8 type, u8 length, value}
+ * (./../nftables/userdata.ts); NFT_USERDATA_MAXLEN (256, linux/netfilter/nf_tables.h) bounds the
+ * whole. Numbers are big-endian, as nf_tables' own attributes are.
+ *
+ * | type | field                    | value                                                     |
+ * | ---- | ------------------------ | --------------------------------------------------------- |
+ * | 0x00 | owner                    | "wg-peerd peer <public key>\0": libnftnl's                |
+ * |      |                          | NFTNL_UDATA_OBJ_COMMENT, which `nft list` prints          |
+ * | 0xe0 | period                   | u8: 1 day, 2 week, 3 month                                |
+ * | 0xe1 | period start             | s64 ms since the epoch, s16 offset in minutes east of UTC |
+ * | 0xe2 | current period from      | s64 ms: when the count of this period began (last reset)  |
+ * | 0xe3 | previous period usage    | u64 bytes: what the last period reset closed with         |
+ * | 0xe8 | after cap (reserved)     | for `afterCap` (issue 19's throttle)                      |
+ * | 0xe9 | throttle rate (reserved) | for `throttleBytesPerSecond`                              |
+ *
+ * Types 1-0xdf are left to libnftnl (enum nftnl_udata_obj_types has only the comment today);
+ * nft ignores types it does not know when it lists an object (the VM's kernel test checks that
+ * `nft list` still prints the owner comment of a planned cap). Unknown types read here are kept
+ * as they are, so a field another version of the daemon wrote survives a rewrite. A period is
+ * all four plan fields or none: a plan with a field missing or malformed reads as no plan.
+ */
+import { NFTNL_UDATA_COMMENT } from '../nftables/constants';
+import { type UserdataTlv, decodeUserdata, encodeUserdata } from '../nftables/userdata';
+import type { CapPlan, Period } from '../types';
+import { OWNER_PREFIX } from './naming';
+
+export const UDATA_PERIOD = 0xe0;
+export const UDATA_PERIOD_START = 0xe1;
+export const UDATA_PERIOD_FROM = 0xe2;
+export const UDATA_PREVIOUS_USED = 0xe3;
+/** Reserved for the fair-use throttle's `afterCap` and `throttleBytesPerSecond`. */
+export const UDATA_AFTER_CAP = 0xe8;
+export const UDATA_THROTTLE_RATE = 0xe9;
+
+const PERIOD_CODES: Readonly<Record<Period, number>> = { day: 1, week: 2, month: 3 };
+const PERIOD_OF_CODE = new Map<number, Period>(
+  Object.entries(PERIOD_CODES).map(([period, code]) => [code, period as Period]),
+);
+
+/** The plan TLVs, in the order written. */
+const PLAN_TYPES = new Set([
+  UDATA_PERIOD,
+  UDATA_PERIOD_START,
+  UDATA_PERIOD_FROM,
+  UDATA_PREVIOUS_USED,
+]);
+
+/** What a quota object's userdata says. */
+export interface CapUserdata {
+  /** The owner's public key; null when the comment is not ours (or absent). */
+  owner: string | null;
+  /** The billing period; null when the cap has none. */
+  plan: CapPlan | null;
+  /** TLVs of other types, kept as read (rewritten unchanged). */
+  others: UserdataTlv[];
+}
+
+function s64(value: number): Buffer {
+  const buffer = Buffer.alloc(8);
+  buffer.writeBigInt64BE(BigInt(value));
+  return buffer;
+}
+
+function u64(value: number): Buffer {
+  const buffer = Buffer.alloc(8);
+  buffer.writeBigUInt64BE(BigInt(value));
+  return buffer;
+}
+
+export function encodeCapUserdata(userdata: CapUserdata): Buffer {
+  const tlvs: UserdataTlv[] = [];
+  if (userdata.owner !== null) {
+    tlvs.push({
+      type: NFTNL_UDATA_COMMENT,
+      value: Buffer.from(`${OWNER_PREFIX}${userdata.owner}\0`, 'utf8'),
+    });
+  }
+  const plan = userdata.plan;
+  if (plan !== null) {
+    const start = Buffer.alloc(10);
+    start.writeBigInt64BE(BigInt(plan.periodStart.at));
+    start.writeInt16BE(plan.periodStart.offsetMinutes, 8);
+    tlvs.push(
+      { type: UDATA_PERIOD, value: Buffer.from([PERIOD_CODES[plan.period]]) },
+      { type: UDATA_PERIOD_START, value: start },
+      { type: UDATA_PERIOD_FROM, value: s64(plan.periodFrom) },
+    );
+    if (plan.previousUsedBytes !== null) {
+      tlvs.push({ type: UDATA_PREVIOUS_USED, value: u64(plan.previousUsedBytes) });
+    }
+  }
+  const ours = new Set([NFTNL_UDATA_COMMENT, ...PLAN_TYPES]);
+  tlvs.push(...userdata.others.filter((tlv) => !ours.has(tlv.type)));
+  return encodeUserdata(tlvs);
+}
+
+export function decodeCapUserdata(data: Buffer | undefined): CapUserdata {
+  const out: CapUserdata = { owner: null, plan: null, others: [] };
+  if (!data) return out;
+  const fields = new Map<number, Buffer>();
+  for (const tlv of decodeUserdata(data)) {
+    if (tlv.type === NFTNL_UDATA_COMMENT) {
+      const end = tlv.value.indexOf(0);
+      const comment = tlv.value.toString('utf8', 0, end === -1 ? tlv.value.length : end);
+      if (comment.startsWith(OWNER_PREFIX)) out.owner = comment.slice(OWNER_PREFIX.length);
+      else out.others.push(tlv);
+    } else if (PLAN_TYPES.has(tlv.type)) {
+      fields.set(tlv.type, tlv.value);
+    } else {
+      out.others.push(tlv);
+    }
+  }
+  out.plan = planOf(fields);
+  return out;
+}
+
+function planOf(fields: ReadonlyMap<number, Buffer>): CapPlan | null {
+  const code = fields.get(UDATA_PERIOD);
+  const start = fields.get(UDATA_PERIOD_START);
+  const from = fields.get(UDATA_PERIOD_FROM);
+  const previous = fields.get(UDATA_PREVIOUS_USED);
+  const period = code?.length === 1 ? PERIOD_OF_CODE.get(code[0]!) : undefined;
+  if (period === undefined || start?.length !== 10 || from?.length !== 8) return null;
+  if (previous !== undefined && previous.length !== 8) return null;
+  const numbers = [
+    start.readBigInt64BE(0),
+    from.readBigInt64BE(0),
+    previous?.readBigUInt64BE(0) ?? 0n,
+  ];
+  if (numbers.some((n) => n > BigInt(Number.MAX_SAFE_INTEGER) || n < -8_640_000_000_000_000n)) {
+    return null;
+  }
+  return {
+    period,
+    periodStart: { at: Number(numbers[0]), offsetMinutes: start.readInt16BE(8) },
+    periodFrom: Number(numbers[1]),
+    previousUsedBytes: previous === undefined ? null : Number(numbers[2]),
+  };
+}

@@ -1,0 +1,88 @@
+import { expect } from 'chai';
+import {
+  UDATA_PERIOD,
+  UDATA_PERIOD_FROM,
+  UDATA_PERIOD_START,
+  UDATA_PREVIOUS_USED,
+  decodeCapUserdata,
+  encodeCapUserdata,
+} from '../../../src/kernel/quota/cap-userdata';
+import { commentUserdata, decodeUserdata } from '../../../src/kernel/nftables/userdata';
+import type { CapPlan } from '../../../src/kernel/types';
+
+const KEY = Buffer.alloc(32, 7).toString('base64');
+const PLAN: CapPlan = {
+  period: 'month',
+  periodStart: { at: Date.parse('2026-01-31T00:00:00+01:00'), offsetMinutes: 60 },
+  periodFrom: Date.parse('2026-02-28T00:00:00+01:00'),
+  previousUsedBytes: 123_456_789_012,
+};
+
+describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
+  it('writes a cap without a plan exactly as the owner comment nft would write', () => {
+    const written = encodeCapUserdata({ owner: KEY, plan: null, others: [] });
+    expect(written).to.deep.equal(commentUserdata(`wg-peerd peer ${KEY}`));
+  });
+
+  it('keeps the owner comment first, so nft list still prints it, then the plan TLVs', () => {
+    const written = encodeCapUserdata({ owner: KEY, plan: PLAN, others: [] });
+    const tlvs = decodeUserdata(written);
+    expect(tlvs.map((t) => t.type)).to.deep.equal([
+      0,
+      UDATA_PERIOD,
+      UDATA_PERIOD_START,
+      UDATA_PERIOD_FROM,
+      UDATA_PREVIOUS_USED,
+    ]);
+    expect(tlvs[0]!.value.toString()).to.equal(`wg-peerd peer ${KEY}\0`);
+    // period u8 (3 = month), start s64 ms + s16 minutes, from s64 ms, previous u64, big-endian
+    expect(tlvs[1]!.value).to.deep.equal(Buffer.from([3]));
+    expect(tlvs[2]!.value.readBigInt64BE(0)).to.equal(BigInt(PLAN.periodStart.at));
+    expect(tlvs[2]!.value.readInt16BE(8)).to.equal(60);
+    expect(tlvs[3]!.value.readBigInt64BE(0)).to.equal(BigInt(PLAN.periodFrom));
+    expect(tlvs[4]!.value.readBigUInt64BE(0)).to.equal(123_456_789_012n);
+    expect(written.length).to.be.at.most(256); // NFT_USERDATA_MAXLEN
+  });
+
+  it('reads back what it writes: owner, plan, negative offsets, no previous period yet', () => {
+    for (const plan of [
+      PLAN,
+      { ...PLAN, periodStart: { at: 0, offsetMinutes: -570 }, previousUsedBytes: null },
+      { ...PLAN, period: 'day' as const },
+      { ...PLAN, period: 'week' as const },
+    ]) {
+      const read = decodeCapUserdata(encodeCapUserdata({ owner: KEY, plan, others: [] }));
+      expect(read).to.deep.equal({ owner: KEY, plan, others: [] });
+    }
+  });
+
+  it('keeps TLVs of other types (a later version, the throttle fields) across a rewrite', () => {
+    const other = { type: 0xe8, value: Buffer.from([2]) };
+    const read = decodeCapUserdata(encodeCapUserdata({ owner: KEY, plan: PLAN, others: [other] }));
+    expect(read.others).to.deep.equal([other]);
+    const rewritten = decodeCapUserdata(encodeCapUserdata({ ...read, plan: null }));
+    expect(rewritten).to.deep.equal({ owner: KEY, plan: null, others: [other] });
+  });
+
+  it('reads a plan with a field missing or of the wrong size as no plan', () => {
+    const whole = decodeUserdata(encodeCapUserdata({ owner: KEY, plan: PLAN, others: [] }));
+    for (const drop of [UDATA_PERIOD, UDATA_PERIOD_START, UDATA_PERIOD_FROM]) {
+      const data = Buffer.concat(
+        whole
+          .filter((t) => t.type !== drop)
+          .map((t) => Buffer.concat([Buffer.from([t.type, t.value.length]), t.value])),
+      );
+      expect(decodeCapUserdata(data).plan, `without ${drop}`).to.equal(null);
+      expect(decodeCapUserdata(data).owner).to.equal(KEY);
+    }
+    const badPeriod = Buffer.from([UDATA_PERIOD, 1, 9]);
+    expect(decodeCapUserdata(badPeriod).plan).to.equal(null);
+  });
+
+  it('reads no owner from a comment that is not ours, and keeps that comment', () => {
+    const read = decodeCapUserdata(commentUserdata('set by hand'));
+    expect(read.owner).to.equal(null);
+    expect(read.others).to.have.length(1);
+    expect(decodeCapUserdata(undefined)).to.deep.equal({ owner: null, plan: null, others: [] });
+  });
+});
