@@ -6,6 +6,7 @@
  * sockets, exit 0.
  */
 import { readFileSync } from 'node:fs';
+import { Counter } from 'prom-client';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -301,6 +302,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     webhookPolicy: deps.webhookPolicy,
   });
   const capWatch = await watchCaps(config.interfaceName, events, deps, logger);
+  const periodResets = new Counter({
+    name: 'wg_peerd_data_cap_period_resets_total',
+    help: 'Billing-period resets of data caps made by this daemon run (on time or late at start)',
+    registers: [metrics.registry],
+  });
   const service: PeerService = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
@@ -312,6 +318,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     journal: store,
     ready: restoring,
     addresses6: iface.addresses6,
+    onPeriodReset: () => periodResets.inc(),
   });
   const checkpoints =
     store === null
@@ -371,6 +378,13 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   }
   await gate;
   checkpoints?.start();
+  // Billing periods: the kernel's plans to the scheduler; a reset missed while down is made now.
+  await service.startPeriods().catch((error: unknown) => {
+    logger.error(
+      { event: 'data_cap_periods_failed', error: messageOf(error) },
+      `reading the data caps' billing periods failed (${messageOf(error)}); the next list read starts them`,
+    );
+  });
   const address = server.address() as AddressInfo;
   logger.info(
     {
@@ -411,6 +425,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       // Event streams never end by themselves: end them, and stop reading and delivering.
       events.close();
       capWatch?.close();
+      service.stopPeriods();
       // Stops accepting; keep-alive connections close once their request is answered.
       server.close(() => {
         clearTimeout(force);

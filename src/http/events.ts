@@ -55,8 +55,9 @@ type JsonSchema = Readonly<Record<string, unknown>>;
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
 const TIME: JsonSchema = { type: 'string', format: 'date-time' };
 const ORIGIN: JsonSchema = {
-  enum: ['api', 'kernel'],
-  description: 'api: made through wg-peerd; kernel: found in the kernel (made behind its back)',
+  enum: ['api', 'kernel', 'period'],
+  description:
+    'api: made through wg-peerd; kernel: found in the kernel (made behind its back); period: a billing-period reset the daemon made on schedule',
 };
 
 function payload(type: string, peer: boolean, fields: Record<string, JsonSchema>): JsonSchema {
@@ -74,6 +75,12 @@ function payload(type: string, peer: boolean, fields: Record<string, JsonSchema>
     properties,
     required: Object.keys(properties),
   };
+}
+
+/** The payload with `fields` not required. */
+function optional(schema: JsonSchema, fields: readonly string[]): JsonSchema {
+  const required = schema.required as string[];
+  return { ...schema, required: required.filter((field) => !fields.includes(field)) };
 }
 
 /** The `data:` of every event type (and the body of its webhook). */
@@ -103,11 +110,16 @@ export const eventPayload: JsonSchema = {
       quota_bytes: { type: 'integer', minimum: 0 },
       used_bytes: { type: 'integer', minimum: 0 },
     }),
-    payload('peer.cap_reset', true, {
-      origin: ORIGIN,
-      quota_bytes: { type: 'integer', minimum: 0 },
-      used_bytes: { type: 'integer', minimum: 0 },
-    }),
+    optional(
+      payload('peer.cap_reset', true, {
+        origin: ORIGIN,
+        quota_bytes: { type: 'integer', minimum: 0 },
+        used_bytes: { type: 'integer', minimum: 0, description: 'The closing usage' },
+        period: { enum: ['day', 'week', 'month'], description: 'A billing-period reset only' },
+        due: { ...TIME, description: 'A billing-period reset only: when it fell due' },
+      }),
+      ['period', 'due'],
+    ),
     payload('peer.throttled', true, {}),
     ...['peer.suspended', 'peer.resumed'].map((type) => payload(type, true, { origin: ORIGIN })),
     payload('interface.lost', false, { reason: { type: 'string' } }),

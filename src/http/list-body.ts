@@ -16,8 +16,10 @@ import {
   PEERS_PER_SLICE,
   inSlices,
   limitOf,
+  planFields,
   stillCurrent,
   viewOf,
+  type CapPlan,
   type FilterStatus,
   type PeerSnapshot,
   type PeerView,
@@ -62,6 +64,19 @@ function numberOrNull(value: number | null): string {
   return value === null ? 'null' : String(value);
 }
 
+/** The plan fields of a data cap, after `enforced` (text the daemon itself formats). */
+function planJson(plan: CapPlan | null | undefined): string {
+  if (!plan) {
+    return ',"period":null,"period_start":null,"next_reset":null,"previous_period_used_bytes":null';
+  }
+  const fields = planFields(plan);
+  return (
+    `,"period":"${fields.period}","period_start":"${fields.periodStart}"` +
+    `,"next_reset":"${fields.nextReset}"` +
+    `,"previous_period_used_bytes":${numberOrNull(fields.previousPeriodUsedBytes)}`
+  );
+}
+
 /**
  * One peer, fields in the order of the test oracle's (test/support/peer-list.ts). No escaping is needed for what the
  * kernel decoder produces: public keys are base64 ([A-Za-z0-9+/=]), tunnel addresses dotted
@@ -90,7 +105,7 @@ function peerJson(view: PeerView): string {
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}}`}` +
+    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}${planJson(cap.plan)}}`}` +
     `,"suspended":${suspended}` +
     '}'
   );

@@ -88,6 +88,7 @@ export const PEER_METRIC = {
   capUsed: 'wg_peerd_peer_data_cap_used_bytes',
   capEnforced: 'wg_peerd_peer_data_cap_enforced',
   capExhausted: 'wg_peerd_peer_data_cap_exhausted',
+  capPreviousPeriod: 'wg_peerd_peer_data_cap_previous_period_used_bytes',
   suspended: 'wg_peerd_peer_suspended',
   ipv6: 'wg_peerd_peer_ipv6_info',
 } as const;
@@ -181,6 +182,11 @@ export async function renderPeerMetrics(
       'gauge',
       "1 when the peer's bytes used reached its enforced data cap (its traffic is dropped), else 0; absent when the peer has no cap",
     ),
+    capPreviousPeriod: new Family(
+      PEER_METRIC.capPreviousPeriod,
+      'gauge',
+      "Bytes the peer's last billing-period reset closed with; absent when its cap has no period or none has reset yet",
+    ),
     suspended: new Family(
       PEER_METRIC.suspended,
       'gauge',
@@ -241,6 +247,8 @@ export async function renderPeerMetrics(
         f.capUsed.add(labels, cap.usedBytes);
         f.capEnforced.add(labels, cap.enforced ? 1 : 0);
         f.capExhausted.add(labels, isExhausted ? 1 : 0);
+        const previous = cap.plan?.previousUsedBytes;
+        if (previous != null) f.capPreviousPeriod.add(labels, previous);
       }
     },
     {

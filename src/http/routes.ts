@@ -290,9 +290,9 @@ export const ROUTES: readonly RouteDef[] = [
     dataCapBody as ValidateFunction<unknown>,
     async ({ service }, req) => {
       const key = keyOf(req);
-      const { quotaBytes } = check(dataCapBody, req.body, 'body');
-      const peer = await service.setDataCap(key, quotaBytes);
-      return `Data cap of ${quotaBytes} bytes set for ${named(peer)}`;
+      const body = check(dataCapBody, req.body, 'body');
+      const peer = await service.setDataCap(key, body);
+      return `Data cap${body.quotaBytes === undefined ? '' : ` of ${body.quotaBytes} bytes`} set for ${named(peer)}`;
     },
   ),
   limitRoute(

@@ -9,7 +9,10 @@ import {
   DEAD,
   NO_HANDSHAKE,
   DATA_CAP_MIN,
+  PERIODS,
+  PERIOD_START_PATTERN,
   PUBLIC_KEY_PATTERN,
+  type Period,
   SPEED_LIMIT_MAX,
   SPEED_LIMIT_MIN,
   ValidationError,
@@ -31,7 +34,9 @@ export interface SpeedLimitBody {
   bytesPerSecond: number;
 }
 export interface DataCapBody {
-  quotaBytes: number;
+  quotaBytes?: number;
+  period?: Period | null;
+  periodStart?: string;
 }
 
 export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
@@ -63,10 +68,26 @@ export const speedLimitBody: ValidateFunction<SpeedLimitBody> = ajv.compile<Spee
   additionalProperties: false,
 });
 
+/**
+ * PATCH .../data-cap: every field optional (a field left out keeps its value; a peer without a
+ * cap needs quotaBytes, which the service checks against the kernel).
+ */
 export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBody>({
   type: 'object',
-  properties: { quotaBytes: { type: 'integer', minimum: DATA_CAP_MIN, maximum: DATA_CAP_MAX } },
-  required: ['quotaBytes'],
+  properties: {
+    quotaBytes: { type: 'integer', minimum: DATA_CAP_MIN, maximum: DATA_CAP_MAX },
+    period: {
+      type: ['string', 'null'],
+      enum: [...PERIODS, null],
+      description: 'Usage resets every period; null ends the period',
+    },
+    periodStart: {
+      type: 'string',
+      pattern: PERIOD_START_PATTERN,
+      description:
+        'ISO 8601 time with an offset (Z or ±hh:mm): resets fall at periodStart + k periods, calendar months clamped to the month end. Default: the time of the request',
+    },
+  },
   additionalProperties: false,
 });
 
@@ -134,6 +155,7 @@ type JsonSchema = Readonly<Record<string, unknown>>;
 
 const nullable = (schema: JsonSchema): JsonSchema => ({ anyOf: [schema, { type: 'null' }] });
 const BYTES: JsonSchema = { type: 'integer', minimum: 0 };
+const TIME_UTC: JsonSchema = { type: 'string', format: 'date-time' };
 
 /** One peer of the list: every field list-body.ts writes (and the test oracle gives). */
 export const peerResponse: JsonSchema = {
@@ -160,8 +182,30 @@ export const peerResponse: JsonSchema = {
     speed_limit_holds: { enum: ['both', 'download', 'upload', null] },
     data_cap: nullable({
       type: 'object',
-      properties: { quota_bytes: BYTES, used_bytes: BYTES, enforced: { type: 'boolean' } },
-      required: ['quota_bytes', 'used_bytes', 'enforced'],
+      properties: {
+        quota_bytes: BYTES,
+        used_bytes: BYTES,
+        enforced: { type: 'boolean' },
+        period: { enum: [...PERIODS, null], description: 'Usage resets every period' },
+        period_start: nullable({
+          type: 'string',
+          description: 'ISO 8601 with the offset given: resets fall at period_start + k periods',
+        }),
+        next_reset: nullable({ ...TIME_UTC, description: 'When usage next resets (UTC)' }),
+        previous_period_used_bytes: nullable({
+          ...BYTES,
+          description: 'What the last period reset closed with; null before the first',
+        }),
+      },
+      required: [
+        'quota_bytes',
+        'used_bytes',
+        'enforced',
+        'period',
+        'period_start',
+        'next_reset',
+        'previous_period_used_bytes',
+      ],
       additionalProperties: false,
     }),
     suspended: {

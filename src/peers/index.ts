@@ -9,3 +9,12 @@ export { renderClientConfig, formatEndpoint } from './client-config';
 export type { KernelObserver, PeerSnapshot } from './snapshot';
 export type { KernelDataCap, LimitState } from '../kernel/types';
 export type { PeerChange, PeerChangeSink, PeerChangeType } from './event-sink';
+export {
+  PERIODS,
+  PERIOD_START_PATTERN,
+  type Period,
+  formatPeriodStart,
+  nextReset,
+} from './periods';
+export type { DataCapChange } from './cap-plan';
+export type { CapPlan } from '../kernel/types';

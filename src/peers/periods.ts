@@ -110,3 +110,17 @@ export function lastReset(start: PeriodStart, period: Period, now: number): numb
   const k = periodsElapsed(start, period, now);
   return k >= 1 ? boundary(start, period, k) : null;
 }
+
+/** The start as ISO 8601 on its own wall clock with its offset (`2026-03-01T00:00:00.000-05:00`). */
+export function formatPeriodStart(start: PeriodStart): string {
+  const wall = new Date(start.at + start.offsetMinutes * MINUTE).toISOString().slice(0, -1);
+  if (start.offsetMinutes === 0) return `${wall}Z`;
+  const sign = start.offsetMinutes < 0 ? '-' : '+';
+  const minutes = Math.abs(start.offsetMinutes);
+  const hh = String(Math.floor(minutes / 60)).padStart(2, '0');
+  const mm = String(minutes % 60).padStart(2, '0');
+  return `${wall}${sign}${hh}:${mm}`;
+}
+
+/** The JSON Schema pattern of a period start: parsePeriodStart's grammar. */
+export const PERIOD_START_PATTERN = ISO_WITH_OFFSET.source;

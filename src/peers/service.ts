@@ -4,6 +4,7 @@
  * every answer is read from it.
  */
 import type {
+  CapPlan,
   CapRef,
   DataCap,
   IpPrefix,
@@ -42,6 +43,9 @@ import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
 import type { SavedPeer, StateStore } from '../state';
+import { type DataCapChange, checkCapChange, resolveCapChange } from './cap-plan';
+import { PeriodScheduler, type SchedulerClock, systemClock } from './period-scheduler';
+import { formatPeriodStart } from './periods';
 
 /**
  * The state directory as the service writes it (src/state/store.ts): every record resolves once
@@ -61,6 +65,18 @@ export type PeerJournal = Pick<
   | 'recordSuspension'
   | 'recordPeers'
 >;
+
+/** A period reset made this long after it fell due was missed (the daemon was down): warn. */
+const PERIOD_RESET_LATE_MS = 10_000;
+
+/** `{ plan }` when there is one, else nothing: caps without a period look as they always did. */
+function withPlan(plan: CapPlan | null | undefined): { plan?: CapPlan } {
+  return plan ? { plan } : {};
+}
+
+function isoStart(plan: CapPlan): string {
+  return formatPeriodStart(plan.periodStart);
+}
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
 export const SPEED_LIMIT_MIN = 1_000;
@@ -135,7 +151,8 @@ export interface PeerServiceApi {
   deletePeer(publicKey: string): Promise<ChangedPeer>;
   setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer>;
   removeSpeedLimit(publicKey: string): Promise<ChangedPeer>;
-  setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer>;
+  /** A number: `{ quotaBytes }`. Fields left out keep their value (./cap-plan.ts). */
+  setDataCap(publicKey: string, change: number | DataCapChange): Promise<ChangedPeer>;
   removeDataCap(publicKey: string): Promise<ChangedPeer>;
   setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
   resetDataCap(publicKey: string): Promise<ResetCap>;
@@ -180,6 +197,10 @@ export interface PeerServiceOptions {
    * of them is given out. Empty or absent: IPv4 only, as before.
    */
   addresses6?: readonly Ipv6Address[];
+  /** The billing periods' clock (src/peers/period-scheduler.ts); injectable for tests. */
+  periodClock?: SchedulerClock;
+  /** Told of each billing-period reset made (the daemon's metrics). */
+  onPeriodReset?: () => void;
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -244,6 +265,9 @@ export class PeerService implements PeerServiceApi {
   /** Creates waiting for the next batch (with a state directory); null when none is forming. */
   private forming: CreateWaiter[] | null = null;
   private readonly ready: Promise<unknown>;
+  /** Billing-period resets (issue 19): one scheduler, fed the plans the kernel holds. */
+  private readonly periods: PeriodScheduler;
+  private readonly onPeriodReset: (() => void) | undefined;
 
   constructor(options: PeerServiceOptions) {
     this.kernel = options.kernel;
@@ -258,6 +282,22 @@ export class PeerService implements PeerServiceApi {
     this.ready = options.ready ?? Promise.resolve();
     this.addresses6 = options.addresses6 ?? [];
     this.dualStack = this.addresses6.length > 0;
+    this.onPeriodReset = options.onPeriodReset;
+    this.periods = new PeriodScheduler({
+      clock: options.periodClock ?? { ...systemClock, now: this.now },
+      reset: (key, due) => this.resetPeriod(key, due),
+      failed: (key, due, error) =>
+        this.log.error(
+          {
+            event: 'data_cap_period_reset_failed',
+            interface: this.ifname,
+            publicKey: key,
+            due: new Date(due).toISOString(),
+            error: messageOf(error),
+          },
+          `the billing-period reset due at ${new Date(due).toISOString()} failed; retried shortly`,
+        ),
+    });
     this.snapshots = new FreshRead(
       async () => {
         await this.ready;
@@ -483,6 +523,7 @@ export class PeerService implements PeerServiceApi {
         await this.call('wireguard', () => this.kernel.wireguard.removePeers(this.ifname, [key]));
         const ip = tunnelAddressOf(peer);
         for (const address of hostAddressesOf(peer)) this.lastCaps.delete(address);
+        this.periods.set(key, null);
         this.log.info(
           { event: 'peer_deleted', interface: this.ifname, publicKey: key, ip },
           'peer deleted',
@@ -553,13 +594,35 @@ export class PeerService implements PeerServiceApi {
     );
   }
 
-  async setDataCap(publicKey: string, quotaBytes: number): Promise<ChangedPeer> {
+  async setDataCap(publicKey: string, change: number | DataCapChange): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
-    checkInteger(quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
+    const asked = typeof change === 'number' ? { quotaBytes: change } : change;
+    if (asked.quotaBytes !== undefined) {
+      checkInteger(asked.quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
+    }
+    checkCapChange(asked);
+    const { quotaBytes, plan } =
+      asked.quotaBytes !== undefined &&
+      asked.period === undefined &&
+      asked.periodStart === undefined
+        ? { quotaBytes: asked.quotaBytes, plan: undefined } // the cap alone, as before periods
+        : // What a left-out field keeps comes from the kernel's cap (a read, nothing written).
+          await this.change(async () => {
+            const ref = this.refIn(await this.readDevice(), key, 'data cap');
+            const existing = await this.call('quota', () =>
+              this.kernel.quota.getCap(this.ifname, ref),
+            );
+            return resolveCapChange(existing, asked, this.now());
+          });
     const before = this.saved(key)?.cap ?? null;
     return this.recorded(
       // The bytes counted stay as saved; the kernel keeps its own count across the change.
-      (journal) => journal.recordCap(key, { quotaBytes, usedBytes: before?.usedBytes ?? 0 }),
+      (journal) =>
+        journal.recordCap(key, {
+          quotaBytes,
+          usedBytes: before?.usedBytes ?? 0,
+          ...withPlan(plan === undefined ? before?.plan : plan),
+        }),
       (journal) => journal.recordCap(key, before),
       () => true,
       async () => {
@@ -567,18 +630,116 @@ export class PeerService implements PeerServiceApi {
         const ref = this.refIn(device, key, 'data cap');
         const ip = ref.address;
         await this.repair('quota', device);
-        await this.call('quota', () => this.kernel.quota.setCap(this.ifname, ref, quotaBytes));
+        await this.call('quota', () =>
+          this.kernel.quota.setCap(this.ifname, ref, quotaBytes, plan),
+        );
         const seen = this.lastCaps.get(ip);
         const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
-        this.lastCaps.set(ip, { publicKey: key, cap: { quotaBytes, usedBytes } });
+        const held = plan === undefined ? (seen?.publicKey === key ? seen.cap.plan : null) : plan;
+        this.lastCaps.set(ip, {
+          publicKey: key,
+          cap: { quotaBytes, usedBytes, ...withPlan(held) },
+        });
+        if (plan !== undefined) this.periods.set(key, plan);
+        const shown = plan ? { period: plan.period, periodStart: isoStart(plan) } : {};
         this.log.info(
-          { event: 'data_cap_set', interface: this.ifname, publicKey: key, ip, quotaBytes },
+          {
+            event: 'data_cap_set',
+            interface: this.ifname,
+            publicKey: key,
+            ip,
+            quotaBytes,
+            ...shown,
+          },
           'data cap set',
         );
         this.changed('peer.cap_changed', key, ip, { quota_bytes: quotaBytes });
         return { publicKey: key, ip };
       },
     );
+  }
+
+  /**
+   * Starts the billing periods: the plans the kernel holds now go to the scheduler, which makes
+   * at once any reset that fell due while the daemon was not running (logged as made late).
+   */
+  async startPeriods(): Promise<void> {
+    await this.ready;
+    const caps = await this.optional('quota', () => this.kernel.quota.listCaps(this.ifname));
+    if (![...caps.values()].some((cap) => cap.plan)) return;
+    this.schedulePlans(await this.readDevice(), caps);
+  }
+
+  /** Stops the period scheduler (shutdown). */
+  stopPeriods(): void {
+    this.periods.stop();
+  }
+
+  /**
+   * The billing-period reset due at `due` (the scheduler calls it): read and zero the quota in
+   * one step, keep the closing usage as the previous period's, publish peer.cap_reset.
+   */
+  private async resetPeriod(key: string, due: number): Promise<void> {
+    await this.change(async () => {
+      const device = await this.readDevice();
+      const peer = device.peers.find((p) => p.publicKey === key);
+      const ip = peer === undefined ? null : tunnelAddressOf(peer);
+      if (ip === null) {
+        this.periods.set(key, null);
+        return;
+      }
+      const ref = refOf(peer!, ip, this.dualStack);
+      const made = await this.call('quota', () =>
+        this.kernel.quota.resetPeriod(this.ifname, ref, due),
+      );
+      if (made === null) {
+        const held = await this.call('quota', () => this.kernel.quota.getCap(this.ifname, ref));
+        this.periods.set(key, held?.plan ?? null);
+        return;
+      }
+      const { closing, plan } = made;
+      const cap = { quotaBytes: closing.quotaBytes, usedBytes: 0, plan };
+      this.lastCaps.set(ip, { publicKey: key, cap });
+      this.periods.set(key, plan);
+      this.onPeriodReset?.();
+      const lateMs = this.now() - due;
+      const late = lateMs > PERIOD_RESET_LATE_MS;
+      this.log[late ? 'warn' : 'info'](
+        {
+          event: 'data_cap_period_reset',
+          interface: this.ifname,
+          publicKey: key,
+          ip,
+          period: plan.period,
+          due: new Date(due).toISOString(),
+          ...closing,
+          ...(late ? { lateMs } : {}),
+        },
+        late
+          ? `billing-period reset due at ${new Date(due).toISOString()} made late (the daemon was not running then)`
+          : 'billing-period reset made',
+      );
+      this.events?.publish({
+        type: 'peer.cap_reset',
+        publicKey: key,
+        ipAddress: ip,
+        details: {
+          origin: 'period',
+          quota_bytes: closing.quotaBytes,
+          used_bytes: closing.usedBytes,
+          period: plan.period,
+          due: new Date(due).toISOString(),
+        },
+      });
+      if (this.journal !== null) {
+        await this.journal.recordCap(key, cap).catch((error: unknown) => {
+          this.log.error(
+            { event: 'state_write_failed', interface: this.ifname, error: messageOf(error) },
+            `saving a billing-period reset in the state directory failed: ${messageOf(error)}`,
+          );
+        });
+      }
+    });
   }
 
   async removeDataCap(publicKey: string): Promise<ChangedPeer> {
@@ -593,6 +754,7 @@ export class PeerService implements PeerServiceApi {
         const ip = ref.address;
         await this.call('quota', () => this.removeCapOf(ref));
         this.lastCaps.delete(ip);
+        this.periods.set(key, null);
         this.log.info(
           { event: 'data_cap_removed', interface: this.ifname, publicKey: key, ip },
           'data cap removed',
@@ -662,7 +824,11 @@ export class PeerService implements PeerServiceApi {
           this.kernel.quota.resetCap(this.ifname, { address: ip, publicKey: key }),
         );
         if (closing === null) throw new NoDataCapError();
-        this.lastCaps.set(ip, { publicKey: key, cap: { ...closing, usedBytes: 0 } });
+        const plan = this.lastCaps.get(ip)?.cap.plan;
+        this.lastCaps.set(ip, {
+          publicKey: key,
+          cap: { ...closing, usedBytes: 0, ...withPlan(plan) },
+        });
         this.log.info(
           { event: 'data_cap_reset', interface: this.ifname, publicKey: key, ip, ...closing },
           'data cap usage reset',
@@ -786,6 +952,7 @@ export class PeerService implements PeerServiceApi {
       this.observer?.kernelRead(readMs, true);
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.noticeLosses(read);
+      this.schedulePlans(device, caps);
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
       // the kernel lost behind the daemon's back, as last seen and not enforced.
       return { ...read, caps: this.listedCaps(caps) };
@@ -793,6 +960,20 @@ export class PeerService implements PeerServiceApi {
       this.observer?.kernelRead(elapsed(), false);
       throw error;
     }
+  }
+
+  /**
+   * Hands the plans of a fresh read to the scheduler: each live peer's cap with a plan of its
+   * own. Caps lost from the kernel keep their last seen plan (restored with it on a repair).
+   */
+  private schedulePlans(device: WireGuardDevice, caps: ReadonlyMap<string, KernelDataCap>): void {
+    const plans = new Map<string, CapPlan>();
+    for (const peer of device.peers) {
+      const address = tunnelAddressOf(peer);
+      const plan = address === null ? null : caps.get(address)?.plan;
+      if (plan) plans.set(peer.publicKey, plan);
+    }
+    if (plans.size > 0 || this.periods.snapshot().size > 0) this.periods.replaceAll(plans);
   }
 
   /** A read of limits or caps on a kernel without that facility: there are none. */
@@ -1007,7 +1188,7 @@ export class PeerService implements PeerServiceApi {
       if (publicKey !== undefined) {
         this.lastCaps.set(address, {
           publicKey,
-          cap: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
+          cap: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, ...withPlan(cap.plan) },
         });
       }
     }

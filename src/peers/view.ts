@@ -8,7 +8,8 @@
  * A new list field is a field of the kernel's types (and its decoder) or a line here, then the
  * body and the schema.
  */
-import type { KernelDataCap, LimitState, WireGuardPeer } from '../kernel/types';
+import type { CapPlan, KernelDataCap, LimitState, WireGuardPeer } from '../kernel/types';
+import { formatPeriodStart, nextReset } from './periods';
 import type { PeerSnapshot } from './snapshot';
 import { statusAt, type PeerStatus } from './status';
 
@@ -96,6 +97,7 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.quotaBytes ?? -1) === (view.cap?.quotaBytes ?? -1) &&
     (cap?.usedBytes ?? -1) === (view.cap?.usedBytes ?? -1) &&
     (cap?.enforced ?? null) === (view.cap?.enforced ?? null) &&
+    samePlan(cap?.plan ?? null, view.cap?.plan ?? null) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended
   );
 }
@@ -148,4 +150,34 @@ export async function inSlices<T>(
     const end = Math.min(items.length, start + perSlice);
     for (let i = start; i < end; i++) visit(items[i]!);
   }
+}
+
+/** Two billing periods alike, field by field (each read decodes new objects). */
+export function samePlan(a: CapPlan | null, b: CapPlan | null): boolean {
+  if (a === null || b === null) return a === b;
+  return (
+    a.period === b.period &&
+    a.periodStart.at === b.periodStart.at &&
+    a.periodStart.offsetMinutes === b.periodStart.offsetMinutes &&
+    a.periodFrom === b.periodFrom &&
+    a.previousUsedBytes === b.previousUsedBytes
+  );
+}
+
+/** The list's plan fields of a cap (DESIGN §3): all null without a period. */
+export function planFields(plan: CapPlan | null | undefined): {
+  period: string | null;
+  periodStart: string | null;
+  nextReset: string | null;
+  previousPeriodUsedBytes: number | null;
+} {
+  if (!plan)
+    return { period: null, periodStart: null, nextReset: null, previousPeriodUsedBytes: null };
+  return {
+    period: plan.period,
+    periodStart: formatPeriodStart(plan.periodStart),
+    // The next reset the daemon owes: the first boundary after the current period began.
+    nextReset: new Date(nextReset(plan.periodStart, plan.period, plan.periodFrom)).toISOString(),
+    previousPeriodUsedBytes: plan.previousUsedBytes,
+  };
 }

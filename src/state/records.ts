@@ -14,6 +14,18 @@ import { crc32 } from 'node:zlib';
 export interface SavedCap {
   quotaBytes: number;
   usedBytes: number;
+  /** Its billing period (issue 19); absent in journals written before periods existed: none. */
+  plan?: SavedPlan | null;
+}
+
+/** A billing period as saved: what the quota object's userdata holds (src/kernel/quota). */
+export interface SavedPlan {
+  period: 'day' | 'week' | 'month';
+  /** Milliseconds since the epoch, and the offset (minutes east of UTC) periods count on. */
+  periodStart: { at: number; offsetMinutes: number };
+  /** When the current period's count began (its last reset), ms since the epoch. */
+  periodFrom: number;
+  previousUsedBytes: number | null;
 }
 
 /** One peer as saved. Never a private key. */

@@ -5,7 +5,10 @@
  * agree only if each is right. No production code uses it.
  */
 import {
+  formatPeriodStart,
   livenessOf,
+  nextReset,
+  type CapPlan,
   type FilterStatus,
   type KernelDataCap,
   type PeerSnapshot,
@@ -75,7 +78,12 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
       dataCap:
         cap === undefined
           ? null
-          : { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced: cap.enforced },
+          : {
+              quotaBytes: cap.quotaBytes,
+              usedBytes: cap.usedBytes,
+              enforced: cap.enforced,
+              ...(cap.plan ? { plan: cap.plan } : {}),
+            },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
     });
   }
@@ -113,6 +121,7 @@ export function toPeerJson(entry: PeerEntry) {
             quota_bytes: entry.dataCap.quotaBytes,
             used_bytes: entry.dataCap.usedBytes,
             enforced: entry.dataCap.enforced,
+            ...planOf(entry.dataCap.plan ?? null),
           },
     suspended: entry.suspended,
   };
@@ -128,4 +137,17 @@ export function referenceBody(entries: readonly PeerEntry[], filter: FilterStatu
       filter,
     }),
   );
+}
+
+/** The list's plan fields, written out here the long way (the body builder is checked against it). */
+function planOf(plan: CapPlan | null) {
+  if (plan === null) {
+    return { period: null, period_start: null, next_reset: null, previous_period_used_bytes: null };
+  }
+  return {
+    period: plan.period,
+    period_start: formatPeriodStart(plan.periodStart),
+    next_reset: new Date(nextReset(plan.periodStart, plan.period, plan.periodFrom)).toISOString(),
+    previous_period_used_bytes: plan.previousUsedBytes,
+  };
 }

@@ -10,6 +10,14 @@ import { recording } from '../../support/response-recorder';
 
 export const NOW = Date.parse('2026-03-01T12:00:00.000Z');
 
+/** The plan fields of a listed data cap without a billing period (DESIGN §3). */
+export const NO_PERIOD = {
+  period: null,
+  period_start: null,
+  next_reset: null,
+  previous_period_used_bytes: null,
+} as const;
+
 export function setup(
   options: {
     /** One admin token (shorthand for `tokens: { admin: [token], read: [] }`). */

@@ -5,6 +5,7 @@ import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
 import { PeerService } from '../../../src/peers';
 import { captureLog } from '../support/log-capture';
+import { NO_PERIOD } from './helpers';
 
 describe('http GET /api/peers (SPEC §4.1)', () => {
   it('answers an empty list with success, total_count 0 and filter null', async () => {
@@ -577,6 +578,7 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       quota_bytes: 1_000_000,
       used_bytes: 1234,
       enforced: true,
+      ...NO_PERIOD,
     });
   });
 
@@ -596,7 +598,7 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
     ['negative', '{"quotaBytes": -5}'],
     ['a string', '{"quotaBytes": "5"}'],
     ['a fraction', '{"quotaBytes": 1.5}'],
-    ['with an unknown field', '{"quotaBytes": 5, "period": "month"}'],
+    ['with an unknown field', '{"quotaBytes": 5, "interval": "month"}'],
     ['under another name', '{"bytesPerSecond": 5000}'],
   ];
   for (const [what, text] of bad) {
@@ -645,6 +647,7 @@ describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () =
       quota_bytes: 1_000_000,
       used_bytes: 0,
       enforced: true,
+      ...NO_PERIOD,
     });
   });
 
@@ -730,7 +733,7 @@ describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
     const [listed] = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
     expect(listed).to.deep.include({
       speed_limit_bytes_per_second: 5000,
-      data_cap: { quota_bytes: 7000, used_bytes: 0, enforced: true },
+      data_cap: { quota_bytes: 7000, used_bytes: 0, enforced: true, ...NO_PERIOD },
       suspended: true,
     });
   });

@@ -20,6 +20,7 @@ import { FakeKernel } from '../support/fake-kernel';
 import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
 import { httpCall } from '../../support/http-call';
+import { NO_PERIOD } from '../http/helpers';
 
 interface Answer {
   status: number;
@@ -94,7 +95,7 @@ describe('daemon with --state-dir (issue 16)', () => {
       expect(peers.map((p) => p['ip_address'])).to.deep.equal(['10.8.0.2', '10.8.0.3']);
       expect(peers[0]).to.deep.include({
         speed_limit_bytes_per_second: 250000,
-        data_cap: { quota_bytes: 10_000_000, used_bytes: 9_900_000, enforced: true },
+        data_cap: { quota_bytes: 10_000_000, used_bytes: 9_900_000, enforced: true, ...NO_PERIOD },
       });
       expect(peers[1]).to.deep.include({ speed_limit_bytes_per_second: null, data_cap: null });
       const restoredLine = second.log.lines().find((l) => l['event'] === 'state_restored');
