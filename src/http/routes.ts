@@ -286,7 +286,7 @@ export const ROUTES: readonly RouteDef[] = [
     'setDataCap',
     'patch',
     '/data-cap',
-    "Set the peer's data cap (bytes in both directions together)",
+    "Set the peer's data cap (bytes in both directions together) and its billing period",
     dataCapBody as ValidateFunction<unknown>,
     async ({ service }, req) => {
       const key = keyOf(req);

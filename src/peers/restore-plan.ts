@@ -109,7 +109,14 @@ function kernelPeer(peer: Pick<WireGuardPeer, 'publicKey' | 'allowedIps'>, view:
     publicKey: peer.publicKey,
     allowedIps,
     limit: limit?.download ?? limit?.upload ?? null,
-    cap: cap ? { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes } : null,
+    // The plan too (issue 19): the journal follows the kernel's within a boot.
+    cap: cap
+      ? {
+          quotaBytes: cap.quotaBytes,
+          usedBytes: cap.usedBytes,
+          ...(cap.plan ? { plan: cap.plan } : {}),
+        }
+      : null,
   };
   if (address !== null && view.suspended?.get(address) === peer.publicKey) saved.suspended = true;
   return saved;

@@ -13,10 +13,9 @@
  * | 0xe1 | period start             | s64 ms since the epoch, s16 offset in minutes east of UTC |
  * | 0xe2 | current period from      | s64 ms: when the count of this period began (last reset)  |
  * | 0xe3 | previous period usage    | u64 bytes: what the last period reset closed with         |
- * | 0xe8 | after cap (reserved)     | for `afterCap` (issue 19's throttle)                      |
- * | 0xe9 | throttle rate (reserved) | for `throttleBytesPerSecond`                              |
+ * | 0x40 | throttle rate (reserved) | the fair-use throttle's `throttleBytesPerSecond`, u64     |
  *
- * Types 1-0xdf are left to libnftnl (enum nftnl_udata_obj_types has only the comment today);
+ * Types 1-0x3f are left to libnftnl (enum nftnl_udata_obj_types has only the comment today);
  * nft ignores types it does not know when it lists an object (the VM's kernel test checks that
  * `nft list` still prints the owner comment of a planned cap). Unknown types read here are kept
  * as they are, so a field another version of the daemon wrote survives a rewrite. A period is
@@ -31,9 +30,8 @@ export const UDATA_PERIOD = 0xe0;
 export const UDATA_PERIOD_START = 0xe1;
 export const UDATA_PERIOD_FROM = 0xe2;
 export const UDATA_PREVIOUS_USED = 0xe3;
-/** Reserved for the fair-use throttle's `afterCap` and `throttleBytesPerSecond`. */
-export const UDATA_AFTER_CAP = 0xe8;
-export const UDATA_THROTTLE_RATE = 0xe9;
+/** Reserved for the fair-use throttle's `throttleBytesPerSecond` (its own codec writes it). */
+export const UDATA_THROTTLE_RATE = 0x40;
 
 const PERIOD_CODES: Readonly<Record<Period, number>> = { day: 1, week: 2, month: 3 };
 const PERIOD_OF_CODE = new Map<number, Period>(

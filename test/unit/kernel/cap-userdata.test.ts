@@ -57,7 +57,7 @@ describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
   });
 
   it('keeps TLVs of other types (a later version, the throttle fields) across a rewrite', () => {
-    const other = { type: 0xe8, value: Buffer.from([2]) };
+    const other = { type: 0x40, value: Buffer.alloc(8, 1) };
     const read = decodeCapUserdata(encodeCapUserdata({ owner: KEY, plan: PLAN, others: [other] }));
     expect(read.others).to.deep.equal([other]);
     const rewritten = decodeCapUserdata(encodeCapUserdata({ ...read, plan: null }));
