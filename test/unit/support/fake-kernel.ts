@@ -342,17 +342,22 @@ export class FakeKernel implements Kernel {
           return repairs;
         }),
       setCap: (ifname, peer: PeerRef, quotaBytes, plan?: CapPlan | null) =>
-        this.op('quota.setCap', [ifname, peer, quotaBytes, plan], () => {
-          const caps = this.capsOf(ifname);
-          const before = caps.get(peer.address);
-          const mine = before?.publicKey === peer.publicKey;
-          caps.set(peer.address, {
-            quotaBytes,
-            usedBytes: before?.usedBytes ?? 0,
-            publicKey: peer.publicKey,
-            plan: plan === undefined ? (mine ? (before?.plan ?? null) : null) : plan,
-          });
-        }),
+        this.op(
+          'quota.setCap',
+          // A plan only when one is passed: calls without one read as they always did.
+          plan === undefined ? [ifname, peer, quotaBytes] : [ifname, peer, quotaBytes, plan],
+          () => {
+            const caps = this.capsOf(ifname);
+            const before = caps.get(peer.address);
+            const mine = before?.publicKey === peer.publicKey;
+            caps.set(peer.address, {
+              quotaBytes,
+              usedBytes: before?.usedBytes ?? 0,
+              publicKey: peer.publicKey,
+              plan: plan === undefined ? (mine ? (before?.plan ?? null) : null) : plan,
+            });
+          },
+        ),
       getCap: (ifname, peer: PeerRef) =>
         this.op('quota.getCap', [ifname, peer], () => {
           const cap = this.capsOf(ifname).get(peer.address);
