@@ -162,26 +162,22 @@ export const objectAttributes = schema({
  * A nested attribute decoded as a view into the received datagram, not a copy: only for data
  * decoded further at once and never kept (the listing of thousands of objects).
  */
-export const nestedView: Codec<Buffer> = {
-  nested: true,
-  encode(value) {
-    return value;
-  },
-  decode(data) {
-    return data;
-  },
-};
+export const nestedView: Codec<Buffer> = view(true);
 
 /** A plain attribute's payload as a view into the received buffer, not a copy. */
-export const bytesView: Codec<Buffer> = {
-  nested: false,
-  encode(value) {
-    return value;
-  },
-  decode(data) {
-    return data;
-  },
-};
+export const bytesView: Codec<Buffer> = view(false);
+
+function view(nested: boolean): Codec<Buffer> {
+  return {
+    nested,
+    encode(value) {
+      return value;
+    },
+    decode(data) {
+      return data;
+    },
+  };
+}
 
 /**
  * What a listing of objects needs: table, name, type, data and userdata (views), nothing

@@ -408,14 +408,9 @@ export class Quota implements QuotaApi {
   resetCap(ifname: string, peer: PeerRef): Promise<DataCap | null> {
     return this.changes.run(() =>
       atBoundary(async () => {
-        const table = quotaTableName(ifname);
-        const name = quotaObjectName(peer.address);
-        const family = this.familyOf(ifname);
         // Read first: a cap another key owns (an earlier peer's) is not this peer's to reset.
-        const existing = await this.readQuota(family, table, name);
-        if (!existing || (existing.owner !== null && existing.owner !== peer.publicKey)) {
-          return null;
-        }
+        const { family, table, name, existing } = await this.ownQuota(ifname, peer);
+        if (!existing) return null;
         const object = await this.nft.resetObject(family, table, NFT_OBJECT_QUOTA, name);
         const closing = object && parseQuota(object);
         if (!closing) return null;
@@ -426,10 +421,8 @@ export class Quota implements QuotaApi {
 
   getCap(ifname: string, peer: PeerRef): Promise<DataCap | null> {
     return atBoundary(async () => {
-      const table = quotaTableName(ifname);
-      const name = quotaObjectName(peer.address);
-      const quota = await this.readQuota(this.familyOf(ifname), table, name);
-      if (!quota || (quota.owner !== null && quota.owner !== peer.publicKey)) return null;
+      const quota = (await this.ownQuota(ifname, peer)).existing;
+      if (!quota) return null;
       return {
         quotaBytes: Number(quota.quotaBytes),
         usedBytes: Number(quota.usedBytes),
@@ -441,14 +434,9 @@ export class Quota implements QuotaApi {
   resetPeriod(ifname: string, peer: PeerRef, due: number): Promise<PeriodReset | null> {
     return this.changes.run(() =>
       atBoundary(async () => {
-        const table = quotaTableName(ifname);
-        const name = quotaObjectName(peer.address);
-        const family = this.familyOf(ifname);
-        const existing = await this.readQuota(family, table, name);
+        const { family, table, name, existing } = await this.ownQuota(ifname, peer);
         const plan = existing?.plan;
-        if (!existing || !plan || (existing.owner !== null && existing.owner !== peer.publicKey)) {
-          return null;
-        }
+        if (!existing || !plan) return null;
         if (plan.periodFrom >= due) return null; // made already
         // Read and zero in one step: the closing usage is exact, nothing counted twice or lost.
         const object = await this.nft.resetObject(family, table, NFT_OBJECT_QUOTA, name);
@@ -496,6 +484,19 @@ export class Quota implements QuotaApi {
       });
     }
     return caps;
+  }
+
+  /** The peer's quota object, read; `existing` null when absent or another key's. */
+  private async ownQuota(
+    ifname: string,
+    peer: PeerRef,
+  ): Promise<{ family: number; table: string; name: string; existing: QuotaState | null }> {
+    const table = quotaTableName(ifname);
+    const name = quotaObjectName(peer.address);
+    const family = this.familyOf(ifname);
+    const quota = await this.readQuota(family, table, name);
+    const mine = quota !== null && (quota.owner === null || quota.owner === peer.publicKey);
+    return { family, table, name, existing: mine ? quota : null };
   }
 
   private async readQuota(family: number, table: string, name: string): Promise<QuotaState | null> {
