@@ -109,6 +109,41 @@ describe('daemon with --state-dir (issue 16)', () => {
     }
   });
 
+  it("puts a cap's billing period back after a reboot, with its start and next reset", async () => {
+    const before = new FakeKernel();
+    const first = await start(before, 'boot-1');
+    const start7 = Date.now() - 3_600_000;
+    try {
+      const created = await call(first.daemon, 'POST', '/api/peer');
+      const key = enc((created.body['peer'] as { publicKey: string }).publicKey);
+      const set = await call(first.daemon, 'PATCH', `/api/peer/${key}/data-cap`, {
+        quotaBytes: 10_000_000,
+        period: 'week',
+        periodStart: new Date(start7).toISOString(),
+      });
+      expect(set.status).to.equal(200);
+    } finally {
+      await first.daemon.shutdown();
+    }
+    const after = new FakeKernel(); // a reboot: nothing in the kernel
+    const second = await start(after, 'boot-2');
+    try {
+      const list = await call(second.daemon, 'GET', '/api/peers');
+      const [peer] = list.body['peers'] as Record<string, unknown>[];
+      expect(peer!['data_cap']).to.deep.equal({
+        quota_bytes: 10_000_000,
+        used_bytes: 0,
+        enforced: true,
+        period: 'week',
+        period_start: new Date(start7).toISOString(),
+        next_reset: new Date(start7 + 7 * 86_400_000).toISOString(),
+        previous_period_used_bytes: null,
+      });
+    } finally {
+      await second.daemon.shutdown();
+    }
+  });
+
   it('keeps a peer deleted behind its back deleted after an ordinary restart (same boot)', async () => {
     const kernel = new FakeKernel();
     const first = await start(kernel, 'boot-1');
