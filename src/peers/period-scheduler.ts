@@ -6,8 +6,8 @@
  *   that is later than the period's own start. A reset missed while the daemon was down is due
  *   at once when the plan is first handed over (at start), once, for the latest boundary only.
  * - It never touches the kernel or the disk itself: `reset` does (PeerService, through the
- *   change queue), and hands the new plan back with `set`. A reset that fails is retried at the
- *   next wake; one that ran but did not advance the plan is not called again for that boundary.
+ *   change queue), and hands the new plan back with `set`. A reset that fails is retried
+ *   RETRY_MS later; one that ran but did not advance the plan is not called again for that boundary.
  * - One timer, armed for the earliest next reset but never longer than `maxSleepMs`, so that a
  *   wall clock stepped forward or back (NTP, a VM resumed) is noticed within that bound.
  * - The clock is injected (`now`, `setTimer`, `clearTimer`); `dueResets` and `nextWake` are the
@@ -15,6 +15,9 @@
  */
 import type { CapPlan } from '../kernel/types';
 import { lastReset, nextReset } from './periods';
+
+/** How soon a reset that failed is tried again. */
+export const RETRY_MS = 10_000;
 
 /** The default bound on one sleep: a stepped clock is noticed within a minute. */
 export const MAX_SLEEP_MS = 60_000;
@@ -57,7 +60,7 @@ export const systemClock: SchedulerClock = {
 export interface PeriodSchedulerOptions {
   /** Makes the reset due at `due` for the peer; rejects when it could not be made. */
   reset(publicKey: string, due: number): Promise<void>;
-  /** Told of a reset that failed (it is retried at the next wake). */
+  /** Told of a reset that failed (it is tried again RETRY_MS later). */
   failed(publicKey: string, due: number, error: unknown): void;
   clock?: SchedulerClock;
   maxSleepMs?: number;
@@ -145,6 +148,6 @@ export class PeriodScheduler {
       ({ key, due }) => (this.tried.get(key) ?? -Infinity) < due,
     );
     const until = next === null ? this.maxSleepMs : Math.max(0, next - now);
-    this.arm(Math.min(until, this.maxSleepMs, failedSome ? 1_000 : Infinity));
+    this.arm(Math.min(until, this.maxSleepMs, failedSome ? RETRY_MS : Infinity));
   }
 }

@@ -295,7 +295,7 @@ export class PeerService implements PeerServiceApi {
             due: new Date(due).toISOString(),
             error: messageOf(error),
           },
-          `the billing-period reset due at ${new Date(due).toISOString()} failed; retried shortly`,
+          `the billing-period reset due at ${new Date(due).toISOString()} failed; retried in 10 s`,
         ),
     });
     this.snapshots = new FreshRead(
