@@ -164,6 +164,8 @@ export interface DataCap {
   usedBytes: number;
   /** The cap's billing period (issue 19), kept in the quota object's userdata; null: none. */
   plan?: CapPlan | null;
+  /** Bytes per second once the cap is used up (afterCap "throttle"); absent or null: blocked. */
+  throttleBytesPerSecond?: number | null;
 }
 
 /** A billing period's length (DESIGN §3 "Plans on a data cap"). */
@@ -186,10 +188,17 @@ export interface PeriodReset {
   plan: CapPlan;
 }
 
+/** What happens over the cap: null blocks, a rate throttles to it (bytes per second). */
+export interface AfterCap {
+  throttleBytesPerSecond: number | null;
+}
+
 /** A cap as read from the kernel. */
 export interface KernelDataCap extends DataCap {
   /** false: the quota object exists but no map element leads packets to it. */
   enforced: boolean;
+  /** A throttling cap that is used up: the peer is slowed to its rate now. */
+  throttled?: boolean;
 }
 
 /** A live peer with the cap the daemon last saw for it, the only source once the table is gone. */
@@ -218,9 +227,16 @@ export interface QuotaApi {
   /**
    * Sets or changes the cap; changing keeps the bytes already used. `plan` undefined keeps the
    * cap's billing period as it is; a plan or null sets or ends it (the object is replaced with
-   * its new userdata, keeping consumed).
+   * its new userdata, keeping consumed). `afterCap` undefined keeps what the cap does over it
+   * (a new cap blocks).
    */
-  setCap(ifname: string, peer: PeerRef, quotaBytes: number, plan?: CapPlan | null): Promise<void>;
+  setCap(
+    ifname: string,
+    peer: PeerRef,
+    quotaBytes: number,
+    plan?: CapPlan | null,
+    afterCap?: AfterCap,
+  ): Promise<void>;
   /** The peer's cap as the kernel holds it (with its plan); null when it has none of its own. */
   getCap(ifname: string, peer: PeerRef): Promise<DataCap | null>;
   /** Removes the peer's cap (and a dual-stack peer's IPv6 element); none is not an error. */

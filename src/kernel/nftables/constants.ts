@@ -4,7 +4,7 @@
  *   NFNL_MSG_BATCH_BEGIN/END, NFNETLINK_V0.
  * - /usr/include/linux/netfilter/nf_tables.h: enum nf_tables_msg_types (NFT_MSG_*), the attribute
  *   enums (NFTA_*), enum nft_registers, enum nft_verdicts, NFT_SET_OBJECT, NFT_OBJECT_QUOTA,
- *   NFT_QUOTA_F_*, NFT_META_*, NFT_PAYLOAD_*, NFT_CMP_*, NFT_TABLE_F_*, NFT_USERDATA_MAXLEN.
+ *   NFT_OBJECT_LIMIT, NFT_QUOTA_F_*, enum nft_limit_type, NFT_LIMIT_F_INV, NFT_META_*, NFT_PAYLOAD_*, NFT_CMP_*, NFT_TABLE_F_*, NFT_USERDATA_MAXLEN.
  * - /usr/include/linux/netfilter.h: NF_DROP/NF_ACCEPT, enum nf_inet_hooks, NFPROTO_*.
  * - libnftnl's include/udata.h (not a kernel header): the TLV types nft stores in userdata.
  * Every attribute of nf_tables is big-endian (NLA_BE32/NLA_BE64), unlike rtnetlink or genl.
@@ -225,6 +225,7 @@ export const NFTA_LOOKUP_SET_ID = 4;
 // NFT_OBJECT_* (#defines)
 export const NFT_OBJECT_COUNTER = 1;
 export const NFT_OBJECT_QUOTA = 2;
+export const NFT_OBJECT_LIMIT = 4;
 
 // enum nft_object_attributes
 export const NFTA_OBJ_TABLE = 1;
@@ -241,6 +242,15 @@ export const NFT_QUOTA_F_DEPLETED = 1 << 1;
 export const NFTA_QUOTA_BYTES = 1;
 export const NFTA_QUOTA_FLAGS = 2;
 export const NFTA_QUOTA_CONSUMED = 4;
+
+// enum nft_limit_type, enum nft_limit_flags and enum nft_limit_attributes
+export const NFT_LIMIT_PKT_BYTES = 1;
+export const NFT_LIMIT_F_INV = 1 << 0;
+export const NFTA_LIMIT_RATE = 1;
+export const NFTA_LIMIT_UNIT = 2;
+export const NFTA_LIMIT_BURST = 3;
+export const NFTA_LIMIT_TYPE = 4;
+export const NFTA_LIMIT_FLAGS = 5;
 
 /** IFNAMSIZ from linux/if.h: meta iifname/oifname load 16 bytes, NUL-padded. */
 export const IFNAMSIZ = 16;

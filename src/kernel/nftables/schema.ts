@@ -26,6 +26,11 @@ import {
   NFTA_OBJ_TYPE,
   NFTA_OBJ_USE,
   NFTA_OBJ_USERDATA,
+  NFTA_LIMIT_BURST,
+  NFTA_LIMIT_FLAGS,
+  NFTA_LIMIT_RATE,
+  NFTA_LIMIT_TYPE,
+  NFTA_LIMIT_UNIT,
   NFTA_QUOTA_BYTES,
   NFTA_QUOTA_CONSUMED,
   NFTA_QUOTA_FLAGS,
@@ -196,4 +201,16 @@ export const quotaAttributes = schema({
   bytes: { type: NFTA_QUOTA_BYTES, codec: be64 },
   consumed: { type: NFTA_QUOTA_CONSUMED, codec: be64 },
   flags: { type: NFTA_QUOTA_FLAGS, codec: be32 },
+});
+
+/**
+ * enum nft_limit_attributes: the data of an NFT_OBJECT_LIMIT object, in the order libnftnl
+ * writes them (obj/limit.c). RATE per UNIT seconds; for NFT_LIMIT_PKT_BYTES in bytes.
+ */
+export const limitAttributes = schema({
+  rate: { type: NFTA_LIMIT_RATE, codec: be64 },
+  unit: { type: NFTA_LIMIT_UNIT, codec: be64 },
+  burst: { type: NFTA_LIMIT_BURST, codec: be32 },
+  type: { type: NFTA_LIMIT_TYPE, codec: be32 },
+  flags: { type: NFTA_LIMIT_FLAGS, codec: be32 },
 });

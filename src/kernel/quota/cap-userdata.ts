@@ -13,13 +13,15 @@
  * | 0xe1 | period start             | s64 ms since the epoch, s16 offset in minutes east of UTC |
  * | 0xe2 | current period from      | s64 ms: when the count of this period began (last reset)  |
  * | 0xe3 | previous period usage    | u64 bytes: what the last period reset closed with         |
- * | 0x40 | throttle rate (reserved) | the fair-use throttle's `throttleBytesPerSecond`, u64     |
+ * | 0x40 | throttle rate            | u64 bytes/second over the cap (afterCap "throttle")       |
  *
  * Types 1-0x3f are left to libnftnl (enum nftnl_udata_obj_types has only the comment today);
  * nft ignores types it does not know when it lists an object (the VM's kernel test checks that
  * `nft list` still prints the owner comment of a planned cap). Unknown types read here are kept
  * as they are, so a field another version of the daemon wrote survives a rewrite. A period is
- * all four plan fields or none: a plan with a field missing or malformed reads as no plan.
+ * all four plan fields or none: a plan with a field missing or malformed reads as no plan. No
+ * throttle rate (or a malformed one) reads as a cap that blocks, as caps written before
+ * throttling existed do.
  */
 import { NFTNL_UDATA_COMMENT } from '../nftables/constants';
 import { type UserdataTlv, decodeUserdata, encodeUserdata } from '../nftables/userdata';
@@ -30,7 +32,7 @@ export const UDATA_PERIOD = 0xe0;
 export const UDATA_PERIOD_START = 0xe1;
 export const UDATA_PERIOD_FROM = 0xe2;
 export const UDATA_PREVIOUS_USED = 0xe3;
-/** Reserved for the fair-use throttle's `throttleBytesPerSecond` (its own codec writes it). */
+/** The fair-use throttle's `throttleBytesPerSecond` (afterCap "throttle"). */
 export const UDATA_THROTTLE_RATE = 0x40;
 
 const PERIOD_CODES: Readonly<Record<Period, number>> = { day: 1, week: 2, month: 3 };
@@ -52,6 +54,8 @@ export interface CapUserdata {
   owner: string | null;
   /** The billing period; null when the cap has none. */
   plan: CapPlan | null;
+  /** Bytes per second once the cap is used up (afterCap "throttle"); null: blocked. */
+  throttleBytesPerSecond: number | null;
   /** TLVs of other types, kept as read (rewritten unchanged). */
   others: UserdataTlv[];
 }
@@ -90,13 +94,16 @@ export function encodeCapUserdata(userdata: CapUserdata): Buffer {
       tlvs.push({ type: UDATA_PREVIOUS_USED, value: u64(plan.previousUsedBytes) });
     }
   }
-  const ours = new Set([NFTNL_UDATA_COMMENT, ...PLAN_TYPES]);
+  if (userdata.throttleBytesPerSecond !== null) {
+    tlvs.push({ type: UDATA_THROTTLE_RATE, value: u64(userdata.throttleBytesPerSecond) });
+  }
+  const ours = new Set([NFTNL_UDATA_COMMENT, UDATA_THROTTLE_RATE, ...PLAN_TYPES]);
   tlvs.push(...userdata.others.filter((tlv) => !ours.has(tlv.type)));
   return encodeUserdata(tlvs);
 }
 
 export function decodeCapUserdata(data: Buffer | undefined): CapUserdata {
-  const out: CapUserdata = { owner: null, plan: null, others: [] };
+  const out: CapUserdata = { owner: null, plan: null, throttleBytesPerSecond: null, others: [] };
   if (!data) return out;
   const fields = new Map<number, Buffer>();
   for (const tlv of decodeUserdata(data)) {
@@ -105,6 +112,8 @@ export function decodeCapUserdata(data: Buffer | undefined): CapUserdata {
       const comment = tlv.value.toString('utf8', 0, end === -1 ? tlv.value.length : end);
       if (comment.startsWith(OWNER_PREFIX)) out.owner = comment.slice(OWNER_PREFIX.length);
       else out.others.push(tlv);
+    } else if (tlv.type === UDATA_THROTTLE_RATE) {
+      out.throttleBytesPerSecond = rateOf(tlv.value);
     } else if (PLAN_TYPES.has(tlv.type)) {
       fields.set(tlv.type, tlv.value);
     } else {
@@ -137,4 +146,11 @@ function planOf(fields: ReadonlyMap<number, Buffer>): CapPlan | null {
     periodFrom: Number(numbers[1]),
     previousUsedBytes: previous === undefined ? null : Number(numbers[2]),
   };
+}
+
+/** A u64 rate; null (a cap that blocks) when malformed or not a safe integer. */
+function rateOf(value: Buffer): number | null {
+  if (value.length !== 8) return null;
+  const rate = value.readBigUInt64BE(0);
+  return rate > BigInt(Number.MAX_SAFE_INTEGER) ? null : Number(rate);
 }

@@ -25,6 +25,8 @@ export interface CapExhaustedNotice {
   quotaBytes: number;
   /** The bytes counted, as the kernel reports them (capped at the quota). */
   usedBytes: number;
+  /** From the object's record: the rate the peer is throttled to from now; absent: cut off. */
+  throttleBytesPerSecond?: number;
 }
 
 export interface CapWatch {
@@ -57,6 +59,9 @@ export function watchCapExhaustion(
         publicKey: quota.owner,
         quotaBytes: Number(quota.quotaBytes),
         usedBytes: Number(quota.usedBytes),
+        ...(quota.throttleBytesPerSecond === null
+          ? {}
+          : { throttleBytesPerSecond: quota.throttleBytesPerSecond }),
       });
     },
     error: onError,

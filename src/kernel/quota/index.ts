@@ -59,18 +59,23 @@ import {
   SerialQueue,
   type TransportFactory,
   decodeAttributes,
-  encodeAttributes,
   isNetlinkError,
   openNativeTransport,
 } from '../../netlink';
 import { atBoundary } from '../errors';
 import { NfTables, NftBatch } from '../nftables/client';
-import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_INV, NFT_TABLE_F_DORMANT } from '../nftables/constants';
+import {
+  NFT_OBJECT_LIMIT,
+  NFT_OBJECT_QUOTA,
+  NFT_QUOTA_F_DEPLETED,
+  NFT_TABLE_F_DORMANT,
+} from '../nftables/constants';
 import { quotaAttributes, quotaListing } from '../nftables/schema';
 import { ipv4ToBytes } from '../ipv4';
 import { ipv6ToBytes } from '../ipv6';
 import { CAPS_MAP6, DUAL_STACK_FAMILY, isCapsMap6, writeElement6 } from './dual-stack';
 import type {
+  AfterCap,
   CapPlan,
   CapRef,
   ChangeQueue,
@@ -87,7 +92,23 @@ export * from './naming';
 export { writeSetUp } from './skeleton';
 export { writeElement, writeNewQuota } from './objects';
 export { type CapTablePlan, type CapTableState, planCapTable } from './plan';
-import { CAPS_MAP, QUOTA_FAMILY, addressOfObject, quotaObjectName, quotaTableName } from './naming';
+import {
+  CAPS_MAP,
+  QUOTA_FAMILY,
+  THROTTLE_CAPS_MAP,
+  addressOfObject,
+  limitObjectName,
+  quotaObjectName,
+  quotaTableName,
+} from './naming';
+import {
+  type ThrottleState,
+  type ThrottleTarget,
+  planThrottle,
+  throttleChainSpecs,
+  throttleMaps,
+  throttleTarget,
+} from './throttle';
 import { chainSpecs, isCapsMap } from './skeleton';
 import {
   type QuotaState,
@@ -96,6 +117,7 @@ import {
   parseQuota,
   writeElement,
   writeNewQuota,
+  writeQuotaUpdate,
 } from './objects';
 import { quotaErrors } from './facility';
 import { type CapTableState, planCapTable } from './plan';
@@ -106,13 +128,18 @@ function samePlan(a: CapPlan | null, b: CapPlan | null): boolean {
 }
 
 /**
- * The plan in a listed object's userdata. Most caps hold only the owner's comment (one TLV):
- * those are not decoded, so a listing of 10,000 plain caps costs what it did.
+ * The plan and throttle rate in a listed object's userdata. Most caps hold only the owner's
+ * comment (one TLV): those are not decoded, so a listing of 10,000 plain caps costs what it did.
  */
-function planIn(userdata: Buffer | undefined): { plan?: CapPlan } {
-  if (!userdata || userdata.length < 2 || userdata.length <= 2 + userdata[1]!) return {};
-  const plan = decodeCapUserdata(userdata).plan;
-  return plan === null ? {} : { plan };
+function extrasIn(userdata: Buffer | undefined): {
+  plan?: { plan: CapPlan };
+  throttleBytesPerSecond: number | null;
+} {
+  if (!userdata || userdata.length < 2 || userdata.length <= 2 + userdata[1]!) {
+    return { throttleBytesPerSecond: null };
+  }
+  const { plan, throttleBytesPerSecond } = decodeCapUserdata(userdata);
+  return plan === null ? { throttleBytesPerSecond } : { plan: { plan }, throttleBytesPerSecond };
 }
 
 export class Quota implements QuotaApi {
@@ -162,6 +189,7 @@ export class Quota implements QuotaApi {
         quotaBytes: Number(quota.quotaBytes),
         usedBytes: Number(quota.usedBytes),
         ...(quota.plan ? { plan: quota.plan } : {}),
+        throttleBytesPerSecond: quota.throttleBytesPerSecond,
       };
       caps.push({ address, publicKey: quota.owner, lastSeen });
     }
@@ -203,7 +231,7 @@ export class Quota implements QuotaApi {
     }
     const plan = planCapTable(
       ifname,
-      table ? await this.readCapTable(ifname) : null,
+      table ? await this.readCapTable(ifname, live) : null,
       live,
       this.dualStack.has(ifname),
     );
@@ -212,7 +240,10 @@ export class Quota implements QuotaApi {
   }
 
   /** Everything planCapTable needs of an existing table, read before anything is written. */
-  private async readCapTable(ifname: string): Promise<CapTableState> {
+  private async readCapTable(
+    ifname: string,
+    live: readonly CapRef[] | null,
+  ): Promise<CapTableState> {
     const table = quotaTableName(ifname);
     const family = this.familyOf(ifname);
     const specs = chainSpecs(ifname);
@@ -225,16 +256,77 @@ export class Quota implements QuotaApi {
     // A map of another shape is made anew with no elements: its own are not worth reading.
     const elements =
       set && isCapsMap(set) ? await this.nft.listSetElements(family, table, CAPS_MAP) : null;
-    if (!this.dualStack.has(ifname)) return { set, chains, rules, objects, elements };
+    // The throttle part is read only where a cap throttles or is to be restored throttling.
+    const throttling =
+      objects.some((object) => parseQuota(object)?.throttleBytesPerSecond != null) ||
+      (live ?? []).some((peer) => peer.lastSeen?.throttleBytesPerSecond != null);
+    const throttle = throttling ? await this.readThrottle(ifname) : null;
+    if (!this.dualStack.has(ifname)) return { set, chains, rules, objects, elements, throttle };
     const set6 = await this.nft.getSet(family, table, CAPS_MAP6);
     const elements6 =
       set6 && isCapsMap6(set6) ? await this.nft.listSetElements(family, table, CAPS_MAP6) : null;
-    return { set, chains, rules, objects, elements, set6, elements6 };
+    return { set, chains, rules, objects, elements, set6, elements6, throttle };
   }
 
-  setCap(ifname: string, peer: PeerRef, quotaBytes: number, plan?: CapPlan | null): Promise<void> {
+  /**
+   * The throttle maps and chains, and the limits and elements: all of them, or with `peer` only
+   * that peer's (a change to one cap).
+   */
+  private async readThrottle(
+    ifname: string,
+    peer?: { address: string; address6?: string | null },
+  ): Promise<ThrottleState> {
+    const table = quotaTableName(ifname);
+    const family = this.familyOf(ifname);
+    const maps = throttleMaps(this.dualStack.has(ifname));
+    const specs = throttleChainSpecs(ifname);
+    const [sets, chains, rules] = await Promise.all([
+      Promise.all(maps.map((map) => this.nft.getSet(family, table, map.name))),
+      Promise.all(specs.map((spec) => this.nft.getChain(family, table, spec.name))),
+      Promise.all(specs.map((spec) => this.nft.listRules(family, table, spec.name))),
+    ]);
+    if (peer === undefined) {
+      const [limits, elements] = await Promise.all([
+        this.nft.listObjects(family, table, NFT_OBJECT_LIMIT),
+        Promise.all(
+          maps.map((map, i) => (sets[i] ? this.nft.listSetElements(family, table, map.name) : [])),
+        ),
+      ]);
+      return { sets, chains, rules, limits, elements };
+    }
+    const [limits, elements] = await Promise.all([
+      Promise.all(
+        (['up', 'down'] as const).map((direction) =>
+          this.nft.getObject(
+            family,
+            table,
+            NFT_OBJECT_LIMIT,
+            limitObjectName(peer.address, direction),
+          ),
+        ),
+      ),
+      Promise.all(
+        maps.map(async (map, i) => {
+          const address = map.family === 4 ? peer.address : (peer.address6 ?? null);
+          if (!sets[i] || address === null) return [];
+          const key = map.family === 4 ? ipv4ToBytes(address) : ipv6ToBytes(address);
+          const element = await this.nft.getSetElement(family, table, map.name, key, address);
+          return element ? [element] : [];
+        }),
+      ),
+    ]);
+    return { sets, chains, rules, limits: limits.filter((limit) => limit !== null), elements };
+  }
+
+  setCap(
+    ifname: string,
+    peer: PeerRef,
+    quotaBytes: number,
+    plan?: CapPlan | null,
+    afterCap?: AfterCap,
+  ): Promise<void> {
     return this.changes.run(() =>
-      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes, plan), quotaErrors),
+      atBoundary(() => this.doSetCap(ifname, peer, quotaBytes, plan, afterCap), quotaErrors),
     );
   }
 
@@ -243,16 +335,17 @@ export class Quota implements QuotaApi {
     peer: PeerRef,
     quotaBytes: number,
     plan: CapPlan | null | undefined,
+    afterCap: AfterCap | undefined,
   ): Promise<void> {
     const bytes = checkQuotaBytes(quotaBytes);
     try {
-      await this.writeCap(ifname, peer, bytes, plan);
+      await this.writeCap(ifname, peer, bytes, plan, afterCap);
     } catch (error) {
       // The table or the map is gone (deleted by hand, or never set up): set up, then retry
       // once. After that, ENOENT on NEWOBJ can only mean the quota type is missing.
       if (!isNetlinkError(error, 'ENOENT')) throw error;
       await this.doEnsure(ifname, null);
-      await this.writeCap(ifname, peer, bytes, plan);
+      await this.writeCap(ifname, peer, bytes, plan, afterCap);
     }
   }
 
@@ -261,14 +354,27 @@ export class Quota implements QuotaApi {
     peer: PeerRef,
     quotaBytes: bigint,
     plan: CapPlan | null | undefined,
+    afterCap: AfterCap | undefined,
   ): Promise<void> {
     const table = quotaTableName(ifname);
     const family = this.familyOf(ifname);
     const name = quotaObjectName(peer.address);
     const existing = await this.readQuota(family, table, name);
+    const owned =
+      existing !== null && (existing.owner === null || existing.owner === peer.publicKey);
+    const throttle =
+      afterCap !== undefined
+        ? afterCap.throttleBytesPerSecond
+        : owned
+          ? existing.throttleBytesPerSecond
+          : null;
+    if (throttle !== null || (existing?.throttleBytesPerSecond ?? null) !== null) {
+      await this.writeThrottlingCap(ifname, peer, quotaBytes, existing, owned, throttle, plan);
+      return;
+    }
     if (!existing) {
       const batch = new NftBatch(family);
-      writeNewQuota(batch, table, peer, quotaBytes, 0n, plan ?? null);
+      writeNewQuota(batch, table, peer, quotaBytes, 0n, { plan: plan ?? null });
       this.writeElement6(batch, ifname, table, peer);
       await this.nft.commit(batch, `set data cap of ${peer.address}`);
       return;
@@ -298,15 +404,7 @@ export class Quota implements QuotaApi {
       return;
     }
     const batch = new NftBatch(family);
-    batch.newObject(
-      {
-        table,
-        name,
-        type: NFT_OBJECT_QUOTA,
-        data: encodeAttributes(quotaAttributes, { bytes: quotaBytes, flags: NFT_QUOTA_F_INV }),
-      },
-      'quota',
-    );
+    writeQuotaUpdate(batch, table, name, quotaBytes);
     writeElement(batch, table, peer.address, name); // no-op if present; repairs if not
     this.writeElement6(batch, ifname, table, peer);
     await this.nft.commit(batch, `change data cap of ${peer.address}`);
@@ -321,6 +419,94 @@ export class Quota implements QuotaApi {
   private writeElement6(batch: NftBatch, ifname: string, table: string, peer: PeerRef): void {
     if (!this.dualStack.has(ifname) || peer.address6 == null) return;
     writeElement6(batch, table, { ...peer, address6: peer.address6 });
+  }
+
+  /**
+   * A change where the cap throttles before or after it, in one transaction. The quota object
+   * is updated in place where its userdata stays the same (so the kernel keeps counting without
+   * a gap); a new userdata (mode, rate or billing period) or a depleted quota means a new
+   * object, with the usage as read (the bytes counted between the read and the commit, a round
+   * trip, are lost). `plan` undefined keeps the cap's billing period.
+   */
+  private async writeThrottlingCap(
+    ifname: string,
+    peer: PeerRef,
+    quotaBytes: bigint,
+    existing: QuotaState | null,
+    owned: boolean,
+    throttle: number | null,
+    plan: CapPlan | null | undefined,
+  ): Promise<void> {
+    const table = quotaTableName(ifname);
+    const family = this.familyOf(ifname);
+    const dual = this.dualStack.has(ifname);
+    const name = quotaObjectName(peer.address);
+    const state = await this.readThrottle(ifname, peer);
+    const kept = existing !== null && owned ? existing : null;
+    const wantedPlan = plan === undefined ? (kept?.plan ?? null) : plan;
+    const inPlace =
+      kept !== null &&
+      kept.owner !== null &&
+      !kept.depleted &&
+      kept.throttleBytesPerSecond === throttle &&
+      samePlan(wantedPlan, kept.plan);
+    const replaced = existing !== null && !inPlace;
+    const wanted = new Map<string, ThrottleTarget>();
+    if (throttle !== null) wanted.set(peer.address, throttleTarget(peer, throttle));
+    const limits = planThrottle(ifname, table, state, wanted, null, {
+      dual,
+      replaced: replaced ? [peer.address] : [],
+    });
+    const batch = new NftBatch(family);
+    limits.removals(batch);
+    // The caps (and caps6) elements: out where the object is replaced or the cap throttles now.
+    if (replaced || throttle !== null) {
+      await this.writeBlockElementsRemoval(batch, ifname, table, peer);
+    }
+    if (replaced) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+    if (inPlace) {
+      writeQuotaUpdate(batch, table, name, quotaBytes);
+    } else {
+      writeNewQuota(batch, table, peer, quotaBytes, kept?.usedBytes ?? 0n, {
+        plan: wantedPlan,
+        throttleBytesPerSecond: throttle,
+        others: kept?.userdata.others ?? [],
+      });
+    }
+    if (throttle === null && inPlace) writeElement(batch, table, peer.address, name);
+    if (throttle === null) this.writeElement6(batch, ifname, table, peer);
+    limits.additions(batch);
+    const what = throttle === null ? 'blocks' : `throttles to ${throttle} B/s`;
+    await this.nft.commit(batch, `set data cap of ${peer.address} (${what} over it)`);
+  }
+
+  /** Queues deleting the peer's elements of caps and caps6 that exist. */
+  private async writeBlockElementsRemoval(
+    batch: NftBatch,
+    ifname: string,
+    table: string,
+    peer: PeerRef,
+  ): Promise<void> {
+    const family = this.familyOf(ifname);
+    const key = ipv4ToBytes(peer.address);
+    const address6 = this.dualStack.has(ifname) ? (peer.address6 ?? null) : null;
+    const key6 = address6 === null ? null : ipv6ToBytes(address6);
+    const [element, element6] = await Promise.all([
+      this.nft.getSetElement(family, table, CAPS_MAP, key, peer.address),
+      key6 === null ? null : this.nft.getSetElement(family, table, CAPS_MAP6, key6, address6!),
+    ]);
+    if (element) {
+      batch.deleteSetElements(
+        { table, set: CAPS_MAP, elements: [{ key: { value: key } }] },
+        peer.address,
+      );
+    }
+    if (element6 && key6 !== null) {
+      batch.deleteSetElements(
+        { table, set: CAPS_MAP6, elements: [{ key: { value: key6 } }] },
+        address6!,
+      );
+    }
   }
 
   /**
@@ -347,14 +533,15 @@ export class Quota implements QuotaApi {
       peer.address6 ?? undefined,
     );
     const used = consumed === 'current' ? (removed.quota?.usedBytes ?? 0n) : consumed;
-    writeNewQuota(batch, table, peer, quotaBytes, used, plan, kept?.userdata);
+    writeNewQuota(batch, table, peer, quotaBytes, used, { plan, others: kept?.userdata.others });
     this.writeElement6(batch, ifname, table, peer);
     await this.nft.commit(batch, `replace data cap of ${peer.address}`);
   }
 
   /**
    * Queues deleting the address's map elements (caps, and caps6 for a dual-stack peer's IPv6
-   * address), then its object: the order the kernel needs.
+   * address), then its object: the order the kernel needs; for a throttling cap its throttle
+   * elements and limits first.
    */
   private async writeRemoval(
     batch: NftBatch,
@@ -373,6 +560,11 @@ export class Quota implements QuotaApi {
       this.nft.getSetElement(family, table, CAPS_MAP, key, address),
       key6 === null ? null : this.nft.getSetElement(family, table, CAPS_MAP6, key6, address6!),
     ]);
+    if (object && parseQuota(object)?.throttleBytesPerSecond != null) {
+      const peer = { address, address6: dual ? address6 : null };
+      const state = await this.readThrottle(ifname, peer);
+      planThrottle(ifname, table, state, new Map(), null, { dual }).removals(batch);
+    }
     if (element) {
       batch.deleteSetElements(
         { table, set: CAPS_MAP, elements: [{ key: { value: key } }] },
@@ -427,6 +619,7 @@ export class Quota implements QuotaApi {
         quotaBytes: Number(quota.quotaBytes),
         usedBytes: Number(quota.usedBytes),
         plan: quota.plan,
+        throttleBytesPerSecond: quota.throttleBytesPerSecond,
       };
     }, quotaErrors);
   }
@@ -448,7 +641,31 @@ export class Quota implements QuotaApi {
           previousUsedBytes: Number(closing.usedBytes),
         };
         // Then the userdata: the new period's start and the closing usage, for a restart.
-        await this.replaceQuota(ifname, table, peer, closing.quotaBytes, 'current', next, closing);
+        const rate = closing.throttleBytesPerSecond;
+        if (rate === null) {
+          await this.replaceQuota(
+            ifname,
+            table,
+            peer,
+            closing.quotaBytes,
+            'current',
+            next,
+            closing,
+          );
+        } else {
+          // A throttling cap's object is replaced with its limits and throttle elements; the
+          // quota, zeroed, is no longer over: the peer is back to full speed.
+          const current = await this.readQuota(family, table, name);
+          await this.writeThrottlingCap(
+            ifname,
+            peer,
+            closing.quotaBytes,
+            current,
+            true,
+            rate,
+            next,
+          );
+        }
         return {
           closing: { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) },
           plan: next,
@@ -468,21 +685,41 @@ export class Quota implements QuotaApi {
     // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
     const objects = await this.nft.listObjects(family, table, NFT_OBJECT_QUOTA, quotaListing);
     if (objects.length === 0) return caps;
-    // A cap holds only where the map leads packets to its object.
-    const routes = elementTargets(await this.nft.listSetElements(family, table, CAPS_MAP));
-    for (const object of objects) {
+    // A cap holds only where the map leads packets to its object: caps for a cap that blocks,
+    // throttle_caps (read only when a cap throttles) for one that throttles.
+    const extras = objects.map((object) => extrasIn(object.userdata));
+    const throttling = extras.some((extra) => extra.throttleBytesPerSecond !== null);
+    const [routes, throttleRoutes] = await Promise.all([
+      this.nft.listSetElements(family, table, CAPS_MAP).then(elementTargets),
+      throttling
+        ? this.nft.listSetElements(family, table, THROTTLE_CAPS_MAP).then(elementTargets)
+        : new Map<string, string | undefined>(),
+    ]);
+    objects.forEach((object, i) => {
       const address = object.name ? addressOfObject(object.name) : null;
       // The kernel filters the dump; a kernel that ignored the filter must not add others'.
-      if (!address || !object.data || object.table !== table) continue;
-      if (object.type !== NFT_OBJECT_QUOTA) continue;
+      if (!address || !object.data || object.table !== table) return;
+      if (object.type !== NFT_OBJECT_QUOTA) return;
       const data = decodeAttributes(quotaAttributes, object.data, 'quota');
-      caps.set(address, {
-        quotaBytes: Number(data.bytes ?? 0n),
-        usedBytes: Number(data.consumed ?? 0n),
-        enforced: routes.get(address) === object.name,
-        ...planIn(object.userdata),
-      });
-    }
+      const { plan, throttleBytesPerSecond: throttle } = extras[i]!;
+      const quotaBytes = Number(data.bytes ?? 0n);
+      const usedBytes = Number(data.consumed ?? 0n);
+      const enforced = (throttle === null ? routes : throttleRoutes).get(address) === object.name;
+      const depleted = ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes;
+      caps.set(
+        address,
+        throttle === null
+          ? { quotaBytes, usedBytes, enforced, ...plan }
+          : {
+              quotaBytes,
+              usedBytes,
+              enforced,
+              ...plan,
+              throttleBytesPerSecond: throttle,
+              throttled: enforced && depleted,
+            },
+      );
+    });
     return caps;
   }
 

@@ -29,6 +29,8 @@ export function chunks<T>(list: readonly T[]): T[][] {
 }
 /** A quota object created and deleted in the set-up transaction, to probe for nft_quota. */
 export const PROBE_OBJECT = 'wg_peerd_probe';
+/** The object map of throttled caps' IPv4 addresses (address → quota; ./throttle.ts). */
+export const THROTTLE_CAPS_MAP = 'throttle_caps';
 /** Prefix of the userdata comment of a quota object; the peer's public key follows. */
 export const OWNER_PREFIX = 'wg-peerd peer ';
 
@@ -46,6 +48,11 @@ export function quotaTableName(ifname: string): string {
 /** `q_10_8_0_2`: the quota object of a peer address. */
 export function quotaObjectName(address: string): string {
   return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
+}
+
+/** `tu_10_8_0_2` / `td_10_8_0_2`: the throttle limit object of an address, up or down. */
+export function limitObjectName(address: string, direction: 'up' | 'down'): string {
+  return `t${direction === 'up' ? 'u' : 'd'}_${Array.from(ipv4ToBytes(address)).join('_')}`;
 }
 
 /** The address a quota object name stands for, or null for a name that is not ours. */

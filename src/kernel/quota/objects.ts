@@ -22,6 +22,8 @@ export interface QuotaState {
   owner: string | null;
   /** The billing period from the userdata, or null. */
   plan: CapPlan | null;
+  /** From the userdata: the rate over the cap (afterCap "throttle"), null: blocked. */
+  throttleBytesPerSecond: number | null;
   /** The whole userdata as read (what a rewrite keeps). */
   userdata: CapUserdata;
 }
@@ -39,6 +41,7 @@ export function parseQuota(object: ObjectAttributes): QuotaState | null {
     depleted: ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes,
     owner: userdata.owner,
     plan: userdata.plan,
+    throttleBytesPerSecond: userdata.throttleBytesPerSecond,
     userdata,
   };
 }
@@ -52,8 +55,9 @@ export function checkQuotaBytes(quotaBytes: number): bigint {
 
 /**
  * A new quota object for the peer, `over quotaBytes` with `consumed` already used (capped at the
- * quota, as the kernel requires), owned by the peer's key, with its billing period (and any
- * other userdata fields of `kept`, ./cap-userdata.ts), and its map element.
+ * quota, as the kernel requires), owned by the peer's key, with its userdata fields
+ * (./cap-userdata.ts: billing period, throttle rate, others kept); and, for a cap that blocks,
+ * its element in the caps map (a throttled cap's elements are planThrottle's).
  */
 export function writeNewQuota(
   batch: NftBatch,
@@ -61,8 +65,7 @@ export function writeNewQuota(
   peer: PeerRef,
   quotaBytes: bigint,
   consumed: bigint,
-  plan: CapPlan | null = null,
-  kept: Pick<CapUserdata, 'others'> = { others: [] },
+  fields: Partial<Omit<CapUserdata, 'owner'>> = {},
 ): void {
   const name = quotaObjectName(peer.address);
   batch.newObject(
@@ -70,7 +73,12 @@ export function writeNewQuota(
       table,
       name,
       type: NFT_OBJECT_QUOTA,
-      userdata: encodeCapUserdata({ owner: peer.publicKey, plan, others: kept.others }),
+      userdata: encodeCapUserdata({
+        owner: peer.publicKey,
+        plan: fields.plan ?? null,
+        throttleBytesPerSecond: fields.throttleBytesPerSecond ?? null,
+        others: fields.others ?? [],
+      }),
       data: encodeAttributes(quotaAttributes, {
         bytes: quotaBytes,
         consumed: consumed > quotaBytes ? quotaBytes : consumed,
@@ -79,7 +87,29 @@ export function writeNewQuota(
     },
     'quota',
   );
-  writeElement(batch, table, peer.address, name);
+  if ((fields.throttleBytesPerSecond ?? null) === null)
+    writeElement(batch, table, peer.address, name);
+}
+
+/**
+ * NEWOBJ on the existing quota `name`: a new cap in place, keeping what it consumed and its
+ * userdata (nft_quota_obj_update sets bytes and flags only; Linux 5.4+).
+ */
+export function writeQuotaUpdate(
+  batch: NftBatch,
+  table: string,
+  name: string,
+  quotaBytes: bigint,
+): void {
+  batch.newObject(
+    {
+      table,
+      name,
+      type: NFT_OBJECT_QUOTA,
+      data: encodeAttributes(quotaAttributes, { bytes: quotaBytes, flags: NFT_QUOTA_F_INV }),
+    },
+    'quota',
+  );
 }
 
 /** The map element address → quota object. */

@@ -28,6 +28,13 @@ import {
 } from './naming';
 import { elementTargets, parseQuota, writeNewQuota } from './objects';
 import {
+  type ThrottleState,
+  type ThrottleTarget,
+  planThrottle,
+  throttleCaps6Targets,
+  throttleTarget,
+} from './throttle';
+import {
   type ChainSpec,
   type MapIds,
   capsMap,
@@ -63,6 +70,11 @@ export interface CapTableState {
   set6?: SetAttributes | null;
   /** Its elements; null when not read. */
   elements6?: SetElementAttributes[] | null;
+  /**
+   * The throttle maps, chains, limits and elements (src/kernel/quota/throttle.ts); null when
+   * they were not read because no cap throttles (a table without them stays without them).
+   */
+  throttle?: ThrottleState | null;
 }
 
 /** A transaction to commit and what it repairs. */
@@ -88,7 +100,7 @@ export function planCapTable(
     planSetUp(batch, ifname, live ?? [], repairs, dual);
   } else {
     const ids = planSkeleton(batch, ifname, state, dual);
-    planCaps(batch, quotaTableName(ifname), state, ids, live, repairs, dual);
+    planCaps(batch, ifname, state, ids, live, repairs, dual);
   }
   return { batch, repairs };
 }
@@ -112,16 +124,29 @@ function planSetUp(
 ): void {
   const table = quotaTableName(ifname);
   writeSetUp(batch, ifname, dual);
+  const throttles = new Map<string, ThrottleTarget>();
   for (const peer of live) {
     if (!peer.lastSeen) continue;
     const { quotaBytes, usedBytes, plan } = peer.lastSeen;
-    writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes), plan ?? null);
-    if (dual) writeElementOf6(batch, table, peer, CAPS_MAP6_ID);
+    const throttle = peer.lastSeen.throttleBytesPerSecond ?? null;
+    writeNewQuota(batch, table, peer, BigInt(quotaBytes), BigInt(usedBytes), {
+      plan: plan ?? null,
+      throttleBytesPerSecond: throttle,
+    });
+    if (throttle !== null) throttles.set(peer.address, throttleTarget(peer, throttle));
+    else if (dual) writeElementOf6(batch, table, peer, CAPS_MAP6_ID);
     repairs.push({
       address: peer.address,
       found: `table ${familyName(batch.family)} ${table} missing with the cap of ${peer.address}`,
-      done: `restored the cap of ${quotaBytes} bytes from the last seen state, ${usedBytes} used`,
+      done:
+        `restored the cap of ${quotaBytes} bytes from the last seen state, ${usedBytes} used` +
+        (throttle === null ? '' : `, throttled to ${throttle} B/s over it`),
     });
+  }
+  if (throttles.size > 0) {
+    const throttle = planThrottle(ifname, table, null, throttles, null, { dual });
+    throttle.removals(batch); // the skeleton only: nothing exists to remove
+    throttle.additions(batch);
   }
 }
 
@@ -208,16 +233,37 @@ function planChain(
  */
 function planCaps(
   batch: NftBatch,
-  table: string,
+  ifname: string,
   state: CapTableState,
   ids: MapIds,
   live: readonly CapRef[] | null,
   repairs: Repair[],
   dual: boolean,
 ): void {
+  const table = quotaTableName(ifname);
   const mapId = ids.caps;
-  const { wanted, doomed } = sortObjects(table, state.objects, live, repairs);
-  const restored = (live ?? []).filter((peer) => peer.lastSeen && !wanted.has(peer.address));
+  const { wanted: kept, throttles, doomed } = sortObjects(table, state.objects, live, repairs);
+  const restored = (live ?? []).filter((peer) => peer.lastSeen && !kept.has(peer.address));
+  for (const peer of restored) {
+    const throttle = peer.lastSeen!.throttleBytesPerSecond ?? null;
+    if (throttle !== null) throttles.set(peer.address, throttleTarget(peer, throttle));
+  }
+  addresses6Of(throttles, live, state.throttle ?? null, dual);
+  // A throttled cap's elements are in the throttle maps, never in caps or caps6.
+  const wanted = new Map([...kept].filter(([address]) => !throttles.has(address)));
+  const throttle =
+    throttles.size > 0 || state.throttle
+      ? planThrottle(
+          ifname,
+          table,
+          state.throttle ?? null,
+          throttles,
+          live === null ? null : repairs,
+          {
+            dual,
+          },
+        )
+      : null;
   const present = elementTargets(state.elements ?? []);
   const stale = [...present].filter(([address, objref]) => wanted.get(address) !== objref);
   const missing = [...wanted].filter(([address, name]) => present.get(address) !== name);
@@ -252,41 +298,73 @@ function planCaps(
     const present6 = ids.caps6 === undefined ? (state.elements6 ?? []) : [];
     repairs.push(...planElements6(batch, table, wanted, live, present6, ids.caps6));
   }
+  throttle?.removals(batch);
   // After their elements: the kernel refuses to delete an object a map element refers to.
   for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
   for (const peer of restored) {
     const seen = peer.lastSeen!;
-    const plan = seen.plan ?? null;
-    writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes), plan);
-    if (dual) writeElementOf6(batch, table, peer, ids.caps6);
+    const rate = seen.throttleBytesPerSecond ?? null;
+    writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes), {
+      plan: seen.plan ?? null,
+      throttleBytesPerSecond: rate,
+    });
+    if (dual && rate === null) writeElementOf6(batch, table, peer, ids.caps6);
     repairs.push({
       address: peer.address,
       found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
       done: `restored it from the last seen state, ${seen.usedBytes} used`,
     });
   }
+  throttle?.additions(batch);
 }
 
 /**
- * The table's quota objects sorted into kept (address → name) and doomed (names), each doomed
- * one reported. Objects not named by quotaObjectName are somebody else's and left alone. With
- * `live` null every object of ours is kept.
+ * The IPv6 address of each throttled cap of a dual-stack table: the live peer's, or, where the
+ * live peers are not given (the skeleton only), the one its throttle_caps6 element has now.
+ */
+function addresses6Of(
+  throttles: Map<string, ThrottleTarget>,
+  live: readonly CapRef[] | null,
+  state: ThrottleState | null,
+  dual: boolean,
+): void {
+  if (!dual) return;
+  if (live !== null) {
+    for (const peer of live) {
+      const target = throttles.get(peer.address);
+      if (target && peer.address6 != null) target.address6 = peer.address6;
+    }
+    return;
+  }
+  for (const [address6, quota] of throttleCaps6Targets(state)) {
+    const address = quota === undefined ? null : addressOfObject(quota);
+    const target = address === null ? undefined : throttles.get(address);
+    if (target) target.address6 = address6;
+  }
+}
+
+/**
+ * The table's quota objects sorted into kept (address → name; the throttling ones also in
+ * `throttles`) and doomed (names), each doomed one reported. Objects not named by
+ * quotaObjectName are somebody else's and left alone. With `live` null every object of ours is
+ * kept.
  */
 function sortObjects(
   table: string,
   objects: readonly ObjectAttributes[],
   live: readonly CapRef[] | null,
   repairs: Repair[],
-): { wanted: Map<string, string>; doomed: string[] } {
+): { wanted: Map<string, string>; throttles: Map<string, ThrottleTarget>; doomed: string[] } {
   const peers = live === null ? null : new Map(live.map((peer) => [peer.address, peer]));
   const wanted = new Map<string, string>();
+  const throttles = new Map<string, ThrottleTarget>();
   const doomed: string[] = [];
   for (const object of objects) {
     if (object.table !== table || object.type !== NFT_OBJECT_QUOTA || !object.name) continue;
     const address = addressOfObject(object.name);
     if (!address) continue;
     const peer = peers?.get(address);
-    const quota = peers === null ? null : parseQuota(object);
+    const quota = parseQuota(object);
     const owner = quota?.owner ?? null;
     if (peers !== null && (!peer || (owner !== null && owner !== peer.publicKey))) {
       const held = quota
@@ -303,6 +381,8 @@ function sortObjects(
       continue;
     }
     wanted.set(address, object.name);
+    const rate = quota?.throttleBytesPerSecond ?? null;
+    if (rate !== null) throttles.set(address, { quota: object.name, bytesPerSecond: rate });
   }
-  return { wanted, doomed };
+  return { wanted, throttles, doomed };
 }

@@ -4,10 +4,16 @@ import {
   UDATA_PERIOD_FROM,
   UDATA_PERIOD_START,
   UDATA_PREVIOUS_USED,
+  UDATA_THROTTLE_RATE,
   decodeCapUserdata,
   encodeCapUserdata,
 } from '../../../src/kernel/quota/cap-userdata';
-import { commentUserdata, decodeUserdata } from '../../../src/kernel/nftables/userdata';
+import {
+  commentUserdata,
+  decodeUserdata,
+  encodeUserdata,
+} from '../../../src/kernel/nftables/userdata';
+import { NFTNL_UDATA_COMMENT } from '../../../src/kernel/nftables/constants';
 import type { CapPlan } from '../../../src/kernel/types';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
@@ -20,12 +26,22 @@ const PLAN: CapPlan = {
 
 describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
   it('writes a cap without a plan exactly as the owner comment nft would write', () => {
-    const written = encodeCapUserdata({ owner: KEY, plan: null, others: [] });
+    const written = encodeCapUserdata({
+      owner: KEY,
+      plan: null,
+      throttleBytesPerSecond: null,
+      others: [],
+    });
     expect(written).to.deep.equal(commentUserdata(`wg-peerd peer ${KEY}`));
   });
 
   it('keeps the owner comment first, so nft list still prints it, then the plan TLVs', () => {
-    const written = encodeCapUserdata({ owner: KEY, plan: PLAN, others: [] });
+    const written = encodeCapUserdata({
+      owner: KEY,
+      plan: PLAN,
+      throttleBytesPerSecond: null,
+      others: [],
+    });
     const tlvs = decodeUserdata(written);
     expect(tlvs.map((t) => t.type)).to.deep.equal([
       0,
@@ -51,21 +67,32 @@ describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
       { ...PLAN, period: 'day' as const },
       { ...PLAN, period: 'week' as const },
     ]) {
-      const read = decodeCapUserdata(encodeCapUserdata({ owner: KEY, plan, others: [] }));
-      expect(read).to.deep.equal({ owner: KEY, plan, others: [] });
+      const read = decodeCapUserdata(
+        encodeCapUserdata({ owner: KEY, plan, throttleBytesPerSecond: null, others: [] }),
+      );
+      expect(read).to.deep.equal({ owner: KEY, plan, throttleBytesPerSecond: null, others: [] });
     }
   });
 
   it('keeps TLVs of other types (a later version, the throttle fields) across a rewrite', () => {
     const other = { type: 0x40, value: Buffer.alloc(8, 1) };
-    const read = decodeCapUserdata(encodeCapUserdata({ owner: KEY, plan: PLAN, others: [other] }));
+    const read = decodeCapUserdata(
+      encodeCapUserdata({ owner: KEY, plan: PLAN, throttleBytesPerSecond: null, others: [other] }),
+    );
     expect(read.others).to.deep.equal([other]);
     const rewritten = decodeCapUserdata(encodeCapUserdata({ ...read, plan: null }));
-    expect(rewritten).to.deep.equal({ owner: KEY, plan: null, others: [other] });
+    expect(rewritten).to.deep.equal({
+      owner: KEY,
+      plan: null,
+      throttleBytesPerSecond: null,
+      others: [other],
+    });
   });
 
   it('reads a plan with a field missing or of the wrong size as no plan', () => {
-    const whole = decodeUserdata(encodeCapUserdata({ owner: KEY, plan: PLAN, others: [] }));
+    const whole = decodeUserdata(
+      encodeCapUserdata({ owner: KEY, plan: PLAN, throttleBytesPerSecond: null, others: [] }),
+    );
     for (const drop of [UDATA_PERIOD, UDATA_PERIOD_START, UDATA_PERIOD_FROM]) {
       const data = Buffer.concat(
         whole
@@ -83,6 +110,52 @@ describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
     const read = decodeCapUserdata(commentUserdata('set by hand'));
     expect(read.owner).to.equal(null);
     expect(read.others).to.have.length(1);
-    expect(decodeCapUserdata(undefined)).to.deep.equal({ owner: null, plan: null, others: [] });
+    expect(decodeCapUserdata(undefined)).to.deep.equal({
+      owner: null,
+      plan: null,
+      throttleBytesPerSecond: null,
+      others: [],
+    });
+  });
+
+  it('adds the throttle rate as a u64 TLV 0x40 after the comment, big-endian', () => {
+    const data = encodeCapUserdata({
+      owner: KEY,
+      plan: null,
+      throttleBytesPerSecond: 125_000,
+      others: [],
+    });
+    const comment = commentUserdata(`wg-peerd peer ${KEY}`);
+    expect(data.subarray(0, comment.length)).to.deep.equal(comment);
+    expect([...data.subarray(comment.length)]).to.deep.equal([
+      UDATA_THROTTLE_RATE,
+      8,
+      ...[0, 0, 0, 0, 0, 0x01, 0xe8, 0x48], // 125000, big-endian
+    ]);
+    expect(decodeCapUserdata(data)).to.deep.equal({
+      owner: KEY,
+      plan: null,
+      throttleBytesPerSecond: 125_000,
+      others: [],
+    });
+  });
+
+  it('keeps a billing period and a throttle rate side by side', () => {
+    const both = { owner: KEY, plan: PLAN, throttleBytesPerSecond: 5000, others: [] };
+    expect(decodeCapUserdata(encodeCapUserdata(both))).to.deep.equal(both);
+  });
+
+  it('reads a cap without the rate (written before throttling existed) as one that blocks', () => {
+    expect(
+      decodeCapUserdata(commentUserdata(`wg-peerd peer ${KEY}`)).throttleBytesPerSecond,
+    ).to.equal(null);
+  });
+
+  it('reads a rate of the wrong length as none (a cap that blocks)', () => {
+    const data = encodeUserdata([
+      { type: NFTNL_UDATA_COMMENT, value: Buffer.from(`wg-peerd peer ${KEY}\0`) },
+      { type: UDATA_THROTTLE_RATE, value: Buffer.from([1, 2, 3, 4]) },
+    ]);
+    expect(decodeCapUserdata(data).throttleBytesPerSecond).to.equal(null);
   });
 });

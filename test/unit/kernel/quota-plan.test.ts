@@ -76,6 +76,7 @@ function intact(objects: ObjectAttributes[]): CapTableState {
     rules: ourRules(),
     objects,
     elements: objects.map((o) => element(o.name!.slice(2).replaceAll('_', '.'), o.name!)),
+    throttle: null,
   };
 }
 
