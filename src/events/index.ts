@@ -14,7 +14,7 @@
  * read only while someone listens and at most once per --list-max-age (watcher.ts);
  * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`), or
  * from the shared read where the kernel holds that notice back (6.12), once either way
- * (exhaustion.ts).
+ * (exhaustion.ts); a cap that throttles adds `peer.throttled` right after it.
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
  * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
  * time, and a bounded queue per target whose drops are counted; a target that is down slows
@@ -85,6 +85,8 @@ export interface CapExhaustion {
   publicKey: string | null;
   quotaBytes: number;
   usedBytes: number;
+  /** The rate the peer is slowed to from now (afterCap "throttle"); absent or null: cut off. */
+  throttleBytesPerSecond?: number | null;
 }
 
 /** The room, wired: the hub, its streams, the kernel watcher and the webhook targets. */
@@ -160,6 +162,17 @@ export class Events {
       details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
     };
     this.hub.publish(input);
+    this.throttled(input, cap.throttleBytesPerSecond);
+  }
+
+  /** A cap that throttles: its exhaustion is also `peer.throttled`, with the rate. */
+  private throttled(exhausted: EventInput, rate: number | null | undefined): void {
+    if (rate === null || rate === undefined) return;
+    this.hub.publish({
+      ...exhausted,
+      type: 'peer.throttled',
+      details: { ...exhausted.details, throttle_bytes_per_second: rate },
+    });
   }
 
   /** The shared read's caps: one that is used up and was not announced is announced now. */
@@ -168,13 +181,15 @@ export class Events {
     const news = this.exhaustion.read(snapshot.caps, owners, startedAt);
     for (const address of news) {
       const cap = snapshot.caps.get(address)!;
-      this.hub.publish({
+      const input: EventInput = {
         type: 'peer.cap_exhausted',
         at: snapshot.takenAt,
         publicKey: owners.get(address) ?? null,
         ipAddress: address,
         details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
-      });
+      };
+      this.hub.publish(input);
+      this.throttled(input, cap.throttleBytesPerSecond);
     }
   }
 

@@ -105,7 +105,7 @@ function peerJson(view: PeerView): string {
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === null ? 'null' : `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}${planJson(cap.plan)}}`}` +
+    `,"data_cap":${cap === null ? 'null' : capJson(cap)}` +
     `,"suspended":${suspended}` +
     '}'
   );
@@ -327,4 +327,15 @@ export class ListBodies {
 interface HeldBody {
   promise: Promise<Buffer>;
   built: Buffer | null;
+}
+
+/** A peer's data_cap object. */
+function capJson(cap: NonNullable<PeerView['cap']>): string {
+  const rate = cap.throttleBytesPerSecond ?? null;
+  return (
+    `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}` +
+    planJson(cap.plan) +
+    `,"after_cap":"${rate === null ? 'block' : 'throttle'}","throttle_bytes_per_second":${rate}` +
+    `,"throttled":${cap.throttled === true}}`
+  );
 }

@@ -89,6 +89,7 @@ export const PEER_METRIC = {
   capEnforced: 'wg_peerd_peer_data_cap_enforced',
   capExhausted: 'wg_peerd_peer_data_cap_exhausted',
   capPreviousPeriod: 'wg_peerd_peer_data_cap_previous_period_used_bytes',
+  capThrottled: 'wg_peerd_peer_data_cap_throttled',
   suspended: 'wg_peerd_peer_suspended',
   ipv6: 'wg_peerd_peer_ipv6_info',
 } as const;
@@ -100,6 +101,7 @@ export const AGGREGATE_METRIC = {
   capped: 'wg_peerd_peers_data_capped',
   capsLost: 'wg_peerd_peers_data_cap_not_enforced',
   exhausted: 'wg_peerd_peers_data_cap_exhausted',
+  throttled: 'wg_peerd_peers_data_cap_throttled',
   suspended: 'wg_peerd_peers_suspended',
 } as const;
 
@@ -180,7 +182,12 @@ export async function renderPeerMetrics(
     capExhausted: new Family(
       PEER_METRIC.capExhausted,
       'gauge',
-      "1 when the peer's bytes used reached its enforced data cap (its traffic is dropped), else 0; absent when the peer has no cap",
+      "1 when the peer's bytes used reached its enforced data cap (its traffic is dropped, or throttled), else 0; absent when the peer has no cap",
+    ),
+    capThrottled: new Family(
+      PEER_METRIC.capThrottled,
+      'gauge',
+      '1 when the peer used up a data cap that throttles (afterCap throttle): the kernel slows it to the throttle rate now, else 0; absent when the peer has no cap',
     ),
     capPreviousPeriod: new Family(
       PEER_METRIC.capPreviousPeriod,
@@ -204,6 +211,7 @@ export async function renderPeerMetrics(
   let capped = 0;
   let capsLost = 0;
   let exhausted = 0;
+  let throttledPeers = 0;
   let suspendedPeers = 0;
 
   // 50,000 peers take most of a second to render: let other requests in between (DESIGN §5).
@@ -225,7 +233,9 @@ export async function renderPeerMetrics(
         capped += 1;
         if (!cap.enforced) capsLost += 1;
       }
+      const isThrottled = cap?.throttled === true;
       if (isExhausted) exhausted += 1;
+      if (isThrottled) throttledPeers += 1;
       if (suspended) suspendedPeers += 1;
       if (!perPeer) return;
 
@@ -249,6 +259,7 @@ export async function renderPeerMetrics(
         f.capExhausted.add(labels, isExhausted ? 1 : 0);
         const previous = cap.plan?.previousUsedBytes;
         if (previous != null) f.capPreviousPeriod.add(labels, previous);
+        f.capThrottled.add(labels, isThrottled ? 1 : 0);
       }
     },
     {
@@ -288,6 +299,11 @@ export async function renderPeerMetrics(
       AGGREGATE_METRIC.exhausted,
       'Peers whose bytes used reached their enforced data cap',
       exhausted,
+    ),
+    aggregate(
+      AGGREGATE_METRIC.throttled,
+      'Peers slowed to their throttle rate after using up their data cap',
+      throttledPeers,
     ),
     aggregate(AGGREGATE_METRIC.suspended, 'Peers suspended', suspendedPeers),
   ];

@@ -292,7 +292,13 @@ export const ROUTES: readonly RouteDef[] = [
       const key = keyOf(req);
       const body = check(dataCapBody, req.body, 'body');
       const peer = await service.setDataCap(key, body);
-      return `Data cap${body.quotaBytes === undefined ? '' : ` of ${body.quotaBytes} bytes`} set for ${named(peer)}`;
+      const over =
+        body.afterCap === 'throttle'
+          ? `, throttled${body.throttleBytesPerSecond === undefined ? '' : ` to ${body.throttleBytesPerSecond} B/s`} over it`
+          : body.afterCap === 'block'
+            ? ', blocked over it'
+            : '';
+      return `Data cap${body.quotaBytes === undefined ? '' : ` of ${body.quotaBytes} bytes`} set for ${named(peer)}${over}`;
     },
   ),
   limitRoute(
@@ -458,7 +464,7 @@ export const ROUTES: readonly RouteDef[] = [
     scope: 'read',
     summary:
       'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
-      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, peer.cap_reset, peer.suspended, peer.resumed, interface.lost, interface.restored',
+      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, peer.throttled, peer.cap_reset, peer.suspended, peer.resumed, interface.lost, interface.restored',
     query: eventsQuery as ValidateFunction<unknown>,
     success: {
       status: 200,

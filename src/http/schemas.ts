@@ -15,6 +15,8 @@ import {
   type Period,
   SPEED_LIMIT_MAX,
   SPEED_LIMIT_MIN,
+  THROTTLE_MAX,
+  THROTTLE_MIN,
   ValidationError,
   parsePublicKey,
   type FilterStatus,
@@ -37,6 +39,8 @@ export interface DataCapBody {
   quotaBytes?: number;
   period?: Period | null;
   periodStart?: string;
+  afterCap?: 'block' | 'throttle';
+  throttleBytesPerSecond?: number;
 }
 
 export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
@@ -86,6 +90,21 @@ export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBod
       pattern: PERIOD_START_PATTERN,
       description:
         'ISO 8601 time with an offset (Z or ±hh:mm): resets fall at periodStart + k periods, calendar months clamped to the month end. Default: the time of the request',
+    },
+    afterCap: {
+      type: 'string',
+      enum: ['block', 'throttle'],
+      description:
+        "Over the cap: block (the default for a new cap) drops the peer's traffic; throttle " +
+        'slows it to throttleBytesPerSecond each way, in the kernel, until the next reset or a ' +
+        'raise. Left out: kept as it is.',
+    },
+    throttleBytesPerSecond: {
+      type: 'integer',
+      minimum: THROTTLE_MIN,
+      maximum: THROTTLE_MAX,
+      description:
+        'With afterCap "throttle" (required for a cap that does not throttle yet); alone, the new rate of a cap that throttles',
     },
   },
   additionalProperties: false,
@@ -196,6 +215,16 @@ export const peerResponse: JsonSchema = {
           ...BYTES,
           description: 'What the last period reset closed with; null before the first',
         }),
+        after_cap: { enum: ['block', 'throttle'] },
+        throttle_bytes_per_second: nullable({
+          type: 'integer',
+          minimum: THROTTLE_MIN,
+          maximum: THROTTLE_MAX,
+        }),
+        throttled: {
+          type: 'boolean',
+          description: 'after_cap is throttle and the cap is used up: the peer is slowed now',
+        },
       },
       required: [
         'quota_bytes',
@@ -205,6 +234,9 @@ export const peerResponse: JsonSchema = {
         'period_start',
         'next_reset',
         'previous_period_used_bytes',
+        'after_cap',
+        'throttle_bytes_per_second',
+        'throttled',
       ],
       additionalProperties: false,
     }),

@@ -2,6 +2,7 @@ export * from './errors';
 export * from './keys';
 export * from './status';
 export * from './service';
+export * from './cap-plan';
 export * from './view';
 export * from './bootstrap';
 export * from './readiness';

@@ -19,6 +19,7 @@
  * never restored. Afterwards the journal is exactly the resulting state, with the current boot.
  */
 import type { LimitState, KernelDataCap, WireGuardPeer } from '../kernel/types';
+import { capToKeep } from './cap-plan';
 import type { SavedCap, SavedPeer, SavedState } from '../state';
 
 export type RestoreMode = 'first' | 'reboot' | 'restart';
@@ -109,14 +110,8 @@ function kernelPeer(peer: Pick<WireGuardPeer, 'publicKey' | 'allowedIps'>, view:
     publicKey: peer.publicKey,
     allowedIps,
     limit: limit?.download ?? limit?.upload ?? null,
-    // The plan too (issue 19): the journal follows the kernel's within a boot.
-    cap: cap
-      ? {
-          quotaBytes: cap.quotaBytes,
-          usedBytes: cap.usedBytes,
-          ...(cap.plan ? { plan: cap.plan } : {}),
-        }
-      : null,
+    // The plan and the rate too (issue 19): the journal follows the kernel's within a boot.
+    cap: cap ? capToKeep(cap) : null,
   };
   if (address !== null && view.suspended?.get(address) === peer.publicKey) saved.suspended = true;
   return saved;

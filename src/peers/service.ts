@@ -29,7 +29,6 @@ import {
   PeerWithoutAddressError,
   PoolExhaustedError,
   StateWriteError,
-  ValidationError,
   isFacilityAbsent,
   translateKernelError,
   type Facility,
@@ -43,7 +42,13 @@ import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
 import type { SavedPeer, StateStore } from '../state';
-import { type DataCapChange, checkCapChange, resolveCapChange } from './cap-plan';
+import {
+  type DataCapChange,
+  capToKeep,
+  checkCapChange,
+  checkInteger,
+  resolveCapChange,
+} from './cap-plan';
 import { PeriodScheduler, type SchedulerClock, systemClock } from './period-scheduler';
 import { formatPeriodStart } from './periods';
 
@@ -68,11 +73,6 @@ export type PeerJournal = Pick<
 
 /** A period reset made this long after it fell due was missed (the daemon was down): warn. */
 const PERIOD_RESET_LATE_MS = 10_000;
-
-/** `{ plan }` when there is one, else nothing: caps without a period look as they always did. */
-function withPlan(plan: CapPlan | null | undefined): { plan?: CapPlan } {
-  return plan ? { plan } : {};
-}
 
 function isoStart(plan: CapPlan): string {
   return formatPeriodStart(plan.periodStart);
@@ -221,14 +221,6 @@ function refOf(peer: WireGuardPeer, address: string, dualStack: boolean): PeerRe
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function checkInteger(value: number, min: number, max: number, field: string): void {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new ValidationError(`${field} must be an integer from ${min} to ${max}`, [
-      { field: `/${field}`, message: `must be an integer from ${min} to ${max}` },
-    ]);
-  }
 }
 
 /** What a facility's repair log line says it repaired. */
@@ -601,11 +593,9 @@ export class PeerService implements PeerServiceApi {
       checkInteger(asked.quotaBytes, DATA_CAP_MIN, DATA_CAP_MAX, 'quotaBytes');
     }
     checkCapChange(asked);
-    const { quotaBytes, plan } =
-      asked.quotaBytes !== undefined &&
-      asked.period === undefined &&
-      asked.periodStart === undefined
-        ? { quotaBytes: asked.quotaBytes, plan: undefined } // the cap alone, as before periods
+    const { quotaBytes, plan, afterCap } =
+      asked.quotaBytes !== undefined && Object.keys(asked).every((field) => field === 'quotaBytes')
+        ? { quotaBytes: asked.quotaBytes, plan: undefined, afterCap: undefined } // the cap alone
         : // What a left-out field keeps comes from the kernel's cap (a read, nothing written).
           await this.change(async () => {
             const ref = this.refIn(await this.readDevice(), key, 'data cap');
@@ -615,14 +605,23 @@ export class PeerService implements PeerServiceApi {
             return resolveCapChange(existing, asked, this.now());
           });
     const before = this.saved(key)?.cap ?? null;
+    // A field left out keeps its value: the rate the daemon knows for this peer's cap.
+    const known = (peerCap: DataCap | null | undefined): number | null =>
+      afterCap !== undefined
+        ? afterCap.throttleBytesPerSecond
+        : (peerCap?.throttleBytesPerSecond ?? null);
     return this.recorded(
       // The bytes counted stay as saved; the kernel keeps its own count across the change.
       (journal) =>
-        journal.recordCap(key, {
-          quotaBytes,
-          usedBytes: before?.usedBytes ?? 0,
-          ...withPlan(plan === undefined ? before?.plan : plan),
-        }),
+        journal.recordCap(
+          key,
+          capToKeep({
+            quotaBytes,
+            usedBytes: before?.usedBytes ?? 0,
+            plan: plan === undefined ? before?.plan : plan,
+            throttleBytesPerSecond: known(before),
+          }),
+        ),
       (journal) => journal.recordCap(key, before),
       () => true,
       async () => {
@@ -631,17 +630,24 @@ export class PeerService implements PeerServiceApi {
         const ip = ref.address;
         await this.repair('quota', device);
         await this.call('quota', () =>
-          this.kernel.quota.setCap(this.ifname, ref, quotaBytes, plan),
+          this.kernel.quota.setCap(this.ifname, ref, quotaBytes, plan, afterCap),
         );
         const seen = this.lastCaps.get(ip);
-        const usedBytes = seen?.publicKey === key ? seen.cap.usedBytes : 0;
-        const held = plan === undefined ? (seen?.publicKey === key ? seen.cap.plan : null) : plan;
+        const mine = seen?.publicKey === key ? seen.cap : null;
+        const throttleBytesPerSecond = known(mine);
+        const held = plan === undefined ? (mine?.plan ?? null) : plan;
         this.lastCaps.set(ip, {
           publicKey: key,
-          cap: { quotaBytes, usedBytes, ...withPlan(held) },
+          cap: capToKeep({
+            quotaBytes,
+            usedBytes: mine?.usedBytes ?? 0,
+            plan: held,
+            throttleBytesPerSecond,
+          }),
         });
         if (plan !== undefined) this.periods.set(key, plan);
         const shown = plan ? { period: plan.period, periodStart: isoStart(plan) } : {};
+        const afterCapName = throttleBytesPerSecond === null ? 'block' : 'throttle';
         this.log.info(
           {
             event: 'data_cap_set',
@@ -650,10 +656,15 @@ export class PeerService implements PeerServiceApi {
             ip,
             quotaBytes,
             ...shown,
+            afterCap: afterCapName,
+            throttleBytesPerSecond,
           },
           'data cap set',
         );
-        this.changed('peer.cap_changed', key, ip, { quota_bytes: quotaBytes });
+        this.changed('peer.cap_changed', key, ip, {
+          quota_bytes: quotaBytes,
+          throttle_bytes_per_second: throttleBytesPerSecond,
+        });
         return { publicKey: key, ip };
       },
     );
@@ -698,7 +709,8 @@ export class PeerService implements PeerServiceApi {
         return;
       }
       const { closing, plan } = made;
-      const cap = { quotaBytes: closing.quotaBytes, usedBytes: 0, plan };
+      const rate = closing.throttleBytesPerSecond;
+      const cap = capToKeep({ ...closing, usedBytes: 0, plan, throttleBytesPerSecond: rate });
       this.lastCaps.set(ip, { publicKey: key, cap });
       this.periods.set(key, plan);
       this.onPeriodReset?.();
@@ -824,10 +836,15 @@ export class PeerService implements PeerServiceApi {
           this.kernel.quota.resetCap(this.ifname, { address: ip, publicKey: key }),
         );
         if (closing === null) throw new NoDataCapError();
-        const plan = this.lastCaps.get(ip)?.cap.plan;
+        const kept = this.lastCaps.get(ip)?.cap;
         this.lastCaps.set(ip, {
           publicKey: key,
-          cap: { ...closing, usedBytes: 0, ...withPlan(plan) },
+          cap: capToKeep({
+            ...closing,
+            usedBytes: 0,
+            plan: kept?.plan,
+            throttleBytesPerSecond: kept?.throttleBytesPerSecond,
+          }),
         });
         this.log.info(
           { event: 'data_cap_reset', interface: this.ifname, publicKey: key, ip, ...closing },
@@ -1186,10 +1203,7 @@ export class PeerService implements PeerServiceApi {
     for (const [address, cap] of snapshot.caps) {
       const publicKey = live.get(address);
       if (publicKey !== undefined) {
-        this.lastCaps.set(address, {
-          publicKey,
-          cap: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, ...withPlan(cap.plan) },
-        });
+        this.lastCaps.set(address, { publicKey, cap: capToKeep(cap) });
       }
     }
     this.damage = {

@@ -98,6 +98,8 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.usedBytes ?? -1) === (view.cap?.usedBytes ?? -1) &&
     (cap?.enforced ?? null) === (view.cap?.enforced ?? null) &&
     samePlan(cap?.plan ?? null, view.cap?.plan ?? null) &&
+    (cap?.throttleBytesPerSecond ?? null) === (view.cap?.throttleBytesPerSecond ?? null) &&
+    (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended
   );
 }

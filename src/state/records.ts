@@ -16,6 +16,8 @@ export interface SavedCap {
   usedBytes: number;
   /** Its billing period (issue 19); absent in journals written before periods existed: none. */
   plan?: SavedPlan | null;
+  /** Bytes per second over the cap (afterCap "throttle"); absent: the cap blocks. */
+  throttleBytesPerSecond?: number;
 }
 
 /** A billing period as saved: what the quota object's userdata holds (src/kernel/quota). */

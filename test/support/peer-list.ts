@@ -83,6 +83,12 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
               usedBytes: cap.usedBytes,
               enforced: cap.enforced,
               ...(cap.plan ? { plan: cap.plan } : {}),
+              ...(cap.throttleBytesPerSecond == null
+                ? {}
+                : {
+                    throttleBytesPerSecond: cap.throttleBytesPerSecond,
+                    throttled: cap.throttled === true,
+                  }),
             },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
     });
@@ -122,6 +128,9 @@ export function toPeerJson(entry: PeerEntry) {
             used_bytes: entry.dataCap.usedBytes,
             enforced: entry.dataCap.enforced,
             ...planOf(entry.dataCap.plan ?? null),
+            after_cap: entry.dataCap.throttleBytesPerSecond == null ? 'block' : 'throttle',
+            throttle_bytes_per_second: entry.dataCap.throttleBytesPerSecond ?? null,
+            throttled: entry.dataCap.throttled === true,
           },
     suspended: entry.suspended,
   };

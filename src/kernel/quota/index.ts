@@ -667,7 +667,11 @@ export class Quota implements QuotaApi {
           );
         }
         return {
-          closing: { quotaBytes: Number(closing.quotaBytes), usedBytes: Number(closing.usedBytes) },
+          closing: {
+            quotaBytes: Number(closing.quotaBytes),
+            usedBytes: Number(closing.usedBytes),
+            ...(rate === null ? {} : { throttleBytesPerSecond: rate }),
+          },
           plan: next,
         };
       }, quotaErrors),

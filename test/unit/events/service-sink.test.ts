@@ -63,7 +63,7 @@ describe('events: changes made through the daemon are published when made', () =
         type: 'peer.cap_changed',
         publicKey: key,
         ipAddress: ip,
-        details: { quota_bytes: 1_000_000 },
+        details: { quota_bytes: 1_000_000, throttle_bytes_per_second: null },
       },
       { type: 'peer.cap_changed', publicKey: key, ipAddress: ip, details: { quota_bytes: null } },
       { type: 'peer.deleted', publicKey: key, ipAddress: ip },
@@ -156,6 +156,55 @@ describe('events: changes made through the daemon are published when made', () =
       quota_bytes: 1_000_000,
       used_bytes: 1_000_000,
     });
+    events.close();
+  });
+
+  it('a cap that throttles: its exhaustion is peer.cap_exhausted, then peer.throttled with the rate, once', async () => {
+    const { kernel, events, service } = wired();
+    const created = await service.createPeer();
+    await service.setDataCap(created.publicKey, {
+      quotaBytes: 1_000_000,
+      afterCap: 'throttle',
+      throttleBytesPerSecond: 20_000,
+    });
+    const seen: StoredEvent[] = [];
+    events.hub.subscribe((e) => seen.push(e));
+    await events.watcher.poll(); // baseline
+    // The kernel's notice (6.1: with the packet that used the cap up), from the object's record.
+    events.capExhausted({
+      address: created.ip,
+      publicKey: created.publicKey,
+      quotaBytes: 1_000_000,
+      usedBytes: 1_000_000,
+      throttleBytesPerSecond: 20_000,
+    });
+    kernel.setUsed(created.ip, 1_000_000);
+    await events.watcher.poll(); // the shared read sees it too: nothing more
+    const types = seen.map((e) => e.type).filter((t) => t !== 'peer.cap_changed');
+    expect(types).to.deep.equal(['peer.cap_exhausted', 'peer.throttled']);
+    expect(JSON.parse(seen.find((e) => e.type === 'peer.throttled')!.json)).to.include({
+      public_key: created.publicKey,
+      ip_address: created.ip,
+      quota_bytes: 1_000_000,
+      throttle_bytes_per_second: 20_000,
+    });
+    events.close();
+  });
+
+  it('a cap that throttles, found used up by the shared read (6.12 holds the notice back): peer.throttled too', async () => {
+    const { kernel, events, service } = wired();
+    const created = await service.createPeer();
+    await service.setDataCap(created.publicKey, {
+      quotaBytes: 1_000_000,
+      afterCap: 'throttle',
+      throttleBytesPerSecond: 20_000,
+    });
+    const seen: StoredEvent[] = [];
+    events.hub.subscribe((e) => seen.push(e));
+    await events.watcher.poll(); // baseline
+    kernel.setUsed(created.ip, 1_000_000);
+    await events.watcher.poll();
+    expect(seen.map((e) => e.type)).to.deep.equal(['peer.cap_exhausted', 'peer.throttled']);
     events.close();
   });
 });

@@ -12,7 +12,14 @@ interface Listed {
   minutes_since_handshake: number | null;
   status: string;
   speed_limit_bytes_per_second: number | null;
-  data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
+  data_cap: {
+    quota_bytes: number;
+    used_bytes: number;
+    enforced: boolean;
+    after_cap: string;
+    throttle_bytes_per_second: number | null;
+    throttled: boolean;
+  } | null;
   speed_limit_holds: string | null;
   suspended: boolean;
 }
@@ -119,6 +126,9 @@ describe('HTTP API over recorded kernel exchanges', () => {
       used_bytes: 0,
       enforced: true,
       ...NO_PERIOD,
+      after_cap: 'block',
+      throttle_bytes_per_second: null,
+      throttled: false,
     });
   });
 

@@ -91,6 +91,9 @@ describe('http data cap billing periods (PATCH /api/peer/<publicKey>/data-cap)',
         period_start: '2026-01-31T09:30:00.000+02:00',
         next_reset: '2026-03-31T07:30:00.000Z',
         previous_period_used_bytes: null,
+        after_cap: 'block',
+        throttle_bytes_per_second: null,
+        throttled: false,
       });
     });
 
@@ -190,6 +193,27 @@ describe('billing-period resets made by the service (fake kernel, fake clock)', 
     const http = request(createApp({ service: svc, tokens: null, logger: log.logger }));
     return { svc, log, changes, http, resets: () => resets };
   }
+
+  it('a period reset of a cap that throttles ends the throttling and keeps the rate', async () => {
+    const kernel = FakeKernel.withInterface();
+    kernel.putPeer(key(1), ['10.8.0.2/32']);
+    const clock = new ManualClock(Date.parse('2026-03-01T23:59:00Z'));
+    const { http } = service(kernel, clock);
+    const path = `/api/peer/${urlSafe(key(1))}/data-cap`;
+    const body = { quotaBytes: 10_000, afterCap: 'throttle', throttleBytesPerSecond: 5000 };
+    await http.patch(path).send({ ...body, period: 'day', periodStart: '2026-03-01T00:00:00Z' });
+    kernel.setUsed('10.8.0.2', 10_000);
+    await clock.runAt(Date.parse('2026-03-01T23:59:59.999Z'));
+    expect(await listedCap(http)).to.include({ throttled: true, throttle_bytes_per_second: 5000 });
+    await clock.runAt(Date.parse('2026-03-02T00:00:00Z'));
+    expect(await listedCap(http)).to.include({
+      used_bytes: 0,
+      previous_period_used_bytes: 10_000,
+      after_cap: 'throttle',
+      throttle_bytes_per_second: 5000,
+      throttled: false,
+    });
+  });
 
   it('resets at the boundary: usage zeroed, the closing usage kept, peer.cap_reset published', async () => {
     const kernel = FakeKernel.withInterface();

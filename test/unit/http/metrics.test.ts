@@ -185,6 +185,43 @@ describe('metrics: per-peer series from the snapshot', () => {
     }
   });
 
+  it('says per capped peer whether it is throttled now (a cap that throttles, used up), and counts them', async () => {
+    const snapshot = snapshotOf(PEERS, {
+      caps: new Map([
+        [
+          '10.8.0.2',
+          {
+            quotaBytes: 1000,
+            usedBytes: 1000,
+            enforced: true,
+            throttleBytesPerSecond: 5000,
+            throttled: true,
+          },
+        ],
+        // Throttles too, but not used up yet.
+        [
+          '10.8.0.3',
+          {
+            quotaBytes: 5000,
+            usedBytes: 10,
+            enforced: true,
+            throttleBytesPerSecond: 5000,
+            throttled: false,
+          },
+        ],
+      ]),
+    });
+    const scraped = await scrape(scrapeApp(async () => snapshot).http);
+    const name = 'wg_peerd_peer_data_cap_throttled';
+    expect(valueOf(scraped, name, labels(A, '10.8.0.2'))).to.equal(1);
+    expect(valueOf(scraped, name, labels(B, '10.8.0.3'))).to.equal(0);
+    expect(samplesOf(scraped, name)).to.have.length(2);
+    expect(valueOf(scraped, 'wg_peerd_peers_data_cap_throttled')).to.equal(1);
+    // Caps that block are never throttled.
+    expect(valueOf(samples, name, labels(A, '10.8.0.2'))).to.equal(0);
+    expect(valueOf(samples, 'wg_peerd_peers_data_cap_throttled')).to.equal(0);
+  });
+
   it('says per peer whether it is suspended (only by a suspension its own key holds), and counts them', async () => {
     const snapshot = snapshotOf(PEERS, {
       suspended: new Map([

@@ -213,7 +213,13 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       persistentKeepalive: 25,
       speedLimitBytesPerSecond: 125000,
       speedLimitHolds: 'both',
-      dataCap: { quotaBytes: 1000, usedBytes: 10, enforced: true },
+      dataCap: {
+        quotaBytes: 1000,
+        usedBytes: 1000,
+        enforced: true,
+        throttleBytesPerSecond: 5000,
+        throttled: true,
+      },
       suspended: true,
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);

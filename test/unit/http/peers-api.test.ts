@@ -579,6 +579,9 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       used_bytes: 1234,
       enforced: true,
       ...NO_PERIOD,
+      after_cap: 'block',
+      throttle_bytes_per_second: null,
+      throttled: false,
     });
   });
 
@@ -625,6 +628,122 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
   });
 });
 
+describe('http data cap: afterCap block or throttle (PATCH /api/peer/<publicKey>/data-cap)', () => {
+  function withPeer() {
+    const s = setup();
+    s.kernel.putPeer(key(1), ['10.8.0.2/32']);
+    return { ...s, path: `/api/peer/${urlSafe(key(1))}/data-cap` };
+  }
+  const listedCap = async (http: ReturnType<typeof setup>['http']) =>
+    (await http.get('/api/peers')).body.peers[0].data_cap;
+
+  it('sets a cap that throttles: the kernel gets the rate, the list shows it, throttled once used up', async () => {
+    const { kernel, http, path } = withPeer();
+    const res = await http
+      .patch(path)
+      .send({ quotaBytes: 1_000_000, afterCap: 'throttle', throttleBytesPerSecond: 5000 });
+    expect(res.status).to.equal(200);
+    expect(res.body.message).to.match(/throttled to 5000 B\/s/);
+    const call = kernel.calls.find((c) => c.method === 'quota.setCap');
+    expect(call?.args.slice(3)).to.deep.equal([undefined, { throttleBytesPerSecond: 5000 }]);
+    expect(await listedCap(http)).to.deep.equal({
+      quota_bytes: 1_000_000,
+      used_bytes: 0,
+      enforced: true,
+      ...NO_PERIOD,
+      after_cap: 'throttle',
+      throttle_bytes_per_second: 5000,
+      throttled: false,
+    });
+    kernel.setUsed('10.8.0.2', 1_000_000);
+    expect(await listedCap(http)).to.include({ after_cap: 'throttle', throttled: true });
+  });
+
+  it('keeps afterCap and the rate when a PATCH leaves them out, and goes back to block when told', async () => {
+    const { kernel, http, path } = withPeer();
+    await http
+      .patch(path)
+      .send({ quotaBytes: 1_000_000, afterCap: 'throttle', throttleBytesPerSecond: 5000 });
+    expect((await http.patch(path).send({ quotaBytes: 2_000_000 })).status).to.equal(200);
+    expect(kernel.calls.filter((c) => c.method === 'quota.setCap')[1]?.args).to.have.length(3);
+    expect(await listedCap(http)).to.include({
+      quota_bytes: 2_000_000,
+      after_cap: 'throttle',
+      throttle_bytes_per_second: 5000,
+    });
+    expect(
+      (await http.patch(path).send({ quotaBytes: 2_000_000, afterCap: 'block' })).status,
+    ).to.equal(200);
+    expect(await listedCap(http)).to.include({
+      after_cap: 'block',
+      throttle_bytes_per_second: null,
+      throttled: false,
+    });
+  });
+
+  it('changes the rate alone of a cap that throttles, keeping the cap and afterCap', async () => {
+    const { kernel, http, path } = withPeer();
+    await http
+      .patch(path)
+      .send({ quotaBytes: 1_000_000, afterCap: 'throttle', throttleBytesPerSecond: 5000 });
+    expect((await http.patch(path).send({ throttleBytesPerSecond: 8000 })).status).to.equal(200);
+    const last = kernel.calls.filter((c) => c.method === 'quota.setCap').at(-1);
+    expect(last?.args.slice(2)).to.deep.equal([
+      1_000_000,
+      undefined,
+      { throttleBytesPerSecond: 8000 },
+    ]);
+    expect(await listedCap(http)).to.include({
+      quota_bytes: 1_000_000,
+      after_cap: 'throttle',
+      throttle_bytes_per_second: 8000,
+    });
+  });
+
+  const bad: Array<[string, string, string]> = [
+    [
+      'throttle without a rate',
+      '{"quotaBytes": 5, "afterCap": "throttle"}',
+      '/throttleBytesPerSecond',
+    ],
+    [
+      'a rate under 1,000',
+      '{"quotaBytes": 5, "afterCap": "throttle", "throttleBytesPerSecond": 999}',
+      '/throttleBytesPerSecond',
+    ],
+    [
+      'a rate over 10^12',
+      '{"quotaBytes": 5, "afterCap": "throttle", "throttleBytesPerSecond": 1000000000001}',
+      '/throttleBytesPerSecond',
+    ],
+    [
+      'a fractional rate',
+      '{"quotaBytes": 5, "afterCap": "throttle", "throttleBytesPerSecond": 1500.5}',
+      '/throttleBytesPerSecond',
+    ],
+    [
+      'a rate without afterCap',
+      '{"quotaBytes": 5, "throttleBytesPerSecond": 5000}',
+      '/throttleBytesPerSecond',
+    ],
+    [
+      'a rate with block',
+      '{"quotaBytes": 5, "afterCap": "block", "throttleBytesPerSecond": 5000}',
+      '/throttleBytesPerSecond',
+    ],
+    ['an unknown afterCap', '{"quotaBytes": 5, "afterCap": "slow"}', '/afterCap'],
+  ];
+  for (const [what, text, field] of bad) {
+    it(`answers 400 with details for ${what}, and changes nothing in the kernel`, async () => {
+      const { kernel, http, path } = withPeer();
+      const res = await http.patch(path).set('Content-Type', 'application/json').send(text);
+      expectError(res, 400, 'VALIDATION_FAILED');
+      expect(res.body.details.map((d: { field: string }) => d.field)).to.include(field);
+      expect(kernel.count('quota.setCap')).to.equal(0);
+    });
+  }
+});
+
 describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () => {
   function withCappedPeer() {
     const s = setup();
@@ -648,6 +767,9 @@ describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () =
       used_bytes: 0,
       enforced: true,
       ...NO_PERIOD,
+      after_cap: 'block',
+      throttle_bytes_per_second: null,
+      throttled: false,
     });
   });
 
@@ -733,7 +855,15 @@ describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
     const [listed] = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
     expect(listed).to.deep.include({
       speed_limit_bytes_per_second: 5000,
-      data_cap: { quota_bytes: 7000, used_bytes: 0, enforced: true, ...NO_PERIOD },
+      data_cap: {
+        quota_bytes: 7000,
+        used_bytes: 0,
+        enforced: true,
+        ...NO_PERIOD,
+        after_cap: 'block',
+        throttle_bytes_per_second: null,
+        throttled: false,
+      },
       suspended: true,
     });
   });

@@ -74,8 +74,8 @@ describe('quota userdata codec (src/kernel/quota/cap-userdata.ts)', () => {
     }
   });
 
-  it('keeps TLVs of other types (a later version, the throttle fields) across a rewrite', () => {
-    const other = { type: 0x40, value: Buffer.alloc(8, 1) };
+  it('keeps TLVs of other types (a later version) across a rewrite', () => {
+    const other = { type: 0x41, value: Buffer.alloc(8, 1) };
     const read = decodeCapUserdata(
       encodeCapUserdata({ owner: KEY, plan: PLAN, throttleBytesPerSecond: null, others: [other] }),
     );

@@ -95,7 +95,15 @@ describe('daemon with --state-dir (issue 16)', () => {
       expect(peers.map((p) => p['ip_address'])).to.deep.equal(['10.8.0.2', '10.8.0.3']);
       expect(peers[0]).to.deep.include({
         speed_limit_bytes_per_second: 250000,
-        data_cap: { quota_bytes: 10_000_000, used_bytes: 9_900_000, enforced: true, ...NO_PERIOD },
+        data_cap: {
+          quota_bytes: 10_000_000,
+          used_bytes: 9_900_000,
+          enforced: true,
+          ...NO_PERIOD,
+          after_cap: 'block',
+          throttle_bytes_per_second: null,
+          throttled: false,
+        },
       });
       expect(peers[1]).to.deep.include({ speed_limit_bytes_per_second: null, data_cap: null });
       const restoredLine = second.log.lines().find((l) => l['event'] === 'state_restored');
@@ -138,7 +146,47 @@ describe('daemon with --state-dir (issue 16)', () => {
         period_start: new Date(start7).toISOString(),
         next_reset: new Date(start7 + 7 * 86_400_000).toISOString(),
         previous_period_used_bytes: null,
+        after_cap: 'block',
+        throttle_bytes_per_second: null,
+        throttled: false,
       });
+    } finally {
+      await second.daemon.shutdown();
+    }
+  });
+
+  it('puts a cap that throttles back after a reboot, with its rate, still throttling when used up', async () => {
+    const before = new FakeKernel();
+    const first = await start(before, 'boot-1');
+    let key: string;
+    try {
+      const created = await call(first.daemon, 'POST', '/api/peer');
+      key = enc((created.body['peer'] as { publicKey: string }).publicKey);
+      const body = { quotaBytes: 5_000_000, afterCap: 'throttle', throttleBytesPerSecond: 20_000 };
+      expect(
+        (await call(first.daemon, 'PATCH', `/api/peer/${key}/data-cap`, body)).status,
+      ).to.equal(200);
+      before.setUsed('10.8.0.2', 5_000_000); // used up: throttled from here
+    } finally {
+      await first.daemon.shutdown();
+    }
+    const after = new FakeKernel(); // a reboot: nothing in the kernel
+    const second = await start(after, 'boot-2');
+    try {
+      const list = await call(second.daemon, 'GET', '/api/peers');
+      const peers = list.body['peers'] as Record<string, unknown>[];
+      expect(peers[0]?.['data_cap']).to.deep.equal({
+        quota_bytes: 5_000_000,
+        used_bytes: 5_000_000,
+        enforced: true,
+        ...NO_PERIOD,
+        after_cap: 'throttle',
+        throttle_bytes_per_second: 20_000,
+        throttled: true,
+      });
+      // What the kernel was asked to put back: the rate with the cap.
+      const ensured = after.calls.filter((c) => c.method === 'quota.ensure').at(-1);
+      expect(JSON.stringify(ensured?.args)).to.contain('"throttleBytesPerSecond":20000');
     } finally {
       await second.daemon.shutdown();
     }

@@ -9,6 +9,7 @@ import { constants } from 'node:os';
 import nacl from 'tweetnacl';
 import type {
   CapPlan,
+  AfterCap,
   DataCap,
   DeviceConfig,
   IpPrefix,
@@ -341,20 +342,31 @@ export class FakeKernel implements Kernel {
           }
           return repairs;
         }),
-      setCap: (ifname, peer: PeerRef, quotaBytes, plan?: CapPlan | null) =>
+      setCap: (ifname, peer: PeerRef, quotaBytes, plan?: CapPlan | null, afterCap?: AfterCap) =>
         this.op(
           'quota.setCap',
-          // A plan only when one is passed: calls without one read as they always did.
-          plan === undefined ? [ifname, peer, quotaBytes] : [ifname, peer, quotaBytes, plan],
+          // A plan (and afterCap) only when passed: calls without them read as they always did.
+          [
+            ifname,
+            peer,
+            quotaBytes,
+            ...(plan !== undefined || afterCap !== undefined ? [plan] : []),
+            ...(afterCap !== undefined ? [afterCap] : []),
+          ],
           () => {
             const caps = this.capsOf(ifname);
             const before = caps.get(peer.address);
             const mine = before?.publicKey === peer.publicKey;
+            // The contract of QuotaApi.setCap: afterCap undefined keeps what the cap did.
+            const throttleBytesPerSecond =
+              afterCap?.throttleBytesPerSecond ??
+              (afterCap ? null : mine ? before?.throttleBytesPerSecond : null);
             caps.set(peer.address, {
               quotaBytes,
               usedBytes: before?.usedBytes ?? 0,
               publicKey: peer.publicKey,
               plan: plan === undefined ? (mine ? (before?.plan ?? null) : null) : plan,
+              ...(throttleBytesPerSecond == null ? {} : { throttleBytesPerSecond }),
             });
           },
         ),
@@ -362,7 +374,12 @@ export class FakeKernel implements Kernel {
         this.op('quota.getCap', [ifname, peer], () => {
           const cap = this.capsOf(ifname).get(peer.address);
           if (!cap || cap.publicKey !== peer.publicKey) return null;
-          return { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, plan: cap.plan ?? null };
+          return {
+            quotaBytes: cap.quotaBytes,
+            usedBytes: cap.usedBytes,
+            plan: cap.plan ?? null,
+            throttleBytesPerSecond: cap.throttleBytesPerSecond ?? null,
+          };
         }),
       // The contract of QuotaApi.resetPeriod, in memory.
       resetPeriod: (ifname, peer: PeerRef, due) =>
@@ -372,7 +389,12 @@ export class FakeKernel implements Kernel {
           if (!cap || !plan || cap.publicKey !== peer.publicKey || plan.periodFrom >= due) {
             return null;
           }
-          const closing = { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes };
+          const rate = cap.throttleBytesPerSecond ?? null;
+          const closing = {
+            quotaBytes: cap.quotaBytes,
+            usedBytes: cap.usedBytes,
+            ...(rate === null ? {} : { throttleBytesPerSecond: rate }),
+          };
           cap.usedBytes = 0;
           cap.plan = { ...plan, periodFrom: due, previousUsedBytes: closing.usedBytes };
           return { closing, plan: cap.plan };
@@ -395,12 +417,22 @@ export class FakeKernel implements Kernel {
         this.op('quota.listCaps', [ifname], () => {
           const out = new Map<string, KernelDataCap>();
           for (const [address, cap] of this.capsOf(ifname)) {
-            out.set(address, {
-              quotaBytes: cap.quotaBytes,
-              usedBytes: cap.usedBytes,
-              enforced: cap.enforced !== false,
-              ...(cap.plan ? { plan: cap.plan } : {}),
-            });
+            const enforced = cap.enforced !== false;
+            const rate = cap.throttleBytesPerSecond ?? null;
+            const planned = cap.plan ? { plan: cap.plan } : {};
+            out.set(
+              address,
+              rate === null
+                ? { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes, enforced, ...planned }
+                : {
+                    quotaBytes: cap.quotaBytes,
+                    usedBytes: cap.usedBytes,
+                    enforced,
+                    ...planned,
+                    throttleBytesPerSecond: rate,
+                    throttled: enforced && cap.usedBytes >= cap.quotaBytes,
+                  },
+            );
           }
           return out;
         }),
