@@ -6,18 +6,13 @@
  * showing how many filters a packet visits.
  */
 import { expect } from 'chai';
-import { type ChildProcess, spawn } from 'node:child_process';
-import * as path from 'node:path';
 import { Shaper, ifbNameFor } from '../../src/kernel/shaper';
+import { type BulkEnds, expectRateAtLeast, expectRateNear, measureBulk } from './support/bulk-rate';
 import {
-  CLIENT_NS,
-  SERVER_UNDERLAY_IP,
-  addWgPeer,
   assertInTestVm,
-  createWgInterface,
   deleteLink,
-  ping,
   setupClientNamespace,
+  setupTunnel,
   sh,
   teardownClientNamespace,
 } from './support/topology';
@@ -35,109 +30,25 @@ const TOLERANCE = 0.15;
 /** Not measured: TCP slow start and the queue filling (a TCG guest is slow to get going). */
 const WARMUP_MS = 3000;
 const MEASURE_MS = 6000;
-const BULK = path.join(__dirname, 'support', 'shaper-bulk.js');
 /** Parallel TCP connections per transfer (see shaper-bulk.ts). */
 const STREAMS = 4;
 
 type Direction = 'download' | 'upload';
 
-function waitForLine(child: ChildProcess, wanted: (line: string) => boolean): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffer = '';
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout?.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      const line = lines.find(wanted);
-      if (line !== undefined) resolve(line);
-    });
-    child.on('exit', (code) => reject(new Error(`shaper-bulk exited (${code}) early: ${stderr}`)));
-  });
-}
+const ENDS: BulkEnds = {
+  serverIp: SERVER_IP,
+  peerIp: PEER_IP,
+  port: TCP_PORT,
+  warmupMs: WARMUP_MS,
+  measureMs: MEASURE_MS,
+  streams: STREAMS,
+};
 
-function bulk(netns: string | undefined, args: Array<string | number>): ChildProcess {
-  const argv = [BULK, ...args.map(String)];
-  return netns === undefined
-    ? spawn(process.execPath, argv)
-    : spawn('ip', ['netns', 'exec', netns, process.execPath, ...argv]);
-}
+const expectNear = (direction: Direction, limit: number, what: string): Promise<number> =>
+  expectRateNear(() => measureBulk(direction, ENDS), limit, TOLERANCE, what);
 
-/**
- * Bulk TCP over STREAMS connections for WARMUP_MS + MEASURE_MS; returns the payload bytes per
- * second the receiver got during MEASURE_MS. Download: server (root ns) → peer (wgcli); upload:
- * the other way.
- */
-async function measure(direction: Direction): Promise<number> {
-  const download = direction === 'download';
-  const host = download ? PEER_IP : SERVER_IP;
-  const receiver = bulk(download ? CLIENT_NS : undefined, [
-    'receive',
-    host,
-    TCP_PORT,
-    WARMUP_MS,
-    MEASURE_MS,
-  ]);
-  const sender = { child: undefined as ChildProcess | undefined };
-  try {
-    await waitForLine(receiver, (line) => line === 'listening');
-    const result = waitForLine(receiver, (line) => line.startsWith('{'));
-    sender.child = bulk(download ? undefined : CLIENT_NS, [
-      'send',
-      host,
-      TCP_PORT,
-      (WARMUP_MS + MEASURE_MS) / 1000 + 10,
-      STREAMS,
-    ]);
-    const { bytesPerSecond } = JSON.parse(await result) as { bytesPerSecond: number };
-    return bytesPerSecond;
-  } finally {
-    receiver.kill();
-    sender.child?.kill();
-  }
-}
-
-/**
- * Measures until a transfer lands within 15% of the limit, at most ATTEMPTS times, and fails
- * with every measurement when none did. A TCG guest on a busy host is sometimes starved of CPU
- * for long enough that nothing, shaped or not, keeps its rate; a shaper that is wrong (a unit
- * off, the wrong class, no class) is wrong on every attempt. Returns the rate that passed.
- */
-const ATTEMPTS = 3;
-
-async function expectNear(direction: Direction, limit: number, what: string): Promise<number> {
-  const rates: number[] = [];
-  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-    const rate = await measure(direction);
-    rates.push(rate);
-    const deviation = Math.abs(rate - limit) / limit;
-    console.log(
-      `      ${what}: ${Math.round(rate)} B/s, ${(deviation * 100).toFixed(1)}% from ${limit}` +
-        (attempt > 1 ? ` (attempt ${attempt})` : ''),
-    );
-    if (deviation <= TOLERANCE) return rate;
-  }
-  expect.fail(
-    `${what}: ${rates.map(Math.round).join(', ')} B/s in ${ATTEMPTS} attempts, none within ` +
-      `${TOLERANCE * 100}% of ${limit}`,
-  );
-}
-
-/** Like expectNear, for "at least this fast": the best of up to ATTEMPTS transfers. */
-async function expectAtLeast(direction: Direction, minimum: number, what: string): Promise<number> {
-  const rates: number[] = [];
-  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-    const rate = await measure(direction);
-    rates.push(rate);
-    console.log(
-      `      ${what}: ${Math.round(rate)} B/s (at least ${Math.round(minimum)} wanted)` +
-        (attempt > 1 ? ` (attempt ${attempt})` : ''),
-    );
-    if (rate >= minimum) return rate;
-  }
-  return expect.fail(`${what}: ${rates.map(Math.round).join(', ')} B/s, all under ${minimum}`);
-}
+const expectAtLeast = (direction: Direction, minimum: number, what: string): Promise<number> =>
+  expectRateAtLeast(() => measureBulk(direction, ENDS), minimum, what);
 
 function hex(address: string): string {
   return address
@@ -168,26 +79,13 @@ describe('speed limits through a real tunnel', function () {
   before(function () {
     assertInTestVm();
     setupClientNamespace();
-    const server = createWgInterface({
-      name: SERVER_IF,
-      address: `${SERVER_IP}/24`,
+    setupTunnel({
+      serverIf: SERVER_IF,
+      clientIf: CLIENT_IF,
+      serverIp: SERVER_IP,
+      peerIp: PEER_IP,
       listenPort: LISTEN_PORT,
     });
-    const client = createWgInterface({
-      name: CLIENT_IF,
-      netns: CLIENT_NS,
-      address: `${PEER_IP}/24`,
-    });
-    addWgPeer(SERVER_IF, undefined, {
-      publicKey: client.key.publicKey,
-      allowedIps: [`${PEER_IP}/32`],
-    });
-    addWgPeer(CLIENT_IF, CLIENT_NS, {
-      publicKey: server.key.publicKey,
-      allowedIps: [`${SERVER_IP}/32`],
-      endpoint: `${SERVER_UNDERLAY_IP}:${LISTEN_PORT}`,
-    });
-    ping(CLIENT_NS, SERVER_IP);
     shaper = new Shaper();
   });
 

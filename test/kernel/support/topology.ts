@@ -248,3 +248,31 @@ export function wgShowDump(ifname: string, netns?: string): WgDump {
 export function ping(netns: string | undefined, address: string, timeoutSeconds = 10): void {
   sh(inNs(netns, `busybox ping -c 1 -w ${timeoutSeconds} -q ${q(address)}`));
 }
+
+export interface TunnelOptions {
+  serverIf: string;
+  clientIf: string;
+  /** The server's tunnel address; the interface gets it as a /24. */
+  serverIp: string;
+  /** The client's tunnel address, its /32 the server's allowed IP for it. */
+  peerIp: string;
+  listenPort: number;
+}
+
+/**
+ * A working tunnel: the server interface in the root namespace, the client in CLIENT_NS (which
+ * must exist), each the other's peer, checked with a ping through it.
+ */
+export function setupTunnel(options: TunnelOptions): { server: WgInterface; client: WgInterface } {
+  const { serverIf, clientIf, serverIp, peerIp, listenPort } = options;
+  const server = createWgInterface({ name: serverIf, address: `${serverIp}/24`, listenPort });
+  const client = createWgInterface({ name: clientIf, netns: CLIENT_NS, address: `${peerIp}/24` });
+  addWgPeer(serverIf, undefined, { publicKey: client.key.publicKey, allowedIps: [`${peerIp}/32`] });
+  addWgPeer(clientIf, CLIENT_NS, {
+    publicKey: server.key.publicKey,
+    allowedIps: [`${serverIp}/32`],
+    endpoint: `${SERVER_UNDERLAY_IP}:${listenPort}`,
+  });
+  ping(CLIENT_NS, serverIp);
+  return { server, client };
+}
