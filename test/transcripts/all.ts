@@ -6,12 +6,14 @@ import { nftablesNotifications, nftablesNotificationsInet } from './notification
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
 import { shaperScenarios } from './shaper';
+import { quotaThrottle } from './throttle';
 import { wireguardDevice } from './wireguard';
 
 export const scenarios: Scenario[] = [
   wireguardDevice,
   linkLifecycle,
   ...quotaScenarios,
+  quotaThrottle,
   ...shaperScenarios,
   apiPeers,
   nftablesNotifications,

@@ -25,7 +25,7 @@ export const KEY_C = Buffer.alloc(32, 0xc3).toString('base64');
 /** ICMP payload size giving 1,000-byte IPv4 packets (20 IP + 8 ICMP + 972). */
 export const PING_PACKET_BYTES = 1000;
 
-const nftTable = (ifname: string): string => `nft -j list table ip wg_peerd_${ifname}`;
+export const nftTable = (ifname: string): string => `nft -j list table ip wg_peerd_${ifname}`;
 
 /** Counts the nf_tables transactions (datagrams starting with NFNL_MSG_BATCH_BEGIN) sent. */
 class BatchCounter {
@@ -56,7 +56,7 @@ class BatchCounter {
   }
 }
 
-function snapshot(context: ScenarioContext, key: string, command: string): void {
+export function snapshot(context: ScenarioContext, key: string, command: string): void {
   if (context.recording) context.oracle[key] = JSON.parse(context.sh(command));
 }
 
@@ -161,7 +161,7 @@ export interface QuotaCapsResult {
   caps: Record<string, Record<string, KernelDataCap>>;
 }
 
-function ping(context: ScenarioContext, count: number, source = PEER_A): void {
+export function ping(context: ScenarioContext, count: number, source = PEER_A): void {
   if (!context.recording) return;
   context.sh(
     `ip netns exec ${CAPS_NS} busybox ping -q -c ${count} -i 0.1 -W 1 -s ` +
