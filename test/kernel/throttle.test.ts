@@ -159,12 +159,14 @@ describe('throttling after the cap (real kernel, through a WireGuard tunnel)', f
   });
 
   it('runs at full speed under the cap', async function () {
+    expect((await quota.listCaps(SERVER_IF)).get(PEER_IP)?.throttled).to.equal(false);
     fullSpeed = await expectRateAtLeast(
       () => measureBulk('download', SHORT),
       3 * THROTTLE,
       'download under the cap',
     );
-    expect((await quota.listCaps(SERVER_IF)).get(PEER_IP)?.throttled).to.equal(false);
+    // Not checked after: at full speed the transfer may use the cap up as it ends (1.5 MB/s on
+    // 6.1 used 4 MB within the 1.3 s and the data in flight).
   });
 
   it('slows a download to the throttle rate within 20% once the cap is used up', async function () {
