@@ -8,6 +8,7 @@
 import { expect } from 'chai';
 import { Quota } from '../../src/kernel/quota';
 import { THROTTLE_BURST_BYTES } from '../../src/kernel/quota/throttle';
+import type { CapPlan } from '../../src/kernel/types';
 import { type BulkEnds, expectRateAtLeast, expectRateNear, measureBulk } from './support/bulk-rate';
 import {
   CLIENT_NS,
@@ -35,6 +36,8 @@ const THROTTLE = 100_000;
 const TOLERANCE = 0.2;
 /** Small enough to be used up in a few seconds at full speed, large enough to notice. */
 const CAP = 4_000_000;
+/** Used up by one short transfer even at the throttle rate (its first second's burst alone). */
+const PERIOD_CAP = 150_000;
 const PEER = { address: PEER_IP, publicKey: 'throttle+test+peer+key+0000000000000000000=' };
 
 /**
@@ -222,6 +225,36 @@ describe('throttling after the cap (real kernel, through a WireGuard tunnel)', f
     console.log(
       `      ${(rate / THROTTLE).toFixed(1)}x the throttle (${Math.round(fullSpeed)} B/s before)`,
     );
+  });
+
+  it('a billing-period reset ends the throttling too, keeping the rate and the limits', async function () {
+    const day = 86_400_000;
+    const plan: CapPlan = {
+      period: 'day',
+      periodStart: { at: Date.now() - 3 * day, offsetMinutes: 0 },
+      periodFrom: Date.now() - 2 * day,
+      previousUsedBytes: null,
+    };
+    await quota.setCap(SERVER_IF, PEER, PERIOD_CAP, plan); // afterCap left out: still throttles
+    await measureBulk('download', SHORT); // uses the small cap up
+    expect((await quota.listCaps(SERVER_IF)).get(PEER_IP)).to.include({
+      throttleBytesPerSecond: THROTTLE,
+      throttled: true,
+    });
+    const made = await quota.resetPeriod(SERVER_IF, PEER, plan.periodFrom + day);
+    expect(made?.closing).to.include({ quotaBytes: PERIOD_CAP, usedBytes: PERIOD_CAP });
+    const after = (await quota.listCaps(SERVER_IF)).get(PEER_IP);
+    expect(after).to.include({ throttleBytesPerSecond: THROTTLE, throttled: false });
+    expect(after?.plan?.previousUsedBytes).to.equal(PERIOD_CAP);
+    const { bytes, used } = nftQuota();
+    console.log(`      nft after the period reset: ${used} of ${bytes} bytes used`);
+    expect(used).to.be.below(bytes); // not over: the throttle rule no longer matches
+    for (const limit of nftLimits()) expect(limit).to.include({ rate: THROTTLE, inv: true });
+    const ruleset = sh(`nft list table ip ${TABLE}`);
+    expect(ruleset).to.match(
+      /map throttle_caps \{[^}]*elements = \{ 10\.85\.0\.2 : "q_10_85_0_2" \}/s,
+    );
+    await quota.setCap(SERVER_IF, PEER, CAP, null); // the period ends, the cap as before
   });
 
   it('back to block: the limits and throttle elements go, the caps map leads to the quota again', async function () {
