@@ -24,13 +24,12 @@
  * These are the pure pieces (rules, the map, its elements, their reconciliation); an IPv4-only
  * interface keeps its `ip` table exactly as ./skeleton.ts writes it.
  */
-import type { NftBatch, SetAttributes, SetElementAttributes } from '../nftables/client';
+import type { NftBatch, SetElementAttributes } from '../nftables/client';
 import {
   IFNAMSIZ,
   NFPROTO_INET,
   NFPROTO_IPV4,
   NFPROTO_IPV6,
-  NFT_DATATYPE_IP6ADDR,
   NFT_META_NFPROTO,
   NFT_PAYLOAD_NETWORK_HEADER,
   NFT_REG_1,
@@ -46,15 +45,10 @@ import {
 } from '../nftables/expressions';
 import { bytesToIpv6, ipv6ToBytes } from '../ipv6';
 import type { PeerRef, Repair } from '../types';
-import { CAPS_MAP, chunks, quotaObjectName } from './naming';
-import { type ChainSpec, isQuotaMap, quotaMap } from './skeleton';
+import { CAPS_MAP, CAPS_MAP6, type ChainSpec, chunks, quotaObjectName } from './naming';
 
 /** The family of a dual-stack interface's table: one table sees both IP families. */
 export const DUAL_STACK_FAMILY = NFPROTO_INET;
-/** The map from a peer's IPv6 address to its (one) quota object. */
-export const CAPS_MAP6 = 'caps6';
-/** NFTA_SET_ID of caps6 when a batch creates it (caps has 1). */
-export const CAPS_MAP6_ID = 2;
 /** Offsets of the IPv6 source and destination addresses in the IPv6 header (RFC 8200 §3). */
 export const IPV6_SADDR_OFFSET = 8;
 export const IPV6_DADDR_OFFSET = 24;
@@ -86,15 +80,6 @@ export function dualStackRule(
     objrefMap(NFT_REG_1, family === 4 ? CAPS_MAP : CAPS_MAP6, setId),
     verdict(NF_DROP),
   ];
-}
-
-/** The map caps6: IPv6 address (16 bytes) → quota object. */
-export function capsMap6(table: string, id?: number): SetAttributes {
-  return quotaMap(table, CAPS_MAP6, NFT_DATATYPE_IP6ADDR, 16, id);
-}
-
-export function isCapsMap6(set: SetAttributes): boolean {
-  return isQuotaMap(set, 16);
 }
 
 /** Where caps6 leads each IPv6 address: address → the name of the object its element names. */

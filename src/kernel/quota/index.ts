@@ -73,7 +73,8 @@ import {
 import { quotaAttributes, quotaListing } from '../nftables/schema';
 import { ipv4ToBytes } from '../ipv4';
 import { ipv6ToBytes } from '../ipv6';
-import { CAPS_MAP6, DUAL_STACK_FAMILY, isCapsMap6, writeElement6 } from './dual-stack';
+import { DUAL_STACK_FAMILY, writeElement6 } from './dual-stack';
+import { isCapsMap, isCapsMap6 } from './maps';
 import type {
   AfterCap,
   CapPlan,
@@ -94,6 +95,7 @@ export { writeElement, writeNewQuota } from './objects';
 export { type CapTablePlan, type CapTableState, planCapTable } from './plan';
 import {
   CAPS_MAP,
+  CAPS_MAP6,
   QUOTA_FAMILY,
   THROTTLE_CAPS_MAP,
   addressOfObject,
@@ -109,7 +111,7 @@ import {
   throttleMaps,
   throttleTarget,
 } from './throttle';
-import { chainSpecs, isCapsMap } from './skeleton';
+import { chainSpecs } from './skeleton';
 import {
   type QuotaState,
   checkQuotaBytes,

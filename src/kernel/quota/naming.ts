@@ -1,6 +1,6 @@
 /**
  * Names and numbers of the daemon's nf_tables objects: the table of an interface, the quota object
- * of an address (and back), the map, the family.
+ * of an address (and back), the maps, the family, the chains.
  */
 import { IFNAMSIZ, NFPROTO_IPV4 } from '../nftables/constants';
 import { ipv4ToBytes } from '../ipv4';
@@ -13,6 +13,10 @@ export const CAPS_MAP = 'caps';
 export const PRIORITY_FILTER = 0;
 /** NFTA_SET_ID of the map when a batch creates it, so the rules can refer to it. */
 export const CAPS_MAP_ID = 1;
+/** The map from a peer's IPv6 address to its (one) quota object. */
+export const CAPS_MAP6 = 'caps6';
+/** NFTA_SET_ID of caps6 when a batch creates it (caps has 1). */
+export const CAPS_MAP6_ID = 2;
 /** Offsets of the IPv4 source and destination addresses in the IPv4 header (RFC 791). */
 export const IPV4_SADDR_OFFSET = 12;
 export const IPV4_DADDR_OFFSET = 16;
@@ -65,4 +69,15 @@ export function addressOfObject(name: string): string | null {
     if ((octet.length > 1 && octet[0] === '0') || Number(octet) > 255) return null;
   }
   return `${match[1]}.${match[2]}.${match[3]}.${match[4]}`;
+}
+
+/** One of the two chains of a caps table (and of the tables that reuse their hooks). */
+export interface ChainSpec {
+  name: string;
+  hooknum: number;
+  /** Which interface name the rule matches: input (iifname) or output (oifname). */
+  metaKey: number;
+  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
+  addressOffset: number;
+  comment: string;
 }

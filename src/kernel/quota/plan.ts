@@ -20,7 +20,10 @@ import { ipv4ToBytes } from '../ipv4';
 import type { CapRef, Repair } from '../types';
 import {
   CAPS_MAP,
+  CAPS_MAP6,
+  CAPS_MAP6_ID,
   CAPS_MAP_ID,
+  type ChainSpec,
   QUOTA_FAMILY,
   chunks,
   addressOfObject,
@@ -35,25 +38,16 @@ import {
   throttleTarget,
 } from './throttle';
 import {
-  type ChainSpec,
   type MapIds,
-  capsMap,
   chainRules,
   chainSpecs,
-  isCapsMap,
   isChainAsSpecified,
   writeChain,
   writeRules,
   writeSetUp,
 } from './skeleton';
-import {
-  CAPS_MAP6,
-  CAPS_MAP6_ID,
-  capsMap6,
-  isCapsMap6,
-  planElements6,
-  writeElement6,
-} from './dual-stack';
+import { capsMap, capsMap6, isCapsMap, isCapsMap6 } from './maps';
+import { planElements6, writeElement6 } from './dual-stack';
 
 /** What `ensure` reads of an existing data-cap table, all of it before writing anything. */
 export interface CapTableState {

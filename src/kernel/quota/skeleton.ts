@@ -1,18 +1,14 @@
 /** The table, map, chains and rules of the data caps: how they are written and checked. */
 import { encodeAttributes } from '../../netlink';
-import { type ChainAttributes, type SetAttributes, NftBatch } from '../nftables/client';
+import { type ChainAttributes, NftBatch } from '../nftables/client';
 import {
   IFNAMSIZ,
-  NFTNL_UDATA_SET_KEYBYTEORDER,
-  NFT_BYTEORDER_BIG_ENDIAN,
-  NFT_DATATYPE_IPADDR,
   NFT_META_IIFNAME,
   NFT_META_OIFNAME,
   NFT_OBJECT_QUOTA,
   NFT_PAYLOAD_NETWORK_HEADER,
   NFT_QUOTA_F_INV,
   NFT_REG_1,
-  NFT_SET_OBJECT,
   NF_ACCEPT,
   NF_DROP,
   NF_INET_POST_ROUTING,
@@ -27,27 +23,20 @@ import {
   verdict,
 } from '../nftables/expressions';
 import { quotaAttributes } from '../nftables/schema';
-import { commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
-import { CAPS_MAP6_ID, capsMap6, dualStackRule } from './dual-stack';
+import { commentUserdata } from '../nftables/userdata';
+import { dualStackRule } from './dual-stack';
+import { capsMap, capsMap6 } from './maps';
 import {
   CAPS_MAP,
+  CAPS_MAP6_ID,
   CAPS_MAP_ID,
+  type ChainSpec,
   IPV4_DADDR_OFFSET,
   IPV4_SADDR_OFFSET,
   PRIORITY_FILTER,
   PROBE_OBJECT,
   quotaTableName,
 } from './naming';
-
-export interface ChainSpec {
-  name: string;
-  hooknum: number;
-  /** Which interface name the rule matches: input (iifname) or output (oifname). */
-  metaKey: number;
-  /** Which IPv4 address is the peer's: source (from the peer) or destination (to it). */
-  addressOffset: number;
-  comment: string;
-}
 
 export function chainSpecs(ifname: string): ChainSpec[] {
   return [
@@ -94,40 +83,6 @@ export function ruleExpressions(ifname: string, spec: ChainSpec, setId?: number)
     objrefMap(NFT_REG_1, CAPS_MAP, setId),
     verdict(NF_DROP),
   ];
-}
-
-/** An object map from addresses (keyLen bytes, nft key type keyType) to quota objects. */
-export function quotaMap(
-  table: string,
-  name: string,
-  keyType: number,
-  keyLen: number,
-  id?: number,
-): SetAttributes {
-  return {
-    table,
-    name,
-    flags: NFT_SET_OBJECT,
-    keyType,
-    keyLen,
-    objType: NFT_OBJECT_QUOTA,
-    id,
-    // What nft stores for an ipv4_addr or ipv6_addr key, so that `nft list` prints addresses.
-    userdata: encodeUserdata([u32Tlv(NFTNL_UDATA_SET_KEYBYTEORDER, NFT_BYTEORDER_BIG_ENDIAN)]),
-  };
-}
-
-/** Whether a map is an object map of keyLen-byte keys to quota objects. */
-export function isQuotaMap(set: SetAttributes, keyLen: number): boolean {
-  return set.flags === NFT_SET_OBJECT && set.keyLen === keyLen && set.objType === NFT_OBJECT_QUOTA;
-}
-
-export function capsMap(table: string, id?: number): SetAttributes {
-  return quotaMap(table, CAPS_MAP, NFT_DATATYPE_IPADDR, 4, id);
-}
-
-export function isCapsMap(set: SetAttributes): boolean {
-  return isQuotaMap(set, 4);
 }
 
 export function isChainAsSpecified(chain: ChainAttributes, spec: ChainSpec): boolean {

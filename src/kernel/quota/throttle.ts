@@ -97,13 +97,14 @@ import { bytesToIpv6, ipv6ToBytes } from '../ipv6';
 import type { Repair } from '../types';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from './dual-stack';
 import {
+  type ChainSpec,
   IPV4_DADDR_OFFSET,
   IPV4_SADDR_OFFSET,
   THROTTLE_CAPS_MAP,
   limitObjectName,
   quotaObjectName,
 } from './naming';
-import { type ChainSpec, isChainAsSpecified, peerAddressMatch, writeChain } from './skeleton';
+import { isChainAsSpecified, peerAddressMatch, writeChain } from './skeleton';
 
 /** Burst of every throttle limit: the largest GSO/GRO packet (see the header). */
 export const THROTTLE_BURST_BYTES = 65_536;

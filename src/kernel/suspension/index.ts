@@ -71,8 +71,8 @@ import { type Expression, lookupSet, sameExpressions, verdict } from '../nftable
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
 import { NFT_GETS, missingNfTables } from '../quota/facility';
-import { type ChainSpec, chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
-import { OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
+import { chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { type ChainSpec, OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
 import type { ChangeQueue, PeerRef, Repair, SuspensionApi } from '../types';
 
 /** The family of the suspension table: peers' tunnel addresses are IPv4 (as the caps'). */

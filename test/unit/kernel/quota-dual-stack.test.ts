@@ -16,14 +16,13 @@ import {
 } from '../../../src/kernel/nftables/constants';
 import { setElementListAttributes } from '../../../src/kernel/nftables/schema';
 import {
-  CAPS_MAP6,
   DUAL_STACK_FAMILY,
-  capsMap6,
   dualStackRule,
   elementTargets6,
-  isCapsMap6,
   planElements6,
 } from '../../../src/kernel/quota/dual-stack';
+import { capsMap6, isCapsMap6 } from '../../../src/kernel/quota/maps';
+import { CAPS_MAP6 } from '../../../src/kernel/quota/naming';
 import { chainRules, chainSpecs } from '../../../src/kernel/quota/skeleton';
 import { planCapTable } from '../../../src/kernel/quota/plan';
 import { ipv6ToBytes } from '../../../src/kernel/ipv6';
