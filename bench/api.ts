@@ -12,9 +12,14 @@
  *   R   with BENCH_REFERENCE_DIR=<another built checkout>: that checkout's daemon, run as A (its own
  *       package.json start flags, its own dist/ and node_modules), to compare two versions of the
  *       daemon side by side in one VM run, alternating with A in every round
+ *   R2  the same for BENCH_REFERENCE_DIR2: a third version (e.g. before and after a change, and
+ *       today's), each pair compared round by round
  * Each is a fresh process; autocannon (8 connections) warms up, then measures; per run it prints
- * req/s, p50, p99 and the server's peak RSS (VmHWM of /proc/<pid>/status after the run), then
- * per size the ratios A/B and A/C (A and A0) from the medians of the rounds.
+ * req/s, p50, p99, the server's peak RSS (VmHWM of /proc/<pid>/status after the run), its CPU
+ * time per request over the measured load (utime + stime of /proc/<pid>/stat: steadier than
+ * req/s when the host is loaded, since autocannon's share of the guest's one CPU is not in it)
+ * and its first answer's size, then per size the ratios A/B and A/C (A and A0) from the medians
+ * of the rounds, and for each pair of versions the per-round ratios and their median.
  *
  * Per size it also prints the raw costs, measured in this process (medians): netlink receive of
  * the WireGuard dump (raw NetlinkSocket dump, no attribute decoding), table decode (parseDevice, the oracle),
@@ -31,7 +36,7 @@
  * the measured time at 10,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
- * BENCH_KINDS (default "A,A0,B,C", plus R with BENCH_REFERENCE_DIR: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
+ * BENCH_KINDS (default "A,A0,B,C", plus R and R2 with BENCH_REFERENCE_DIR and BENCH_REFERENCE_DIR2: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
  * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -90,9 +95,18 @@ const CHURN = Number(process.env.BENCH_CHURN ?? 0.1);
 /** The size at which the lone request of Done-when 3 is measured. */
 const ALONE_SIZE = Number(process.env.BENCH_ALONE_SIZE ?? 10_000);
 
-type Kind = 'A' | 'A0' | 'B' | 'C' | 'R';
-/** Another built checkout whose daemon runs as kind R (BENCH_REFERENCE_DIR), or null. */
-const REFERENCE_DIR = process.env.BENCH_REFERENCE_DIR ?? null;
+type Kind = 'A' | 'A0' | 'B' | 'C' | 'R' | 'R2';
+/**
+ * Other built checkouts whose daemons run as kinds R (BENCH_REFERENCE_DIR) and R2
+ * (BENCH_REFERENCE_DIR2), or null: up to three versions side by side in one VM run.
+ */
+const REFERENCE_DIRS: Partial<Record<Kind, string>> = {
+  ...(process.env.BENCH_REFERENCE_DIR ? { R: process.env.BENCH_REFERENCE_DIR } : {}),
+  ...(process.env.BENCH_REFERENCE_DIR2 ? { R2: process.env.BENCH_REFERENCE_DIR2 } : {}),
+};
+const REFERENCE_KINDS = Object.keys(REFERENCE_DIRS) as Kind[];
+/** Clock ticks per second of /proc/<pid>/stat's utime and stime (sysconf(_SC_CLK_TCK)). */
+let clockTicks = 0;
 
 interface RunResult {
   kind: Kind;
@@ -104,6 +118,10 @@ interface RunResult {
   requests: number;
   errors: number;
   non2xx: number;
+  /** The server's CPU time (user + system) over the measured load, per request answered. */
+  cpuMsPerRequest: number;
+  /** Bytes of the server's first answer (C replays A's). */
+  bodyBytes: number;
 }
 
 interface RawCosts {
@@ -436,7 +454,7 @@ function daemonNodeFlags(checkout = '.'): string[] {
 function startServer(kind: Kind, bodyFile: string, contentType: string): Server {
   const port = nextPort++;
   const listen = `${LISTEN_HOST}:${port}`;
-  const reference = kind === 'R' ? requireReferenceDir() : null;
+  const reference = REFERENCE_DIRS[kind] ?? null;
   const args =
     kind === 'A' || kind === 'A0' || reference !== null
       ? [
@@ -470,9 +488,15 @@ function startServer(kind: Kind, bodyFile: string, contentType: string): Server 
   return { child, port, log };
 }
 
-function requireReferenceDir(): string {
-  if (REFERENCE_DIR === null) throw new Error('kind R needs BENCH_REFERENCE_DIR');
-  return REFERENCE_DIR;
+/**
+ * CPU time a process has used, ms: utime + stime, fields 14 and 15 of /proc/<pid>/stat (proc(5)),
+ * counted after the command name, which is in parentheses and may hold spaces.
+ */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state): utime is field 14, stime field 15.
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
 }
 
 function tail(file: string): string {
@@ -542,11 +566,14 @@ async function measure(
       if (total !== size) throw new Error(`${kind} listed ${total} peers, expected ${size}`);
     }
     await load(server.port, { connections: CONNECTIONS, duration: WARMUP_S });
+    const pid = server.child.pid ?? 0;
+    const cpuBefore = cpuMs(pid);
     const measured = await load(server.port, {
       connections: CONNECTIONS,
       duration: durationAt(size),
     });
-    const rssMiB = peakRssMiB(server.child.pid ?? 0);
+    const cpuSpent = cpuMs(pid) - cpuBefore;
+    const rssMiB = peakRssMiB(pid);
     if (server.child.exitCode !== null) throw new Error(`${kind} died:\n${tail(server.log)}`);
     const result: RunResult = {
       kind,
@@ -558,18 +585,52 @@ async function measure(
       requests: measured.requests.total,
       errors: measured.errors,
       non2xx: measured.non2xx,
+      cpuMsPerRequest: measured.requests.total > 0 ? cpuSpent / measured.requests.total : NaN,
+      bodyBytes: first.body.length,
     };
     const problems =
       result.errors || result.non2xx ? `  (errors ${result.errors}, non-2xx ${result.non2xx})` : '';
     console.log(
       `  ${`${kind} round ${round}`.padEnd(12)} ${result.reqPerSec.toFixed(1).padStart(8)} req/s` +
         `  p50 ${ms(result.p50).padStart(10)}  p99 ${ms(result.p99).padStart(10)}` +
-        `  peak RSS ${result.rssMiB.toFixed(0).padStart(4)} MiB  (${result.requests} requests)${problems}`,
+        `  peak RSS ${result.rssMiB.toFixed(0).padStart(4)} MiB  CPU ${result.cpuMsPerRequest.toFixed(2)} ms/req` +
+        `  body ${result.bodyBytes} B  (${result.requests} requests)${problems}`,
     );
     return { result, first };
   } finally {
     await stopServer(server);
   }
+}
+
+/** The version pairs compared round by round: A with each reference, and R2 with R. */
+function pairsOf(kinds: readonly Kind[]): [Kind, Kind][] {
+  const pairs: [Kind, Kind][] = [];
+  for (const ref of ['R', 'R2'] as Kind[]) {
+    if (kinds.includes('A') && kinds.includes(ref)) pairs.push(['A', ref]);
+  }
+  if (kinds.includes('R') && kinds.includes('R2')) pairs.push(['R2', 'R']);
+  return pairs;
+}
+
+/**
+ * Two versions compared within each round (they ran next to each other, so load on the shared
+ * host hits both alike), then the median of those per-round ratios: req/s of a over b (above 1:
+ * a answers more) and CPU per request of a over b (below 1: a spends less).
+ */
+function pairedLine(runs: readonly RunResult[], a: Kind, b: Kind): string {
+  const rpsRatios: number[] = [];
+  const cpuRatios: number[] = [];
+  for (const run of runs.filter((r) => r.kind === a)) {
+    const other = runs.find((r) => r.kind === b && r.round === run.round);
+    if (other === undefined) continue;
+    rpsRatios.push(run.reqPerSec / other.reqPerSec);
+    cpuRatios.push(run.cpuMsPerRequest / other.cpuMsPerRequest);
+  }
+  const list = (values: number[]): string => values.map((v) => v.toFixed(2)).join(' ');
+  return (
+    `  ${a}/${b} paired by round: req/s ${list(rpsRatios)} (median ${median(rpsRatios).toFixed(2)}x); ` +
+    `CPU/request ${list(cpuRatios)} (median ${median(cpuRatios).toFixed(2)}x)`
+  );
 }
 
 /** One request at a time on one connection, A0 (or A when A0 is unavailable): its latency. */
@@ -607,19 +668,23 @@ async function main(): Promise<void> {
   const kernelVersion = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
   const help = execFileSync(process.execPath, ['dist/src/main.js', '--help'], { encoding: 'utf8' });
   const hasWindow = help.includes('--list-max-age');
-  const wanted = (process.env.BENCH_KINDS ?? `A,A0,B,C${REFERENCE_DIR === null ? '' : ',R'}`)
+  clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+  const wanted = (process.env.BENCH_KINDS ?? ['A', 'A0', 'B', 'C', ...REFERENCE_KINDS].join(','))
     .split(',')
     .map((k) => k.trim());
-  const kinds = (['A', 'R', 'A0', 'B', 'C'] as Kind[]).filter(
+  const kinds = (['A', 'R', 'R2', 'A0', 'B', 'C'] as Kind[]).filter(
     (kind) => wanted.includes(kind) && (hasWindow || kind !== 'A0'),
   );
-  if (kinds.includes('R')) {
-    const ref = requireReferenceDir();
+  for (const kind of kinds) {
+    const ref = REFERENCE_DIRS[kind];
+    if (kind !== 'R' && kind !== 'R2') continue;
+    if (ref === undefined)
+      throw new Error(`kind ${kind} needs BENCH_REFERENCE_DIR${kind.slice(1)}`);
     const commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
       encoding: 'utf8',
     }).trim();
     console.log(
-      `R: the daemon of ${ref} (${commit.slice(0, 90)}), flags ${daemonNodeFlags(ref).join(' ')}`,
+      `${kind}: the daemon of ${ref} (${commit.slice(0, 90)}), flags ${daemonNodeFlags(ref).join(' ')}`,
     );
   }
   console.log(
@@ -677,9 +742,10 @@ async function main(): Promise<void> {
         `  ${kind.padEnd(2)} median ${med(kind).toFixed(1)} req/s: /B ${ratio(med(kind), med('B'))}, /C ${ratio(med(kind), med('C'))}`;
       console.log(line('A'));
       if (hasWindow) console.log(line('A0'));
-      if (kinds.includes('R')) {
-        console.log(`${line('R')}; A/R ${ratio(med('A'), med('R'))}`);
+      for (const kind of REFERENCE_KINDS.filter((k) => kinds.includes(k))) {
+        console.log(`${line(kind)}; A/${kind} ${ratio(med('A'), med(kind))}`);
       }
+      for (const [a, b] of pairsOf(kinds)) console.log(pairedLine(runs, a, b));
 
       let alone: number | null = null;
       if (size === ALONE_SIZE) {
