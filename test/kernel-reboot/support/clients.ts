@@ -22,6 +22,7 @@ import {
   sh,
   trySh,
 } from '../../kernel/support/topology';
+import { receive } from '../../support/receiver';
 
 /** The address every client config names as the server's endpoint host (--endpoint-host). */
 export const ENDPOINT_HOST = '10.60.255.1';
@@ -106,25 +107,6 @@ function node(
     : spawn('ip', ['netns', 'exec', netns, process.execPath, ...argv]);
 }
 
-/** Resolves with the first line of the child's stdout that `wanted` accepts. */
-function lineOf(child: ChildProcess, wanted: (line: string) => boolean): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffer = '';
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout?.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      const line = lines.find(wanted);
-      if (line !== undefined) resolve(line);
-    });
-    child.on('exit', (code) =>
-      reject(new Error(`transfer process exited (${code}) early: ${stderr}`)),
-    );
-  });
-}
-
 export type Direction = 'download' | 'upload';
 
 export interface Ends {
@@ -157,16 +139,12 @@ const IDLE_MS = 4000;
 export async function transfer(ends: Ends, direction: Direction, bytes: number): Promise<number> {
   const { host, receiverNs, senderNs } = sides(ends, direction);
   const receiver = node(receiverNs, SIZED, ['sink', host, ends.port, IDLE_MS]);
-  let sender: ChildProcess | undefined;
-  try {
-    await lineOf(receiver, (line) => line === 'listening');
-    const result = lineOf(receiver, (line) => line.startsWith('{'));
-    sender = node(senderNs, SIZED, ['source', host, ends.port, bytes, 120]);
-    return (JSON.parse(await result) as { bytes: number }).bytes;
-  } finally {
-    receiver.kill();
-    sender?.kill();
-  }
+  const { bytes: arrived } = await receive<{ bytes: number }>(
+    receiver,
+    () => node(senderNs, SIZED, ['source', host, ends.port, bytes, 120]),
+    'transfer process',
+  );
+  return arrived;
 }
 
 const BULK = path.join(__dirname, '..', '..', 'kernel', 'support', 'shaper-bulk.js');
@@ -179,15 +157,11 @@ const STREAMS = 4;
 export async function measureRate(ends: Ends, direction: Direction): Promise<number> {
   const { host, receiverNs, senderNs } = sides(ends, direction);
   const receiver = node(receiverNs, BULK, ['receive', host, ends.port, WARMUP_MS, MEASURE_MS]);
-  let sender: ChildProcess | undefined;
-  try {
-    await lineOf(receiver, (line) => line === 'listening');
-    const result = lineOf(receiver, (line) => line.startsWith('{'));
-    const seconds = (WARMUP_MS + MEASURE_MS) / 1000 + 10;
-    sender = node(senderNs, BULK, ['send', host, ends.port, seconds, STREAMS]);
-    return (JSON.parse(await result) as { bytesPerSecond: number }).bytesPerSecond;
-  } finally {
-    receiver.kill();
-    sender?.kill();
-  }
+  const seconds = (WARMUP_MS + MEASURE_MS) / 1000 + 10;
+  const { bytesPerSecond } = await receive<{ bytesPerSecond: number }>(
+    receiver,
+    () => node(senderNs, BULK, ['send', host, ends.port, seconds, STREAMS]),
+    'transfer process',
+  );
+  return bytesPerSecond;
 }

@@ -6,6 +6,7 @@
 import { expect } from 'chai';
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
+import { receive } from '../../support/receiver';
 import { CLIENT_NS } from './topology';
 
 const BULK = path.join(__dirname, 'shaper-bulk.js');
@@ -21,22 +22,6 @@ export interface BulkEnds {
   measureMs: number;
   /** Parallel TCP connections per transfer (see shaper-bulk.ts). */
   streams: number;
-}
-
-function waitForLine(child: ChildProcess, wanted: (line: string) => boolean): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffer = '';
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout?.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      const line = lines.find(wanted);
-      if (line !== undefined) resolve(line);
-    });
-    child.on('exit', (code) => reject(new Error(`shaper-bulk exited (${code}) early: ${stderr}`)));
-  });
 }
 
 function bulk(netns: string | undefined, args: Array<string | number>): ChildProcess {
@@ -61,23 +46,19 @@ export async function measureBulk(direction: Direction, ends: BulkEnds): Promise
     ends.warmupMs,
     ends.measureMs,
   ]);
-  const sender = { child: undefined as ChildProcess | undefined };
-  try {
-    await waitForLine(receiver, (line) => line === 'listening');
-    const result = waitForLine(receiver, (line) => line.startsWith('{'));
-    sender.child = bulk(download ? undefined : CLIENT_NS, [
-      'send',
-      host,
-      ends.port,
-      (ends.warmupMs + ends.measureMs) / 1000 + 10,
-      ends.streams,
-    ]);
-    const { bytesPerSecond } = JSON.parse(await result) as { bytesPerSecond: number };
-    return bytesPerSecond;
-  } finally {
-    receiver.kill();
-    sender.child?.kill();
-  }
+  const { bytesPerSecond } = await receive<{ bytesPerSecond: number }>(
+    receiver,
+    () =>
+      bulk(download ? undefined : CLIENT_NS, [
+        'send',
+        host,
+        ends.port,
+        (ends.warmupMs + ends.measureMs) / 1000 + 10,
+        ends.streams,
+      ]),
+    'shaper-bulk',
+  );
+  return bytesPerSecond;
 }
 
 /**
