@@ -57,6 +57,16 @@ export interface SavedBoot {
   interfaceName: string;
 }
 
+/**
+ * When a peer's cap ran out in its current period, as the daemon learned it (issue 19: the list's
+ * `data_cap.exhausted_at`), for the quota bytes it ran out at.
+ */
+export interface SavedExhaustion {
+  quotaBytes: number;
+  /** Ms since the epoch. */
+  at: number;
+}
+
 export interface SavedState {
   boot: SavedBoot | null;
   /** Set only when the daemon created the interface. */
@@ -65,6 +75,8 @@ export interface SavedState {
   peers: Map<string, SavedPeer>;
   /** Creates whose intent is saved but whose commit is not: never answered, never usable. */
   intents: Map<string, string[]>;
+  /** Exhaustion times by public key (of committed peers); absent in older journals: none. */
+  exhausted?: Map<string, SavedExhaustion>;
 }
 
 export type JournalRecord =
@@ -90,7 +102,9 @@ export type JournalRecord =
   /** Suspended or resumed. */
   | { t: 'susp'; k: string; s: boolean }
   /** Usage checkpoint: public key → bytes counted, only the counters that changed. */
-  | { t: 'usage'; u: Record<string, number> };
+  | { t: 'usage'; u: Record<string, number> }
+  /** The peer's cap ran out at `at` with `q` quota bytes; `at` null: it has room again. */
+  | { t: 'exh'; k: string; q?: number; at: number | null };
 
 export function emptyState(): SavedState {
   return { boot: null, iface: null, peers: new Map(), intents: new Map() };
@@ -132,6 +146,7 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
     case 'del':
       state.intents.delete(record.k);
       state.peers.delete(record.k);
+      state.exhausted?.delete(record.k);
       return;
     case 'limit': {
       const peer = state.peers.get(record.k);
@@ -152,6 +167,13 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
       for (const [key, used] of Object.entries(record.u)) {
         const cap = state.peers.get(key)?.cap;
         if (cap) cap.usedBytes = used;
+      }
+      return;
+    case 'exh':
+      if (record.at === null || record.q === undefined) state.exhausted?.delete(record.k);
+      else if (state.peers.has(record.k)) {
+        state.exhausted ??= new Map();
+        state.exhausted.set(record.k, { quotaBytes: record.q, at: record.at });
       }
       return;
   }
@@ -176,6 +198,9 @@ export function compactRecords(state: SavedState): JournalRecord[] {
   if (state.iface) records.push({ t: 'iface', ...state.iface });
   for (const peer of state.peers.values()) records.push(peerRecord(peer));
   for (const [k, ips] of state.intents) records.push({ t: 'intent', k, ips: [...ips] });
+  for (const [k, e] of state.exhausted ?? []) {
+    if (state.peers.has(k)) records.push({ t: 'exh', k, q: e.quotaBytes, at: e.at });
+  }
   return records;
 }
 
@@ -213,6 +238,7 @@ const RECORD_TYPES = new Set([
   'cap',
   'susp',
   'usage',
+  'exh',
 ]);
 
 /** Why a line is no record, or null when it is one. */

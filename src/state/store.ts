@@ -15,6 +15,7 @@ import { JOURNAL_MODE, Journal, type JournalStats } from './journal';
 import {
   JournalCorruptError,
   type SavedCap,
+  type SavedExhaustion,
   type SavedInterface,
   type SavedPeer,
   type SavedState,
@@ -205,6 +206,15 @@ export class StateStore {
 
   recordSuspension(publicKey: string, suspended: boolean): Promise<void> {
     return this.journal.append({ t: 'susp', k: publicKey, s: suspended });
+  }
+
+  /** When the peer's cap ran out (issue 19), or null once it has room again. */
+  recordExhaustion(publicKey: string, exhaustion: SavedExhaustion | null): Promise<void> {
+    return this.journal.append(
+      exhaustion === null
+        ? { t: 'exh', k: publicKey, at: null }
+        : { t: 'exh', k: publicKey, q: exhaustion.quotaBytes, at: exhaustion.at },
+    );
   }
 
   /** Puts peers back as whole records (adopted peers, a compensation after a failed change). */

@@ -82,6 +82,26 @@ describe('state/store: the state directory (issue 16)', () => {
     expect(again.peers.get(KEY_B)?.suspended ?? false).to.equal(false);
   });
 
+  it('keeps when a cap ran out across a crash and through a compaction, and forgets it when cleared or with its peer', async () => {
+    const fs = new MemoryFs();
+    const store = await open(fs);
+    await store.commitCreates([
+      { publicKey: KEY_A, allowedIps: ['10.8.0.2/32'] },
+      { publicKey: KEY_B, allowedIps: ['10.8.0.3/32'] },
+    ]);
+    await store.recordExhaustion(KEY_A, { quotaBytes: 5_000, at: 1_700_000_000_000 });
+    await store.recordExhaustion(KEY_B, { quotaBytes: 7_000, at: 1_700_000_001_000 });
+    await store.recordExhaustion(KEY_B, null);
+    const after = await open(fs.crashed());
+    expect(after.state.exhausted).to.deep.equal(
+      new Map([[KEY_A, { quotaBytes: 5_000, at: 1_700_000_000_000 }]]),
+    );
+    const again = replay(compactRecords(after.state));
+    expect(again.exhausted).to.deep.equal(after.state.exhausted);
+    await after.recordDelete(KEY_A);
+    expect(after.state.exhausted?.size).to.equal(0);
+  });
+
   it('shares disk flushes between concurrent writes (group commit): 50 writes, at most 3 flushes', async () => {
     const fs = new MemoryFs();
     const store = await open(fs);
