@@ -18,7 +18,13 @@ import {
   parseConfig,
   type Config,
 } from './config';
-import { Events, loadWebhooksFile, type DeliveryPolicy, type WebhookTarget } from './events';
+import {
+  Events,
+  loadWebhooksFile,
+  type DeliveryPolicy,
+  type EventsOptions,
+  type WebhookTarget,
+} from './events';
 import {
   TokenStore,
   createHttpServer,
@@ -32,7 +38,13 @@ import type { Kernel } from './kernel/types';
 import type { CapExhaustedNotice, CapWatch } from './kernel/quota/exhaustion';
 import { createLogger, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
-import { InterfaceNotWireGuardError, PeerService, ReadinessCheck, ensureInterface } from './peers';
+import {
+  InterfaceNotWireGuardError,
+  PeerService,
+  ReadinessCheck,
+  ensureInterface,
+  savedExhaustions,
+} from './peers';
 import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
@@ -159,6 +171,24 @@ async function watchCaps(
   } catch (error) {
     return unavailable(error);
   }
+}
+
+/** The journal's exhaustion times for the events room, and how it keeps new ones. */
+function keptExhaustions(
+  store: StateStore,
+  logger: Logger,
+): Pick<EventsOptions, 'exhaustions' | 'keepExhaustion'> {
+  return {
+    exhaustions: savedExhaustions(store.state),
+    keepExhaustion: (publicKey, time) => {
+      store.recordExhaustion(publicKey, time).catch((error: unknown) => {
+        logger.error(
+          { event: 'state_write_failed', publicKey, error: messageOf(error) },
+          `saving when a data cap ran out in the state directory failed: ${messageOf(error)}`,
+        );
+      });
+    },
+  };
 }
 
 export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Daemon> {
@@ -300,6 +330,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     registry: metrics.registry,
     webhookTargets,
     webhookPolicy: deps.webhookPolicy,
+    // exhausted_at survives a restart only where the journal keeps it (README "API").
+    ...(store === null ? {} : keptExhaustions(store, logger)),
   });
   const capWatch = await watchCaps(config.interfaceName, events, deps, logger);
   const periodResets = new Counter({
@@ -319,6 +351,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     ready: restoring,
     addresses6: iface.addresses6,
     onPeriodReset: () => periodResets.inc(),
+    exhaustion: events.exhaustionTimes,
   });
   const checkpoints =
     store === null

@@ -21,8 +21,15 @@
  * nothing else.
  */
 import type { Registry } from 'prom-client';
-import type { PeerChange, PeerChangeSink, PeerSnapshot } from '../peers';
-import { ExhaustionLatch } from './exhaustion';
+import type {
+  CapsRead,
+  ExhaustionTimes,
+  KnownExhaustion,
+  PeerChange,
+  PeerChangeSink,
+  PeerSnapshot,
+} from '../peers';
+import { ExhaustionLatch, type ExhaustionTime } from './exhaustion';
 import { EventHub } from './hub';
 import { createEventMetrics } from './metrics';
 import { EventStreams } from './streams';
@@ -76,6 +83,13 @@ export interface EventsOptions {
   /** Streams: keep-alive period and slow-reader bound (tests). */
   keepAliveMs?: number;
   maxBufferedBytes?: number;
+  /** Exhaustion times kept from an earlier run (a state dir's journal). */
+  exhaustions?: readonly KnownExhaustion[];
+  /**
+   * Told of each exhaustion time learned (with the cap's owner) or forgotten (null), to keep it
+   * (the journal); an exhaustion of a cap without an owner is not told.
+   */
+  keepExhaustion?: (publicKey: string, time: ExhaustionTime | null) => void;
 }
 
 /** What the kernel's notification tells of an exhausted cap. */
@@ -97,11 +111,19 @@ export class Events {
   readonly webhooks: Webhooks;
   /** Give it to PeerService (option `events`): the changes made through the daemon. */
   readonly sink: PeerChangeSink;
-  private readonly exhaustion = new ExhaustionLatch();
+  /** Give it to PeerService (option `exhaustion`): the list's exhausted_at. */
+  readonly exhaustionTimes: ExhaustionTimes;
+  private readonly exhaustion: ExhaustionLatch;
   private readonly now: () => number;
 
   constructor(options: EventsOptions) {
     this.now = options.now ?? Date.now;
+    this.exhaustion = new ExhaustionLatch(keeper(options.keepExhaustion));
+    for (const known of options.exhaustions ?? []) {
+      const { address, publicKey, quotaBytes, at } = known;
+      this.exhaustion.seed(address, publicKey, { quotaBytes, at });
+    }
+    this.exhaustionTimes = { read: (read) => this.capsFound(read) };
     const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
     this.hub = new EventHub({
       interfaceName: options.interfaceName,
@@ -128,7 +150,9 @@ export class Events {
       publish: (input) => this.hub.publish(input),
       intervalMs: options.listMaxAgeMs > 0 ? options.listMaxAgeMs : 1000,
       logger: options.logger,
-      onRead: (snapshot, owners) => this.capsRead(snapshot, owners),
+      onRead: (snapshot, owners) => {
+        this.capsRead(snapshot.caps, owners, snapshot.takenAt - snapshot.readMs, snapshot.takenAt);
+      },
     });
     this.webhooks = new Webhooks(this.hub, {
       logger: options.logger,
@@ -140,6 +164,7 @@ export class Events {
     this.webhooks.setTargets(options.webhookTargets ?? []);
     this.sink = {
       publish: (change: PeerChange) => {
+        this.capRoom(change);
         if (change.type === 'peer.created' || change.type === 'peer.deleted') {
           this.watcher.note({
             type: change.type,
@@ -175,15 +200,40 @@ export class Events {
     });
   }
 
+  /**
+   * A change the daemon made that gives a cap room again (a reset, other quota bytes, the cap
+   * removed, its peer deleted): its exhaustion is over at once, not at the next read.
+   */
+  private capRoom(change: PeerChange): void {
+    const address = change.ipAddress;
+    if (address === null) return;
+    if (change.type === 'peer.cap_reset' || change.type === 'peer.deleted') {
+      this.exhaustion.clear(address, this.now());
+    } else if (change.type === 'peer.cap_changed') {
+      const quota = change.details?.quota_bytes;
+      this.exhaustion.clear(address, this.now(), typeof quota === 'number' ? quota : undefined);
+    }
+  }
+
+  /** Every fresh shared read (the service's port): its news published, its caps' times. */
+  private capsFound(read: CapsRead): ReadonlyMap<string, number> {
+    this.capsRead(read.caps, read.owners, read.startedAt, read.takenAt);
+    return this.exhaustion.times(read.caps);
+  }
+
   /** The shared read's caps: one that is used up and was not announced is announced now. */
-  private capsRead(snapshot: PeerSnapshot, owners: ReadonlyMap<string, string>): void {
-    const startedAt = snapshot.takenAt - snapshot.readMs;
-    const news = this.exhaustion.read(snapshot.caps, owners, startedAt);
+  private capsRead(
+    caps: PeerSnapshot['caps'],
+    owners: ReadonlyMap<string, string>,
+    startedAt: number,
+    takenAt: number,
+  ): void {
+    const news = this.exhaustion.read(caps, owners, startedAt, takenAt);
     for (const address of news) {
-      const cap = snapshot.caps.get(address)!;
+      const cap = caps.get(address)!;
       const input: EventInput = {
         type: 'peer.cap_exhausted',
-        at: snapshot.takenAt,
+        at: takenAt,
         publicKey: owners.get(address) ?? null,
         ipAddress: address,
         details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
@@ -199,4 +249,14 @@ export class Events {
     this.webhooks.close();
     this.watcher.setListening(false);
   }
+}
+
+/** The latch's changes of known times, as the journal keeps them (by the cap's owner). */
+function keeper(
+  keep: EventsOptions['keepExhaustion'],
+): ((address: string, owner: string | null, time: ExhaustionTime | null) => void) | undefined {
+  if (keep === undefined) return undefined;
+  return (_address, owner, time) => {
+    if (owner !== null) keep(owner, time);
+  };
 }

@@ -105,7 +105,7 @@ function peerJson(view: PeerView): string {
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === null ? 'null' : capJson(cap)}` +
+    `,"data_cap":${cap === null ? 'null' : capJson(cap, view.exhaustedAt)}` +
     `,"suspended":${suspended}` +
     '}'
   );
@@ -329,13 +329,14 @@ interface HeldBody {
   built: Buffer | null;
 }
 
-/** A peer's data_cap object. */
-function capJson(cap: NonNullable<PeerView['cap']>): string {
+/** A peer's data_cap object; `exhaustedAt` ms since the epoch or null. */
+function capJson(cap: NonNullable<PeerView['cap']>, exhaustedAt: number | null): string {
   const rate = cap.throttleBytesPerSecond ?? null;
   return (
     `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}` +
     planJson(cap.plan) +
     `,"after_cap":"${rate === null ? 'block' : 'throttle'}","throttle_bytes_per_second":${rate}` +
+    `,"exhausted_at":${exhaustedAt === null ? 'null' : `"${new Date(exhaustedAt).toISOString()}"`}` +
     `,"throttled":${cap.throttled === true}}`
   );
 }

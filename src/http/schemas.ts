@@ -221,6 +221,11 @@ export const peerResponse: JsonSchema = {
           minimum: THROTTLE_MIN,
           maximum: THROTTLE_MAX,
         }),
+        exhausted_at: nullable({
+          ...TIME_UTC,
+          description:
+            "When the cap ran out in this period (UTC): when the daemon learned it, from the kernel's notice or else the first read that found it used up; null while it has room, or when the exhaustion predates the daemon's run and no state dir kept its time",
+        }),
         throttled: {
           type: 'boolean',
           description: 'after_cap is throttle and the cap is used up: the peer is slowed now',
@@ -236,6 +241,7 @@ export const peerResponse: JsonSchema = {
         'previous_period_used_bytes',
         'after_cap',
         'throttle_bytes_per_second',
+        'exhausted_at',
         'throttled',
       ],
       additionalProperties: false,

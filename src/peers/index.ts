@@ -19,3 +19,9 @@ export {
 } from './periods';
 export type { DataCapChange } from './cap-plan';
 export type { CapPlan } from '../kernel/types';
+export {
+  savedExhaustions,
+  type CapsRead,
+  type ExhaustionTimes,
+  type KnownExhaustion,
+} from './exhaustion-times';

@@ -41,6 +41,7 @@ import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
+import type { ExhaustionTimes } from './exhaustion-times';
 import type { SavedPeer, StateStore } from '../state';
 import {
   type DataCapChange,
@@ -201,6 +202,8 @@ export interface PeerServiceOptions {
   periodClock?: SchedulerClock;
   /** Told of each billing-period reset made (the daemon's metrics). */
   onPeriodReset?: () => void;
+  /** When caps ran out (the list's exhausted_at), told of every fresh read; none: unknown. */
+  exhaustion?: ExhaustionTimes;
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -260,6 +263,7 @@ export class PeerService implements PeerServiceApi {
   /** Billing-period resets (issue 19): one scheduler, fed the plans the kernel holds. */
   private readonly periods: PeriodScheduler;
   private readonly onPeriodReset: (() => void) | undefined;
+  private readonly exhaustion: ExhaustionTimes | undefined;
 
   constructor(options: PeerServiceOptions) {
     this.kernel = options.kernel;
@@ -275,6 +279,7 @@ export class PeerService implements PeerServiceApi {
     this.addresses6 = options.addresses6 ?? [];
     this.dualStack = this.addresses6.length > 0;
     this.onPeriodReset = options.onPeriodReset;
+    this.exhaustion = options.exhaustion;
     this.periods = new PeriodScheduler({
       clock: options.periodClock ?? { ...systemClock, now: this.now },
       reset: (key, due) => this.resetPeriod(key, due),
@@ -970,9 +975,15 @@ export class PeerService implements PeerServiceApi {
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.noticeLosses(read);
       this.schedulePlans(device, caps);
+      const exhausted = this.exhaustion?.read({
+        caps,
+        owners: this.capOwners(caps),
+        startedAt: read.takenAt - readMs,
+        takenAt: read.takenAt,
+      });
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
       // the kernel lost behind the daemon's back, as last seen and not enforced.
-      return { ...read, caps: this.listedCaps(caps) };
+      return { ...read, caps: this.listedCaps(caps), ...(exhausted ? { exhausted } : {}) };
     } catch (error) {
       this.observer?.kernelRead(elapsed(), false);
       throw error;
@@ -1152,6 +1163,16 @@ export class PeerService implements PeerServiceApi {
    * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
    * enforced). noticeLosses has already dropped what it remembered of peers that are gone.
    */
+  /** The owner of each cap of a read (what noticeLosses just remembered): address → key. */
+  private capOwners(caps: ReadonlyMap<string, KernelDataCap>): Map<string, string> {
+    const owners = new Map<string, string>();
+    for (const address of caps.keys()) {
+      const owner = this.lastCaps.get(address)?.publicKey;
+      if (owner !== undefined) owners.set(address, owner);
+    }
+    return owners;
+  }
+
   private listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): Map<string, KernelDataCap> {
     const listed = new Map(kernelCaps);
     for (const [address, seen] of this.lastCaps) {

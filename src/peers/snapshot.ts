@@ -18,6 +18,8 @@ export interface PeerSnapshot {
   readonly caps: ReadonlyMap<string, KernelDataCap>;
   /** Suspended tunnel address → the public key that owns the suspension; absent: none. */
   readonly suspended?: ReadonlyMap<string, string | null>;
+  /** Tunnel address → when its used-up cap ran out, ms since the epoch (./exhaustion-times.ts). */
+  readonly exhausted?: ReadonlyMap<string, number>;
 }
 
 /** What the service reports about its kernel calls, for the daemon's own metrics. */

@@ -29,6 +29,8 @@ export interface PeerView {
   readonly cap: KernelDataCap | null;
   /** Suspended in the kernel, by a suspension this very peer owns (issue 19). */
   readonly suspended: boolean;
+  /** When its used-up cap ran out in this period, ms since the epoch; null: room, or unknown. */
+  readonly exhaustedAt: number | null;
 }
 
 /** Where a limit holds: both directions, one only (the other was lost), or none. */
@@ -68,7 +70,15 @@ export function viewOf(
     limit: limit ?? null,
     cap: cap ?? null,
     suspended: suspendedAt(peer, ip, snapshot),
+    exhaustedAt: exhaustedAtIn(ip, snapshot),
   };
+}
+
+/** When the snapshot says the cap at `ip` ran out (./exhaustion-times.ts), or null. */
+function exhaustedAtIn(ip: string | null, snapshot: PeerSnapshot): number | null {
+  const exhausted = snapshot.exhausted;
+  if (ip === null || exhausted === undefined || exhausted.size === 0) return null;
+  return exhausted.get(ip) ?? null;
 }
 
 /** Whether the snapshot shows the peer suspended: its address's suspension is its own. */
@@ -100,7 +110,8 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     samePlan(cap?.plan ?? null, view.cap?.plan ?? null) &&
     (cap?.throttleBytesPerSecond ?? null) === (view.cap?.throttleBytesPerSecond ?? null) &&
     (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
-    suspendedAt(view.peer, ip, snapshot) === view.suspended
+    suspendedAt(view.peer, ip, snapshot) === view.suspended &&
+    exhaustedAtIn(ip, snapshot) === view.exhaustedAt
   );
 }
 

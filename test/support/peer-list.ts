@@ -39,6 +39,8 @@ export interface PeerEntry {
   dataCap: KernelDataCap | null;
   /** The kernel's suspension of the address is this peer's own. */
   suspended: boolean;
+  /** When its cap ran out (the snapshot's `exhausted`), ISO 8601 UTC; null without. */
+  exhaustedAt: string | null;
 }
 
 /** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
@@ -91,9 +93,15 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
                   }),
             },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
+      exhaustedAt: exhaustedAtOf(snapshot, ipAddress),
     });
   }
   return entries;
+}
+
+function exhaustedAtOf(snapshot: PeerSnapshot, ipAddress: string | null): string | null {
+  const at = ipAddress === null ? undefined : snapshot.exhausted?.get(ipAddress);
+  return at === undefined ? null : new Date(at).toISOString();
 }
 
 /** The entries of the service's shared read (what PeerService.listPeers answered). */
@@ -130,6 +138,7 @@ export function toPeerJson(entry: PeerEntry) {
             ...planOf(entry.dataCap.plan ?? null),
             after_cap: entry.dataCap.throttleBytesPerSecond == null ? 'block' : 'throttle',
             throttle_bytes_per_second: entry.dataCap.throttleBytesPerSecond ?? null,
+            exhausted_at: entry.exhaustedAt,
             throttled: entry.dataCap.throttled === true,
           },
     suspended: entry.suspended,

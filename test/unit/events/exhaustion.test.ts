@@ -90,3 +90,120 @@ describe('cap exhaustion: one announcement from two sources', () => {
     expect(latch.notice(A, BOB, 1000, 30)).to.equal(true);
   });
 });
+
+// The list's data_cap.exhausted_at: when the daemon learned of the exhaustion, from whichever
+// source told first; cleared when the daemon gives the cap room again. Times are ms.
+describe('cap exhaustion: when it ran out (exhausted_at)', () => {
+  const used = caps({ [A]: [1000, 1000] });
+  const room = caps({ [A]: [1000, 10] });
+
+  it("is the notice's arrival when the kernel's notice comes first; the next read keeps it", () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.read(used, owned(), 3000, 3010);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 100]]));
+  });
+
+  it("is the read's completion when a read finds the cap used up first; a late notice (6.12) does not move it", () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.read(used, owned(), 1000, 1010);
+    expect(latch.notice(A, ALICE, 1000, 60_000)).to.equal(false);
+    latch.read(used, owned(), 61_000, 61_010);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 1010]]));
+  });
+
+  it('is unknown (absent) for a cap the first read of the run found used up', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(used, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 50);
+    latch.read(used, owned(), 100, 105);
+    expect(latch.times(used)).to.deep.equal(new Map());
+  });
+
+  it('is the seeded time (kept by the journal) when the first read finds that same exhaustion', () => {
+    const latch = new ExhaustionLatch();
+    latch.seed(A, ALICE, { quotaBytes: 1000, at: -5000 });
+    latch.notice(A, ALICE, 1000, 50); // a restored quota object announces itself again
+    latch.read(used, owned(), 100, 105);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, -5000]]));
+  });
+
+  it('drops a seeded time that the first read shows with room, or with other quota bytes or owner', () => {
+    for (const [read, owner] of [
+      [room, ALICE],
+      [caps({ [A]: [2000, 2000] }), ALICE],
+      [used, BOB],
+    ] as const) {
+      const latch = new ExhaustionLatch();
+      latch.seed(A, ALICE, { quotaBytes: 1000, at: -5000 });
+      latch.read(read, owned(owner), 100, 105);
+      expect(latch.times(read)).to.deep.equal(new Map());
+    }
+  });
+
+  it('is null for a cap with room, whatever was announced', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    expect(latch.exhaustedAt(A, { quotaBytes: 1000, usedBytes: 999 })).to.equal(null);
+    expect(latch.exhaustedAt(A, { quotaBytes: 1000, usedBytes: 1000 })).to.equal(100);
+  });
+
+  it('is cleared at once by a reset the daemon made, and a new exhaustion gets a new time without a read in between', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.clear(A, 200);
+    expect(latch.times(used)).to.deep.equal(new Map());
+    expect(latch.notice(A, ALICE, 1000, 300)).to.equal(true);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 300]]));
+  });
+
+  it('ignores a read that started before the clear: it shows the cap as it was before the reset', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.clear(A, 200);
+    expect(latch.read(used, owned(), 150, 250)).to.deep.equal([]);
+    expect(latch.times(used)).to.deep.equal(new Map());
+    // A read that started after it and finds the cap used up again: a new exhaustion.
+    expect(latch.read(used, owned(), 300, 310)).to.deep.equal([A]);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 310]]));
+  });
+
+  it('is cleared by a cap changed to other quota bytes (a raise), kept by one changed to as many', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.clear(A, 200, 1000); // a PATCH of the period or afterCap only
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 100]]));
+    latch.clear(A, 300, 5000);
+    expect(latch.times(used)).to.deep.equal(new Map());
+    expect(latch.exhaustedAt(A, { quotaBytes: 5000, usedBytes: 5000 })).to.equal(null);
+  });
+
+  it('is cleared when a read shows the cap with room behind the daemon (a reset with nft)', () => {
+    const latch = new ExhaustionLatch();
+    latch.read(room, owned(), 0, 5);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.read(room, owned(), 200, 210);
+    latch.read(used, owned(), 400, 410);
+    expect(latch.times(used)).to.deep.equal(new Map([[A, 410]]));
+  });
+
+  it('tells each known time set or forgotten, with the owner (what the journal keeps)', () => {
+    const told: unknown[] = [];
+    const latch = new ExhaustionLatch((address, owner, time) => told.push([address, owner, time]));
+    latch.read(used, owned(), 0, 5); // learned, time unknown: nothing to keep
+    latch.read(room, owned(), 10, 15);
+    latch.notice(A, ALICE, 1000, 100);
+    latch.notice(A, ALICE, 1000, 150); // the same exhaustion: nothing new
+    latch.clear(A, 200);
+    expect(told).to.deep.equal([
+      [A, ALICE, { quotaBytes: 1000, at: 100 }],
+      [A, ALICE, null],
+    ]);
+  });
+});

@@ -18,6 +18,7 @@ interface Listed {
     enforced: boolean;
     after_cap: string;
     throttle_bytes_per_second: number | null;
+    exhausted_at: string | null;
     throttled: boolean;
   } | null;
   speed_limit_holds: string | null;
@@ -128,6 +129,7 @@ describe('HTTP API over recorded kernel exchanges', () => {
       ...NO_PERIOD,
       after_cap: 'block',
       throttle_bytes_per_second: null,
+      exhausted_at: null,
       throttled: false,
     });
   });

@@ -93,6 +93,7 @@ describe('http data cap billing periods (PATCH /api/peer/<publicKey>/data-cap)',
         previous_period_used_bytes: null,
         after_cap: 'block',
         throttle_bytes_per_second: null,
+        exhausted_at: null,
         throttled: false,
       });
     });
@@ -211,6 +212,7 @@ describe('billing-period resets made by the service (fake kernel, fake clock)', 
       previous_period_used_bytes: 10_000,
       after_cap: 'throttle',
       throttle_bytes_per_second: 5000,
+      exhausted_at: null,
       throttled: false,
     });
   });

@@ -331,6 +331,23 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     );
   });
 
+  it('rewrites the time a used-up cap ran out once it is known, and again when it is cleared', async () => {
+    const peer = peerAged(0);
+    const used = { ...CAP, usedBytes: CAP.quotaBytes };
+    const at = TAKEN_AT - 500;
+    const known = (exhausted: Map<string, number>): PeerSnapshot => ({
+      ...snapshotOf(peer, TAKEN_AT, null, used),
+      exhausted,
+    });
+    const [before, after] = await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, used),
+      known(new Map([[IP, at]])),
+    );
+    expect(before).to.contain('"exhausted_at":null');
+    expect(after).to.contain(`"exhausted_at":"${new Date(at).toISOString()}"`);
+    await bothAsReference(known(new Map([[IP, at]])), known(new Map([[IP, at + 1]])));
+  });
+
   it('reuses the fragment when nothing it shows changed (the same body again)', async () => {
     const peer = peerAged(30_000);
     const previous = new PreviousBodies();

@@ -221,6 +221,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
         throttled: true,
       },
       suspended: true,
+      exhaustedAt: '2026-03-01T11:59:00.000Z',
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);
     const ok = ((list['responses'] as Json)['200'] as Json)['content'] as Json;

@@ -581,6 +581,7 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       ...NO_PERIOD,
       after_cap: 'block',
       throttle_bytes_per_second: null,
+      exhausted_at: null,
       throttled: false,
     });
   });
@@ -653,6 +654,7 @@ describe('http data cap: afterCap block or throttle (PATCH /api/peer/<publicKey>
       ...NO_PERIOD,
       after_cap: 'throttle',
       throttle_bytes_per_second: 5000,
+      exhausted_at: null,
       throttled: false,
     });
     kernel.setUsed('10.8.0.2', 1_000_000);
@@ -677,6 +679,7 @@ describe('http data cap: afterCap block or throttle (PATCH /api/peer/<publicKey>
     expect(await listedCap(http)).to.include({
       after_cap: 'block',
       throttle_bytes_per_second: null,
+      exhausted_at: null,
       throttled: false,
     });
   });
@@ -769,6 +772,7 @@ describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () =
       ...NO_PERIOD,
       after_cap: 'block',
       throttle_bytes_per_second: null,
+      exhausted_at: null,
       throttled: false,
     });
   });
@@ -862,6 +866,7 @@ describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
         ...NO_PERIOD,
         after_cap: 'block',
         throttle_bytes_per_second: null,
+        exhausted_at: null,
         throttled: false,
       },
       suspended: true,

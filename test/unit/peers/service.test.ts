@@ -70,6 +70,7 @@ describe('peers/service: list', () => {
       speedLimitHolds: null,
       dataCap: null,
       suspended: false,
+      exhaustedAt: null,
     } satisfies PeerEntry);
   });
 

@@ -102,6 +102,7 @@ describe('daemon with --state-dir (issue 16)', () => {
           ...NO_PERIOD,
           after_cap: 'block',
           throttle_bytes_per_second: null,
+          exhausted_at: null,
           throttled: false,
         },
       });
@@ -148,6 +149,7 @@ describe('daemon with --state-dir (issue 16)', () => {
         previous_period_used_bytes: null,
         after_cap: 'block',
         throttle_bytes_per_second: null,
+        exhausted_at: null,
         throttled: false,
       });
     } finally {
@@ -182,6 +184,7 @@ describe('daemon with --state-dir (issue 16)', () => {
         ...NO_PERIOD,
         after_cap: 'throttle',
         throttle_bytes_per_second: 20_000,
+        exhausted_at: null,
         throttled: true,
       });
       // What the kernel was asked to put back: the rate with the cap.
