@@ -65,6 +65,19 @@ async function cappedPeer(w: ReturnType<typeof wired>) {
   };
 }
 
+/**
+ * A capped peer, listed once (the run's first read, with room), then used up and told by the
+ * kernel's notice at `at`.
+ */
+async function exhaustedByNotice(w: ReturnType<typeof wired>, at = T0 + 1_000) {
+  const peer = await cappedPeer(w);
+  await w.listed();
+  w.kernel.setUsed(peer.ip, QUOTA);
+  w.clock.now = at;
+  w.notice(peer.ip, peer.key);
+  return peer;
+}
+
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 describe('list data_cap.exhausted_at: when the daemon learned that the cap ran out', () => {
@@ -95,11 +108,7 @@ describe('list data_cap.exhausted_at: when the daemon learned that the cap ran o
 
   it('is null after POST .../data-cap/reset at once, and a new exhaustion gets a new time', async () => {
     const w = wired();
-    const peer = await cappedPeer(w);
-    await w.listed();
-    w.kernel.setUsed(peer.ip, QUOTA);
-    w.clock.now = T0 + 1_000;
-    w.notice(peer.ip, peer.key);
+    const peer = await exhaustedByNotice(w);
     w.clock.now = T0 + 2_000;
     expect((await w.http.post(`${peer.path}/data-cap/reset`)).status).to.equal(200);
     expect(await w.listed()).to.include({ used_bytes: 0, exhausted_at: null });
@@ -114,11 +123,7 @@ describe('list data_cap.exhausted_at: when the daemon learned that the cap ran o
 
   it('is null after a raise above the usage; kept by a PATCH to as many bytes', async () => {
     const w = wired();
-    const peer = await cappedPeer(w);
-    await w.listed();
-    w.kernel.setUsed(peer.ip, QUOTA);
-    w.clock.now = T0 + 1_000;
-    w.notice(peer.ip, peer.key);
+    const peer = await exhaustedByNotice(w);
     await w.http.patch(`${peer.path}/data-cap`).send({ quotaBytes: QUOTA, period: 'month' });
     expect(await w.listed()).to.include({ exhausted_at: iso(T0 + 1_000) });
     await w.http.patch(`${peer.path}/data-cap`).send({ quotaBytes: 2 * QUOTA });
@@ -128,10 +133,7 @@ describe('list data_cap.exhausted_at: when the daemon learned that the cap ran o
 
   it('is forgotten with the cap removed and with the peer deleted (a new cap there starts afresh)', async () => {
     const w = wired();
-    let peer = await cappedPeer(w);
-    await w.listed();
-    w.kernel.setUsed(peer.ip, QUOTA);
-    w.notice(peer.ip, peer.key);
+    let peer = await exhaustedByNotice(w);
     expect((await w.http.delete(`${peer.path}/data-cap`)).status).to.equal(200);
     await w.service.setDataCap(peer.key, QUOTA);
     w.kernel.setUsed(peer.ip, QUOTA);
@@ -179,11 +181,7 @@ describe('list data_cap.exhausted_at: when the daemon learned that the cap ran o
 
   it('keeps each known time by the owner (what the daemon writes to the journal)', async () => {
     const w = wired();
-    const peer = await cappedPeer(w);
-    await w.listed();
-    w.kernel.setUsed(peer.ip, QUOTA);
-    w.clock.now = T0 + 1_000;
-    w.notice(peer.ip, peer.key);
+    const peer = await exhaustedByNotice(w);
     await w.http.post(`${peer.path}/data-cap/reset`);
     expect(w.kept).to.deep.equal([
       [peer.key, { quotaBytes: QUOTA, at: T0 + 1_000 }],
