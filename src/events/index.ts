@@ -14,7 +14,9 @@
  * read only while someone listens and at most once per --list-max-age (watcher.ts);
  * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`), or
  * from the shared read where the kernel holds that notice back (6.12), once either way
- * (exhaustion.ts); a cap that throttles adds `peer.throttled` right after it.
+ * (exhaustion.ts); a cap that throttles adds `peer.throttled` right after it. Every fresh shared
+ * read reaches it through `exhaustionTimes` (the service's port), which answers when each cap
+ * ran out (the list's exhausted_at); the sink's resets, cap changes and deletes clear that at once.
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
  * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
  * time, and a bounded queue per target whose drops are counted; a target that is down slows
