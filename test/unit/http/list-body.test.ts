@@ -13,6 +13,7 @@ import {
   type ListFilter,
 } from '../../../src/http/list-body';
 import type {
+  CapPlan,
   Kernel,
   KernelDataCap,
   LimitState,
@@ -346,6 +347,98 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     expect(before).to.contain('"exhausted_at":null');
     expect(after).to.contain(`"exhausted_at":"${new Date(at).toISOString()}"`);
     await bothAsReference(known(new Map([[IP, at]])), known(new Map([[IP, at + 1]])));
+  });
+
+  // A monthly plan anchored on 2026-01-31 10:00 (+02:00), whose count began at the last reset.
+  const PLAN: CapPlan = {
+    period: 'month',
+    periodStart: { at: Date.parse('2026-01-31T08:00:00Z'), offsetMinutes: 120 },
+    periodFrom: Date.parse('2026-10-31T08:00:00Z'),
+    previousUsedBytes: 9_000,
+  };
+  const planned = (plan: CapPlan): KernelDataCap => ({ ...CAP, plan });
+
+  it('rewrites the billing period', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
+      snapshotOf(peer, TAKEN_AT, null, planned({ ...PLAN, period: 'week' })),
+    );
+  });
+
+  it('rewrites the period start', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
+      snapshotOf(
+        peer,
+        TAKEN_AT,
+        null,
+        planned({
+          ...PLAN,
+          periodStart: { ...PLAN.periodStart, at: PLAN.periodStart.at + 3_600_000 },
+        }),
+      ),
+    );
+  });
+
+  it("rewrites the period start's offset (the same instant on another wall clock)", async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
+      snapshotOf(
+        peer,
+        TAKEN_AT,
+        null,
+        planned({ ...PLAN, periodStart: { ...PLAN.periodStart, offsetMinutes: 0 } }),
+      ),
+    );
+  });
+
+  it('rewrites the next reset once a period reset was made (a new start of the count)', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
+      snapshotOf(
+        peer,
+        TAKEN_AT,
+        null,
+        planned({ ...PLAN, periodFrom: Date.parse('2026-11-30T08:00:00Z') }),
+      ),
+    );
+  });
+
+  it("rewrites the previous period's usage", async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
+      snapshotOf(peer, TAKEN_AT, null, planned({ ...PLAN, previousUsedBytes: 9_001 })),
+    );
+  });
+
+  it('rewrites the throttle rate after the cap', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, throttleBytesPerSecond: 100_000 }),
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, throttleBytesPerSecond: 200_000 }),
+    );
+  });
+
+  it('rewrites a cap that begins to throttle', async () => {
+    const peer = peerAged(0);
+    const used = { ...CAP, usedBytes: CAP.quotaBytes, throttleBytesPerSecond: 100_000 };
+    await bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, { ...used, throttled: false }),
+      snapshotOf(peer, TAKEN_AT, null, { ...used, throttled: true }),
+    );
+  });
+
+  it('rewrites a peer that was suspended', async () => {
+    const peer = peerAged(0);
+    await bothAsReference(snapshotOf(peer, TAKEN_AT, null, null), {
+      ...snapshotOf(peer, TAKEN_AT, null, null),
+      suspended: new Map([[IP, peer.publicKey]]),
+    });
   });
 
   it('reuses the fragment when nothing it shows changed (the same body again)', async () => {
