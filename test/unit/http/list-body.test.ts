@@ -356,64 +356,35 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     periodFrom: Date.parse('2026-10-31T08:00:00Z'),
     previousUsedBytes: 9_000,
   };
-  const planned = (plan: CapPlan): KernelDataCap => ({ ...CAP, plan });
+  /** The same idle peer with a capped plan, then with `change` made to the plan. */
+  const rewritesPlan = (change: Partial<CapPlan>): Promise<string[]> => {
+    const peer = peerAged(0);
+    return bothAsReference(
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, plan: PLAN }),
+      snapshotOf(peer, TAKEN_AT, null, { ...CAP, plan: { ...PLAN, ...change } }),
+    );
+  };
 
   it('rewrites the billing period', async () => {
-    const peer = peerAged(0);
-    await bothAsReference(
-      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
-      snapshotOf(peer, TAKEN_AT, null, planned({ ...PLAN, period: 'week' })),
-    );
+    await rewritesPlan({ period: 'week' });
   });
 
   it('rewrites the period start', async () => {
-    const peer = peerAged(0);
-    await bothAsReference(
-      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
-      snapshotOf(
-        peer,
-        TAKEN_AT,
-        null,
-        planned({
-          ...PLAN,
-          periodStart: { ...PLAN.periodStart, at: PLAN.periodStart.at + 3_600_000 },
-        }),
-      ),
-    );
+    await rewritesPlan({
+      periodStart: { ...PLAN.periodStart, at: PLAN.periodStart.at + 3_600_000 },
+    });
   });
 
   it("rewrites the period start's offset (the same instant on another wall clock)", async () => {
-    const peer = peerAged(0);
-    await bothAsReference(
-      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
-      snapshotOf(
-        peer,
-        TAKEN_AT,
-        null,
-        planned({ ...PLAN, periodStart: { ...PLAN.periodStart, offsetMinutes: 0 } }),
-      ),
-    );
+    await rewritesPlan({ periodStart: { ...PLAN.periodStart, offsetMinutes: 0 } });
   });
 
   it('rewrites the next reset once a period reset was made (a new start of the count)', async () => {
-    const peer = peerAged(0);
-    await bothAsReference(
-      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
-      snapshotOf(
-        peer,
-        TAKEN_AT,
-        null,
-        planned({ ...PLAN, periodFrom: Date.parse('2026-11-30T08:00:00Z') }),
-      ),
-    );
+    await rewritesPlan({ periodFrom: Date.parse('2026-11-30T08:00:00Z') });
   });
 
   it("rewrites the previous period's usage", async () => {
-    const peer = peerAged(0);
-    await bothAsReference(
-      snapshotOf(peer, TAKEN_AT, null, planned(PLAN)),
-      snapshotOf(peer, TAKEN_AT, null, planned({ ...PLAN, previousUsedBytes: 9_001 })),
-    );
+    await rewritesPlan({ previousUsedBytes: 9_001 });
   });
 
   it('rewrites the throttle rate after the cap', async () => {
