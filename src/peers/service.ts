@@ -1159,10 +1159,6 @@ export class PeerService implements PeerServiceApi {
     }
   }
 
-  /**
-   * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
-   * enforced). noticeLosses has already dropped what it remembered of peers that are gone.
-   */
   /** The owner of each cap of a read (what noticeLosses just remembered): address → key. */
   private capOwners(caps: ReadonlyMap<string, KernelDataCap>): Map<string, string> {
     const owners = new Map<string, string>();
@@ -1173,6 +1169,10 @@ export class PeerService implements PeerServiceApi {
     return owners;
   }
 
+  /**
+   * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
+   * enforced). noticeLosses has already dropped what it remembered of peers that are gone.
+   */
   private listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): Map<string, KernelDataCap> {
     const listed = new Map(kernelCaps);
     for (const [address, seen] of this.lastCaps) {
