@@ -4,7 +4,7 @@
  * OpenAPI document shows them, and the webhooks that carry the same payloads), and its handler,
  * which sends the headers and hands the response to the room's EventStreams.
  */
-import Ajv, { type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import type { RequestHandler } from 'express';
 import {
   EVENT_TYPES,
@@ -14,9 +14,7 @@ import {
   type EventType,
 } from '../events';
 import { ValidationError } from '../peers';
-import { check } from './schemas';
-
-const ajv = new Ajv({ allErrors: true, strict: true });
+import { ajv, check } from './schemas';
 
 export interface EventsQuery {
   types?: string;
