@@ -5,7 +5,7 @@
 //       The summary of VM run number RUN that wrote no summary (it did not reach the end of the suite),
 //       from mocha's progress file PROGRESS (test/support/reporter.js: MOCHA_PROGRESS_FILE; may be
 //       missing): what passed, failed and was skipped before it stopped, plus one failure naming
-//       where it stopped and why (STATUS 124: the VM ran out of its TIMEOUT seconds, 125: the guest
+//       where it stopped and why (STATUS 124: the VM ran out of time, TIMEOUT saying its bounds, 125: the guest
 //       reported no status, else the status mocha ended with), also listed under "unfinished".
 //   node kernel-summary.js merge SUMMARY...
 //       One kernel's summary from its runs in order (a run that did not reach the end, then its
@@ -33,7 +33,7 @@ function stopped(progressFile, kernel, run, status, timeout) {
   if (fs.existsSync(progressFile)) progress = readJson(progressFile);
   const why =
     status === '124'
-      ? `the VM ran out of time (${timeout} s)`
+      ? `the VM ran out of time (${timeout})`
       : status === '125'
         ? 'the VM stopped without reporting a status'
         : `mocha ended with status ${status} and wrote no summary`;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Boot the throw-away test VM, run one command in it as root, power it off.
 #
-#   scripts/vm/run.sh [--out HOSTDIR] [--timeout SECONDS] [--cwd DIR] [-e NAME=VALUE]... [--live]
-#                     -- CMD...
+#   scripts/vm/run.sh [--out HOSTDIR] [--timeout SECONDS] [--stall FILE:SECONDS] [--cwd DIR]
+#                     [-e NAME=VALUE]... [--live] -- CMD...
 #
 # CMD runs through `sh -c` in the guest, chrooted into the host's own root file system (read-only),
 # with cwd = DIR (default: the repository, same absolute path as on the host) and the environment
@@ -20,6 +20,10 @@
 # vCPU is, from QEMU's monitor; every task's state, kernel stack and system call, and the kernel's
 # backtrace of every CPU, from the guest);
 # 125 when the guest never reported a status (the last lines of its console are printed then).
+# --stall FILE:SECONDS (FILE under HOSTDIR, e.g. mocha's progress file) counts as running out of
+# time, with the same report and status 124, when FILE has not changed for SECONDS (or, before it
+# exists, SECONDS have passed since the start): a hang is told within SECONDS of the last sign of
+# progress, however long the whole run may take.
 #
 # Environment: WG_PEERD_VM_DIR (default <repo>/.vm), WG_PEERD_VM_ACCEL (default tcg,thread=single:
 # multi-threaded TCG crashed node in the guest in 9 of 100 stress runs (SIGSEGV, SIGILL, wasm
@@ -41,6 +45,8 @@ die() {
 
 out_dir=""
 timeout_s="${WG_PEERD_VM_TIMEOUT:-1800}"
+stall_file=""
+stall_s=0
 cwd="$REPO"
 envs=()
 snapshot="${WG_PEERD_VM_SNAPSHOT:-1}"
@@ -50,6 +56,7 @@ while [ $# -gt 0 ]; do
     --out=*) out_dir="${1#--out=}"; shift ;;
     --timeout) timeout_s="${2:?--timeout needs seconds}"; shift 2 ;;
     --timeout=*) timeout_s="${1#--timeout=}"; shift ;;
+    --stall) stall_file="${2%:*}"; stall_s="${2##*:}"; shift 2 ;;
     --cwd) cwd="${2:?--cwd needs a directory}"; shift 2 ;;
     --cwd=*) cwd="${1#--cwd=}"; shift ;;
     -e | --env) envs+=("${2:?-e needs NAME=VALUE}"); shift 2 ;;
@@ -61,6 +68,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout must be a whole number of seconds"
+[[ "$stall_s" =~ ^[0-9]+$ ]] || die "--stall wants FILE:SECONDS"
 for e in "${envs[@]+"${envs[@]}"}"; do
   [[ "$e" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "-e wants NAME=VALUE, got: $e"
 done
@@ -224,7 +232,7 @@ hang_report() {
   done
   if [ -s "$ctl/kallsyms" ]; then cp "$ctl/kallsyms" "$kallsyms.tmp" && mv "$kallsyms.tmp" "$kallsyms"; fi
   {
-    echo "run.sh: the VM ran out of time (${timeout_s} s); where it was before it was killed:"
+    echo "run.sh: the VM ran out of time ($out_of_time); where it was before it was killed:"
     node "$HERE/cpu-samples.js" print "$ctl/cpu-samples" "$kallsyms" || true
     if [ -s "$ctl/hang-report" ]; then
       tr -d '\r' <"$ctl/hang-report"
@@ -237,11 +245,24 @@ hang_report() {
 }
 
 start=$SECONDS
+start_epoch="$(date +%s)"
 timed_out=0
+out_of_time=""
+# Seconds since FILE last changed (since the start while it does not exist).
+quiet_for() {
+  local mtime
+  mtime="$(stat -c %Y "$1" 2>/dev/null || echo "$start_epoch")"
+  echo $(($(date +%s) - mtime))
+}
 while kill -0 "$qemu_pid" 2>/dev/null; do
   stream stdout 1
   stream stderr 2
   if [ $((SECONDS - start)) -ge "$timeout_s" ]; then
+    out_of_time="${timeout_s} s"
+  elif [ -n "$stall_file" ] && [ "$stall_s" -gt 0 ] && [ "$(quiet_for "$stall_file")" -ge "$stall_s" ]; then
+    out_of_time="no change of $(basename "$stall_file") for ${stall_s} s"
+  fi
+  if [ -n "$out_of_time" ]; then
     timed_out=1
     hang_report
     kill "$qemu_pid" 2>/dev/null || true
@@ -265,7 +286,7 @@ console_tail() {
 }
 
 if [ "$timed_out" = 1 ]; then
-  echo "run.sh: timed out after ${timeout_s} s; the VM was killed" >&2
+  echo "run.sh: timed out ($out_of_time, after $((SECONDS - start)) s); the VM was killed" >&2
   console_tail
   exit 124
 fi
