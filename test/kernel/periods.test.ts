@@ -159,18 +159,26 @@ describe('billing periods of a data cap (real kernel, pings through a WireGuard 
     const quotaBytes = 30_000;
     expect((await api(daemon!, 'PATCH', capPath(), { quotaBytes })).status).to.equal(200);
     await useUp();
-    // A day period whose start was a day ago less 12 s: its first reset falls in 12 s.
-    const due = Math.ceil((Date.now() + 12_000) / 1000) * 1000;
+    // A day period whose start was a day ago less 30 s: its first reset falls in 30 s, a margin for
+    // the checks below. With 12 s, the reset came first twice (6.12 once; 6.1 once with both
+    // kernels' suites side by side: the plan's PATCH answered 11.6 s before the reset, and two nft
+    // runs and a 2 s ping still took longer), and the list then showed the reset, not the plan.
+    // The list is now read first, and the test says so if the checks outlast the margin.
+    const due = Math.ceil((Date.now() + 30_000) / 1000) * 1000;
     const periodStart = isoPlus2(due - DAY);
     const set = await api(daemon!, 'PATCH', capPath(), { period: 'day', periodStart });
     expect(set.status, JSON.stringify(set.body)).to.equal(200);
+    const planned = await listedCap();
+    const listedAt = Date.now();
     // The plan changed the quota object, not what it counted: still used up, still cut off.
     expect(nftQuota()).to.include({ bytes: quotaBytes, used: quotaBytes });
     expect(nftQuota().comment, 'nft still reads the owner comment').to.equal(
       `wg-peerd peer ${created.peer.publicKey}`,
     );
     expect(pings()).to.equal(false);
-    const planned = await listedCap();
+    expect(listedAt, 'the list before the reset was read before the reset was due').to.be.below(
+      due,
+    );
     expect(planned).to.deep.include({
       quota_bytes: quotaBytes,
       used_bytes: quotaBytes,
@@ -179,6 +187,7 @@ describe('billing periods of a data cap (real kernel, pings through a WireGuard 
       next_reset: new Date(due).toISOString(),
       previous_period_used_bytes: null,
     });
+    expect(Date.now(), 'the checks before the reset ended before it was due').to.be.below(due);
 
     // The reset: the count falls back in the kernel, and pings pass again.
     const deadline = due + 20_000;
