@@ -385,10 +385,18 @@ describe('events: SSE stream and webhooks (real kernel, real client)', function 
       used_bytes: CAP_BYTES,
     });
     const latency = event.at - cut.cutAt;
+    const published = Date.parse(String(event.data.at)) - cut.cutAt;
     console.log(
-      `      peer.cap_exhausted ${latency} ms after the exhausting datagram was sent (its at: ${Date.parse(String(event.data.at)) - cut.cutAt} ms after it)`,
+      `      peer.cap_exhausted ${latency} ms after the exhausting datagram was sent (its at: ${published} ms after it)`,
     );
-    expect(latency).to.be.below(1_000);
+    // Its `at` is when the daemon published it: at the kernel's notice (6.1), or at the end of the
+    // first shared read that found the cap used up (6.12). That is the 1 s bound. The stream's
+    // client runs in the daemon's own process here (one event loop, reading the kernel four times a
+    // second for 6.12), so arrival adds that loop's backlog: 0.1-0.6 s in the VM, measured with both
+    // kernels' suites side by side (6.1: at 197 ms, arrival 802 ms; 6.12: at 806 ms, arrival
+    // 1,434 ms). Arrival is bounded at 2 s.
+    expect(published, 'published within 1 s of the cut').to.be.below(1_000);
+    expect(latency, 'arrived at the stream within 2 s of the cut').to.be.below(2_000);
     // nft agrees that the quota is used up.
     const nft = JSON.parse((await run(`nft -j list table ip wg_peerd_${IFNAME}`)).stdout) as {
       nftables: Array<{ quota?: { bytes: number; used: number } }>;
