@@ -12,7 +12,7 @@ import { exec } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { release, tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Webhook } from 'standardwebhooks';
@@ -44,6 +44,8 @@ const SECRET = `whsec_${Buffer.alloc(32, 0x5e).toString('base64')}`;
 const CAP_BYTES = 30_000;
 /** The UDP port the cut probe's datagrams go to, on the server's tunnel address. */
 const CUT_PORT = 5_999;
+/** 6.1 sends a quota's notice with the packet that exhausts it; 6.12 holds it until a commit. */
+const HOLDS_NOTICE = !release().startsWith('6.1.');
 
 interface Received {
   id: string;
@@ -354,7 +356,7 @@ describe('events: SSE stream and webhooks (real kernel, real client)', function 
     expect(latency).to.be.within(0, 2_000);
   });
 
-  it("streams peer.cap_exhausted within 1 s of the packet that exhausts the cap (the kernel's notice; on 6.12, which holds it until the next commit, the next shared read)", async () => {
+  it("streams peer.cap_exhausted within 1 s of the packet that exhausts the cap (the kernel's notice; on 6.12, which holds it until the next commit, within 2 s: the next shared read)", async () => {
     const stream = streams[0]!;
     const set = await call(port, 'PATCH', `/api/peer/${encodeURIComponent(publicKey)}/data-cap`, {
       quotaBytes: CAP_BYTES,
@@ -389,14 +391,15 @@ describe('events: SSE stream and webhooks (real kernel, real client)', function 
     console.log(
       `      peer.cap_exhausted ${latency} ms after the exhausting datagram was sent (its at: ${published} ms after it)`,
     );
-    // Its `at` is when the daemon published it: at the kernel's notice (6.1), or at the end of the
-    // first shared read that found the cap used up (6.12). That is the 1 s bound. The stream's
-    // client runs in the daemon's own process here (one event loop, reading the kernel four times a
-    // second for 6.12), so arrival adds that loop's backlog: 0.1-0.6 s in the VM, measured with both
-    // kernels' suites side by side (6.1: at 197 ms, arrival 802 ms; 6.12: at 806 ms, arrival
-    // 1,434 ms). Arrival is bounded at 2 s.
-    expect(published, 'published within 1 s of the cut').to.be.below(1_000);
-    expect(latency, 'arrived at the stream within 2 s of the cut').to.be.below(2_000);
+    // Its `at` is when the daemon published it: at the kernel's notice (6.1, bound 1 s), or, when
+    // the kernel holds the notice back (6.12, until the next nf_tables commit), at the end of the
+    // first shared read that found the cap used up: within one read interval (250 ms here) and
+    // one read of the cut (the list's exhausted_at, dated by the same reads: 0.64-1.37 s in the VM
+    // with both kernels' suites side by side), so 2 s. Arrival
+    // is bounded from there: the stream's client shares the daemon's event loop in this test,
+    // whose backlog added 0.1-0.6 s.
+    expect(published, 'published soon after the cut').to.be.below(HOLDS_NOTICE ? 2_000 : 1_000);
+    expect(latency - published, 'delivered within 1 s of its publication').to.be.below(1_000);
     // nft agrees that the quota is used up.
     const nft = JSON.parse((await run(`nft -j list table ip wg_peerd_${IFNAME}`)).stdout) as {
       nftables: Array<{ quota?: { bytes: number; used: number } }>;
