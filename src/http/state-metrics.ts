@@ -19,7 +19,7 @@ export interface StateMetricsSource {
 export function registerStateMetrics(registry: Registry, source: StateMetricsSource): void {
   new Gauge({
     name: 'wg_peerd_state_last_checkpoint_timestamp_seconds',
-    help: 'Unix time at which the counts of the last successful usage checkpoint in the state directory were read',
+    help: 'Unix time of the last successful usage checkpoint in the state directory',
     registers: [registry],
     collect() {
       const at = source.checkpoints().lastAt;

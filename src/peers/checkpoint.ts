@@ -27,10 +27,7 @@ import type { EventLogger } from './service';
 export const SHARED_READ_MAX_AGE_MS = 1_000;
 
 export interface CheckpointStats {
-  /**
-   * Milliseconds since the epoch at which the counts of the last successful checkpoint were read
-   * (the start of its own read, or of the shared read it saved); null before the first.
-   */
+  /** Milliseconds since the epoch of the last successful checkpoint; null before the first. */
   lastAt: number | null;
   lastDurationMs: number | null;
   /** Counters written by the last successful checkpoint. */
@@ -44,7 +41,7 @@ export interface CheckpointStats {
 export interface CheckpointOptions {
   quota: Pick<QuotaApi, 'listCaps'>;
   /** The shared read's caps at hand, without starting a read (PeerService.sharedCapsAtHand). */
-  sharedRead?: () => Promise<Pick<CapsRead, 'caps' | 'startedAt' | 'takenAt'> | null> | null;
+  sharedRead?: () => Promise<Pick<CapsRead, 'caps' | 'takenAt'> | null> | null;
   store: Pick<StateStore, 'state' | 'checkpointUsage'>;
   interfaceName: string;
   intervalMs: number;
@@ -111,7 +108,7 @@ export class UsageCheckpoints {
         if (cap !== undefined) usage.set(peer.publicKey, cap.usedBytes);
       }
       const written = await store.checkpointUsage(usage);
-      this.stats.lastAt = fresh ? shared.startedAt : started;
+      this.stats.lastAt = started;
       this.stats.lastDurationMs = performance.now() - startedHr;
       this.stats.lastWritten = written;
       this.stats.total++;

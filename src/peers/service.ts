@@ -235,7 +235,7 @@ export class PeerService implements PeerServiceApi {
   private readonly endpointHost: string | null;
   private readonly log: EventLogger;
   private readonly now: () => number;
-  private lastSharedCaps: Pick<CapsRead, 'caps' | 'startedAt' | 'takenAt'> | null = null;
+  private lastSharedCaps: Pick<CapsRead, 'caps' | 'takenAt'> | null = null;
   private readonly random: RandomSource | undefined;
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
@@ -965,7 +965,7 @@ export class PeerService implements PeerServiceApi {
    * one still fresh), without starting a read; null when there is none, or when it failed. Not
    * the last-seen caps of lost ones. A usage checkpoint saves these (checkpoint.ts).
    */
-  sharedCapsAtHand(): Promise<Pick<CapsRead, 'caps' | 'startedAt' | 'takenAt'> | null> | null {
+  sharedCapsAtHand(): Promise<Pick<CapsRead, 'caps' | 'takenAt'> | null> | null {
     const read = this.snapshots.atHand();
     if (read === null) return null;
     return read.then(
@@ -988,7 +988,7 @@ export class PeerService implements PeerServiceApi {
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
-      this.lastSharedCaps = { caps, startedAt: read.takenAt - readMs, takenAt: read.takenAt };
+      this.lastSharedCaps = { caps, takenAt: read.takenAt };
       this.noticeLosses(read);
       this.schedulePlans(device, caps);
       const exhausted = this.exhaustion?.read({
