@@ -4,13 +4,12 @@
  * interval of counting (none after a clean shutdown: systemd stops the daemon with SIGTERM).
  *
  * Invariants:
- * - A checkpoint saves the caps of the shared kernel read (the list's and /metrics') when one is
- *   in flight, or was taken less than SHARED_READ_MAX_AGE_MS ago: with monitoring polling, a
- *   checkpoint costs no kernel read at all (at 50,000 caps a dump of them all takes seconds of
- *   the event loop, which the polls then waited behind). Otherwise it reads the caps alone (one
- *   nf_tables dump), never the WireGuard dump, and never starts a shared read. Never on a
- *   request's path: polls never wait for the disk. A power cut thus loses at most one interval
- *   and that second of counting.
+ * - A checkpoint saves the caps of the shared kernel read (the list's and /metrics') when one was
+ *   taken less than SHARED_READ_MAX_AGE_MS ago: with monitoring polling, a checkpoint costs no
+ *   kernel read at all (at 50,000 caps a dump of them all takes seconds of the event loop, which
+ *   the polls then waited behind). Otherwise it reads the caps alone (one nf_tables dump), never
+ *   the WireGuard dump. Never on a request's path: polls never wait for the disk. A power cut
+ *   thus loses at most one interval and that second of counting.
  * - Only counters that changed since the last save are written (StateStore.checkpointUsage), so
  *   an idle host writes nothing at all.
  * - Checkpoints never overlap: one that is due while the last still runs is skipped.
@@ -40,8 +39,8 @@ export interface CheckpointStats {
 
 export interface CheckpointOptions {
   quota: Pick<QuotaApi, 'listCaps'>;
-  /** The shared read's caps at hand, without starting a read (PeerService.sharedCapsAtHand). */
-  sharedRead?: () => Promise<Pick<CapsRead, 'caps' | 'takenAt'> | null> | null;
+  /** The kernel's caps as the last shared read took them (PeerService.lastCapsRead), or null. */
+  sharedRead?: () => Pick<CapsRead, 'caps' | 'takenAt'> | null;
   store: Pick<StateStore, 'state' | 'checkpointUsage'>;
   interfaceName: string;
   intervalMs: number;
@@ -96,7 +95,7 @@ export class UsageCheckpoints {
     const started = this.now();
     const startedHr = performance.now();
     try {
-      const shared = (await this.options.sharedRead?.()) ?? null;
+      const shared = this.options.sharedRead?.() ?? null;
       const fresh = shared !== null && started - shared.takenAt < SHARED_READ_MAX_AGE_MS;
       const caps = fresh ? shared.caps : await quota.listCaps(interfaceName);
       if (fresh) this.stats.sharedReads++;

@@ -36,18 +36,6 @@ export class FreshRead<T> {
     return done === null ? null : done.value;
   }
 
-  /**
-   * What get() would answer without starting a read: the completed value while its window lasts,
-   * or the read in flight of this generation; null when get() would have to start one. For a
-   * caller that takes a shared read when there is one but would rather not cause one.
-   */
-  atHand(): Promise<T> | null {
-    const done = this.fresh();
-    if (done !== null) return Promise.resolve(done.value);
-    const current = this.inFlight;
-    return current !== null && current.generation === this.generation ? current.promise : null;
-  }
-
   get(): Promise<T> {
     const done = this.fresh();
     return done === null ? this.join() : Promise.resolve(done.value);

@@ -961,17 +961,11 @@ export class PeerService implements PeerServiceApi {
   }
 
   /**
-   * The kernel's caps of the shared read at hand (the one in flight, once it completes, or the
-   * one still fresh), without starting a read; null when there is none, or when it failed. Not
-   * the last-seen caps of lost ones. A usage checkpoint saves these (checkpoint.ts).
+   * The kernel's caps as the last shared read took them (not the last-seen caps of lost ones), or
+   * null before the first: a usage checkpoint saves these when they are fresh (checkpoint.ts).
    */
-  sharedCapsAtHand(): Promise<Pick<CapsRead, 'caps' | 'takenAt'> | null> | null {
-    const read = this.snapshots.atHand();
-    if (read === null) return null;
-    return read.then(
-      () => this.lastSharedCaps,
-      () => null,
-    );
+  lastCapsRead(): Pick<CapsRead, 'caps' | 'takenAt'> | null {
+    return this.lastSharedCaps;
   }
 
   private async readSnapshot(): Promise<PeerSnapshot> {

@@ -674,23 +674,17 @@ describe('peers/service: speed limit and data cap', () => {
   });
 });
 
-describe('peers/service: the shared read at hand, for usage checkpoints', () => {
-  it('is null with no read in flight or fresh, then the kernel caps and completion time of the shared read', async () => {
+describe('peers/service: the last shared read of the caps (for usage checkpoints)', () => {
+  it('is null before any read, then the kernel caps and completion time of the last shared read', async () => {
     const kernel = FakeKernel.withInterface();
     kernel.putPeer(key(1), ['10.8.0.2/32']);
-    const { svc } = service(kernel, { listMaxAgeMs: 1_000 });
-    expect(svc.sharedCapsAtHand()).to.equal(null);
+    const { svc } = service(kernel);
+    expect(svc.lastCapsRead()).to.equal(null);
     await svc.setDataCap(key(1), { quotaBytes: 5_000 });
     kernel.setUsed('10.8.0.2', 1_234);
-    const listing = svc.snapshot();
-    const atHand = svc.sharedCapsAtHand();
-    expect(atHand, 'the read in flight').not.to.equal(null);
-    await listing;
-    const read = await atHand;
+    await svc.snapshot();
+    const read = svc.lastCapsRead();
     expect(read?.takenAt).to.equal(NOW);
     expect(read?.caps.get('10.8.0.2')).to.include({ quotaBytes: 5_000, usedBytes: 1_234 });
-    expect(await svc.sharedCapsAtHand(), 'still fresh').to.equal(read);
-    const reads = kernel.count('quota.listCaps');
-    expect(reads, 'at hand starts no read').to.equal(1);
   });
 });

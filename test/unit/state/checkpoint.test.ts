@@ -23,8 +23,7 @@ async function setUp() {
   ]);
   let reads = 0;
   let failNext = false;
-  type Shared = { caps: ReadonlyMap<string, KernelDataCap>; takenAt: number } | null;
-  let shared: Promise<Shared> | null = null;
+  let shared: { caps: ReadonlyMap<string, KernelDataCap>; takenAt: number } | null = null;
   const log = captureLog();
   let tick: () => void = () => undefined;
   const checkpoints = new UsageCheckpoints({
@@ -63,18 +62,12 @@ async function setUp() {
     fail: () => (failNext = true),
     /** A shared read (the list's) of these caps, taken `ago` ms before the checkpoint's clock. */
     share: (ago: number, caps: Array<[string, number]>) => {
-      shared = Promise.resolve({
+      shared = {
         takenAt: 1_700_000_000_000 - ago,
         caps: new Map(
           caps.map(([a, b]) => [a, { quotaBytes: 1000, usedBytes: b, enforced: true }]),
         ),
-      });
-    },
-    /** A shared read in flight: resolved by the returned function (null: it failed). */
-    inFlight: (): ((value: Shared) => void) => {
-      let resolve: (value: Shared) => void = () => undefined;
-      shared = new Promise<Shared>((r) => (resolve = r));
-      return resolve;
+      };
     },
     tick: () => tick(),
   };
@@ -106,26 +99,6 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     expect(t.reads(), 'no read of its own').to.equal(0);
     expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(300);
     expect(t.checkpoints.stats.sharedReads).to.equal(1);
-  });
-
-  it('waits for a shared read in flight and saves its caps; reads its own when that read failed', async () => {
-    const t = await setUp();
-    const complete = t.inFlight();
-    const saving = t.checkpoints.checkpoint();
-    complete({
-      takenAt: 1_700_000_000_000 + 50,
-      caps: new Map([['10.8.0.2', { quotaBytes: 1000, usedBytes: 700, enforced: true }]]),
-    });
-    await saving;
-    expect(t.reads()).to.equal(0);
-    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(700);
-    const fail = t.inFlight();
-    t.used('10.8.0.2', 800);
-    const again = t.checkpoints.checkpoint();
-    fail(null);
-    await again;
-    expect(t.reads()).to.equal(1);
-    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(800);
   });
 
   it('reads the caps itself when the last shared read is a second old or more, or there is none', async () => {
