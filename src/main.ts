@@ -358,7 +358,6 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       ? null
       : new UsageCheckpoints({
           quota: kernel.quota,
-          sharedRead: () => service.lastCapsRead(),
           store,
           interfaceName: config.interfaceName,
           intervalMs: config.usageSaveIntervalS * 1000,

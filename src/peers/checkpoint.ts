@@ -4,12 +4,8 @@
  * interval of counting (none after a clean shutdown: systemd stops the daemon with SIGTERM).
  *
  * Invariants:
- * - A checkpoint saves the caps of the shared kernel read (the list's and /metrics') when one was
- *   taken less than SHARED_READ_MAX_AGE_MS ago: with monitoring polling, a checkpoint costs no
- *   kernel read at all (at 50,000 caps a dump of them all takes seconds of the event loop, which
- *   the polls then waited behind). Otherwise it reads the caps alone (one nf_tables dump), never
- *   the WireGuard dump. Never on a request's path: polls never wait for the disk. A power cut
- *   thus loses at most one interval and that second of counting.
+ * - A checkpoint reads the caps alone (one nf_tables dump), never the WireGuard dump, and never
+ *   on a request's path: polls never wait for it or for the disk.
  * - Only counters that changed since the last save are written (StateStore.checkpointUsage), so
  *   an idle host writes nothing at all.
  * - Checkpoints never overlap: one that is due while the last still runs is skipped.
@@ -19,11 +15,7 @@
 import type { QuotaApi } from '../kernel/types';
 import type { StateStore } from '../state';
 import { tunnelAddressOfCidrs } from './restore-plan';
-import type { CapsRead } from './exhaustion-times';
 import type { EventLogger } from './service';
-
-/** How old a shared read may be for a checkpoint to save its caps instead of reading its own. */
-export const SHARED_READ_MAX_AGE_MS = 1_000;
 
 export interface CheckpointStats {
   /** Milliseconds since the epoch of the last successful checkpoint; null before the first. */
@@ -31,16 +23,12 @@ export interface CheckpointStats {
   lastDurationMs: number | null;
   /** Counters written by the last successful checkpoint. */
   lastWritten: number;
-  /** Checkpoints that saved a shared read's caps rather than reading their own. */
-  sharedReads: number;
   failures: number;
   total: number;
 }
 
 export interface CheckpointOptions {
   quota: Pick<QuotaApi, 'listCaps'>;
-  /** The kernel's caps as the last shared read took them (PeerService.lastCapsRead), or null. */
-  sharedRead?: () => Pick<CapsRead, 'caps' | 'takenAt'> | null;
   store: Pick<StateStore, 'state' | 'checkpointUsage'>;
   interfaceName: string;
   intervalMs: number;
@@ -58,7 +46,6 @@ export class UsageCheckpoints {
     lastAt: null,
     lastDurationMs: null,
     lastWritten: 0,
-    sharedReads: 0,
     failures: 0,
     total: 0,
   };
@@ -95,10 +82,7 @@ export class UsageCheckpoints {
     const started = this.now();
     const startedHr = performance.now();
     try {
-      const shared = this.options.sharedRead?.() ?? null;
-      const fresh = shared !== null && started - shared.takenAt < SHARED_READ_MAX_AGE_MS;
-      const caps = fresh ? shared.caps : await quota.listCaps(interfaceName);
-      if (fresh) this.stats.sharedReads++;
+      const caps = await quota.listCaps(interfaceName);
       const usage = new Map<string, number>();
       for (const peer of store.state.peers.values()) {
         if (peer.cap === null) continue;

@@ -41,7 +41,7 @@ import { allInOrder } from './settled';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
-import type { CapsRead, ExhaustionTimes } from './exhaustion-times';
+import type { ExhaustionTimes } from './exhaustion-times';
 import type { SavedPeer, StateStore } from '../state';
 import {
   type DataCapChange,
@@ -235,7 +235,6 @@ export class PeerService implements PeerServiceApi {
   private readonly endpointHost: string | null;
   private readonly log: EventLogger;
   private readonly now: () => number;
-  private lastSharedCaps: Pick<CapsRead, 'caps' | 'takenAt'> | null = null;
   private readonly random: RandomSource | undefined;
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly observer: KernelObserver | undefined;
@@ -960,14 +959,6 @@ export class PeerService implements PeerServiceApi {
     });
   }
 
-  /**
-   * The kernel's caps as the last shared read took them (not the last-seen caps of lost ones), or
-   * null before the first: a usage checkpoint saves these when they are fresh (checkpoint.ts).
-   */
-  lastCapsRead(): Pick<CapsRead, 'caps' | 'takenAt'> | null {
-    return this.lastSharedCaps;
-  }
-
   private async readSnapshot(): Promise<PeerSnapshot> {
     const started = process.hrtime.bigint();
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
@@ -982,7 +973,6 @@ export class PeerService implements PeerServiceApi {
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
-      this.lastSharedCaps = { caps, takenAt: read.takenAt };
       this.noticeLosses(read);
       this.schedulePlans(device, caps);
       const exhausted = this.exhaustion?.read({

@@ -673,18 +673,3 @@ describe('peers/service: speed limit and data cap', () => {
     });
   });
 });
-
-describe('peers/service: the last shared read of the caps (for usage checkpoints)', () => {
-  it('is null before any read, then the kernel caps and completion time of the last shared read', async () => {
-    const kernel = FakeKernel.withInterface();
-    kernel.putPeer(key(1), ['10.8.0.2/32']);
-    const { svc } = service(kernel);
-    expect(svc.lastCapsRead()).to.equal(null);
-    await svc.setDataCap(key(1), { quotaBytes: 5_000 });
-    kernel.setUsed('10.8.0.2', 1_234);
-    await svc.snapshot();
-    const read = svc.lastCapsRead();
-    expect(read?.takenAt).to.equal(NOW);
-    expect(read?.caps.get('10.8.0.2')).to.include({ quotaBytes: 5_000, usedBytes: 1_234 });
-  });
-});

@@ -23,7 +23,6 @@ async function setUp() {
   ]);
   let reads = 0;
   let failNext = false;
-  let shared: { caps: ReadonlyMap<string, KernelDataCap>; takenAt: number } | null = null;
   const log = captureLog();
   let tick: () => void = () => undefined;
   const checkpoints = new UsageCheckpoints({
@@ -37,7 +36,6 @@ async function setUp() {
         return Promise.resolve(new Map(kernelCaps));
       },
     },
-    sharedRead: () => shared,
     store,
     interfaceName: 'wg0',
     intervalMs: 10_000,
@@ -60,15 +58,6 @@ async function setUp() {
     log,
     reads: () => reads,
     fail: () => (failNext = true),
-    /** A shared read (the list's) of these caps, taken `ago` ms before the checkpoint's clock. */
-    share: (ago: number, caps: Array<[string, number]>) => {
-      shared = {
-        takenAt: 1_700_000_000_000 - ago,
-        caps: new Map(
-          caps.map(([a, b]) => [a, { quotaBytes: 1000, usedBytes: b, enforced: true }]),
-        ),
-      };
-    },
     tick: () => tick(),
   };
 }
@@ -86,32 +75,6 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     expect(t.checkpoints.stats.lastWritten).to.equal(0);
     expect(t.fs.text('/s/wg0/journal').length).to.equal(size);
     expect(t.checkpoints.stats.lastAt).to.equal(1_700_000_000_000);
-  });
-
-  it('saves the caps of a shared read under a second old instead of reading its own (polls then pay nothing for it)', async () => {
-    const t = await setUp();
-    t.used('10.8.0.2', 400); // the kernel now: not what the shared read saw
-    t.share(999, [
-      ['10.8.0.2', 300],
-      ['10.8.0.3', 0],
-    ]);
-    await t.checkpoints.checkpoint();
-    expect(t.reads(), 'no read of its own').to.equal(0);
-    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(300);
-    expect(t.checkpoints.stats.sharedReads).to.equal(1);
-  });
-
-  it('reads the caps itself when the last shared read is a second old or more, or there is none', async () => {
-    const t = await setUp();
-    t.used('10.8.0.2', 400);
-    await t.checkpoints.checkpoint();
-    expect(t.reads(), 'no shared read yet').to.equal(1);
-    t.share(1_000, [['10.8.0.2', 300]]);
-    t.used('10.8.0.2', 500);
-    await t.checkpoints.checkpoint();
-    expect(t.reads(), 'a shared read 1 s old').to.equal(2);
-    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(500);
-    expect(t.checkpoints.stats.sharedReads).to.equal(0);
   });
 
   it('runs one checkpoint at a time: one due while another runs shares it', async () => {
