@@ -459,7 +459,7 @@ async function pollRun(
     const total = (JSON.parse(first.body) as { total_count: number }).total_count;
     if (total !== PEERS) throw new Error(`listed ${total} peers, expected ${PEERS}`);
     const url = `http://127.0.0.1:${daemon.port}/api/peers`;
-    await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, timeout: 120 });
+    await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, timeout: 600 });
     const checkpoint = async (): Promise<number> => {
       const text = (await request(daemon.port, 'GET', '/metrics')).body;
       const line = text
@@ -472,11 +472,13 @@ async function pollRun(
       url,
       connections: CONNECTIONS,
       duration: DURATION_S,
-      timeout: 120,
+      timeout: 600,
     });
     const after = withState ? await checkpoint() : 0;
     if (result.errors || result.non2xx) {
-      throw new Error(`errors ${result.errors}, non-2xx ${result.non2xx}`);
+      throw new Error(
+        `errors ${result.errors} (timeouts ${result.timeouts}), non-2xx ${result.non2xx}`,
+      );
     }
     const figures = {
       p50: result.latency.p50,
