@@ -26,6 +26,7 @@
  *
  * Knobs: BENCH_RESTORE_PEERS (50000), BENCH_ROUNDS (3), BENCH_CONNECTIONS (8), BENCH_WARMUP_S
  * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates"),
+ * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir),
  * BENCH_LIMITS (1; 0 writes the peers with caps but no speed limits, for the polls and creates
  * parts only: a checkpoint reads caps, not limits, and the kernel takes about 45 minutes of TCG
  * time to make 50,000 HTB classes, by the daemon or by tc -batch alike).
@@ -54,6 +55,7 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 30);
 const CREATES = Number(process.env.BENCH_CREATES ?? 50);
 const PARTS = (process.env.BENCH_PARTS ?? 'restore,polls,creates').split(',');
 const LIMITS = process.env.BENCH_LIMITS !== '0';
+const SAVE_INTERVAL_S = Number(process.env.BENCH_SAVE_INTERVAL_S ?? 1);
 if (!LIMITS && PARTS.includes('restore')) {
   throw new Error(
     'BENCH_LIMITS=0 is for BENCH_PARTS=polls,creates: the restore part compares limits',
@@ -452,7 +454,9 @@ async function pollRun(
   withState: boolean,
   round: number,
 ): Promise<{ p50: number; p99: number; rps: number; checkpoints: number }> {
-  const daemon = startDaemon(withState ? ['--state-dir', STATE, '--usage-save-interval', '1'] : []);
+  const daemon = startDaemon(
+    withState ? ['--state-dir', STATE, '--usage-save-interval', String(SAVE_INTERVAL_S)] : [],
+  );
   try {
     await untilReady(daemon);
     const first = await request(daemon.port, 'GET', '/api/peers');
@@ -522,7 +526,7 @@ async function pollsPart(): Promise<void> {
   console.log('| --- | --- | --- | --- |');
   for (const kind of ['without', 'with'] as const) {
     console.log(
-      `| ${kind === 'with' ? 'with checkpoints (every 1 s)' : 'without state dir'} | ${med(kind, 'p50').toFixed(0)} | ${med(kind, 'p99').toFixed(0)} | ${med(kind, 'rps').toFixed(2)} |`,
+      `| ${kind === 'with' ? `with checkpoints (every ${SAVE_INTERVAL_S} s)` : 'without state dir'} | ${med(kind, 'p50').toFixed(0)} | ${med(kind, 'p99').toFixed(0)} | ${med(kind, 'rps').toFixed(2)} |`,
     );
   }
   const change = (med('with', 'p99') / med('without', 'p99') - 1) * 100;
