@@ -10,7 +10,8 @@
  * from before the cut until 3 s after it; the list then answers a time within 1 s of the cut, not
  * its own read's. 6.12 holds the notice until the next nf_tables commit (src/events/exhaustion.ts),
  * so there an event stream listens, as a monitoring system would, and the first shared read that
- * finds the cap used up dates it, within one read interval and one read of the cut (NEAR_CUT_MS).
+ * finds the cap used up dates it, within one read interval and one read of the cut
+ * (CUT_KNOWN_WITHIN_MS, support/topology.ts).
  */
 import { expect } from 'chai';
 import { mkdtempSync } from 'node:fs';
@@ -34,6 +35,8 @@ import {
   sh,
   teardownClientNamespace,
   trySh,
+  CUT_KNOWN_WITHIN_MS,
+  HOLDS_QUOTA_NOTICE,
 } from './support/topology';
 import { udpCut, type UdpCut } from './support/udp-cut';
 
@@ -67,15 +70,7 @@ interface ListedCap {
   exhausted_at: string | null;
 }
 
-/** 6.1 sends a quota's notice at once; 6.12 holds it until the next nf_tables commit. */
 const KERNEL = sh('uname -r').trim();
-const HOLDS_NOTICE = !KERNEL.startsWith('6.1.');
-/**
- * How near the cut exhausted_at must be. 6.1: the kernel's notice, 1 s. 6.12: the start of the
- * first shared read that finds the cap used up, within one read interval (250 ms) and one read
- * of the cut: 0.64-1.37 s in the VM with both kernels' suites side by side, so 2 s.
- */
-const NEAR_CUT_MS = HOLDS_NOTICE ? 2_000 : 1_000;
 
 describe("list data_cap.exhausted_at: when the cap ran out, from the kernel's notice (real kernel, real client)", function () {
   this.timeout(240_000);
@@ -177,7 +172,7 @@ describe("list data_cap.exhausted_at: when the cap ran out, from the kernel's no
   });
 
   it(
-    HOLDS_NOTICE
+    HOLDS_QUOTA_NOTICE
       ? '6.12 holds the notice until the next commit: with an event stream open, the first shared read that finds the cap used up dates it, within 2 s of the cut'
       : "6.1: the kernel's notice dates it within 1 s of the cut, with no list, stream or webhook from before the cut until 3 s after it",
     async () => {
@@ -185,11 +180,13 @@ describe("list data_cap.exhausted_at: when the cap ran out, from the kernel's no
         200,
       );
       expect(await listedCap()).to.include({ used_bytes: 0, exhausted_at: null });
-      if (HOLDS_NOTICE) await listen();
+      if (HOLDS_QUOTA_NOTICE) await listen();
       const { cut, at, listedAt } = await exhaust();
-      expect(Math.abs(at - cut.cutAt), 'exhausted_at near the cut').to.be.below(NEAR_CUT_MS);
+      expect(Math.abs(at - cut.cutAt), 'exhausted_at near the cut').to.be.below(
+        CUT_KNOWN_WITHIN_MS,
+      );
       // Not the list's own read: that came QUIET_MS after the cut.
-      expect(listedAt - at, "not the list's own read").to.be.above(QUIET_MS - NEAR_CUT_MS);
+      expect(listedAt - at, "not the list's own read").to.be.above(QUIET_MS - CUT_KNOWN_WITHIN_MS);
     },
   );
 
@@ -203,8 +200,10 @@ describe("list data_cap.exhausted_at: when the cap ran out, from the kernel's no
     expect(after.used_bytes).to.be.below(CAP_BYTES);
     const { cut, at, listedAt } = await exhaust();
     expect(at).to.be.above(first);
-    expect(Math.abs(at - cut.cutAt), 'exhausted_at near the new cut').to.be.below(NEAR_CUT_MS);
-    expect(listedAt - at, "not the list's own read").to.be.above(QUIET_MS - NEAR_CUT_MS);
+    expect(Math.abs(at - cut.cutAt), 'exhausted_at near the new cut').to.be.below(
+      CUT_KNOWN_WITHIN_MS,
+    );
+    expect(listedAt - at, "not the list's own read").to.be.above(QUIET_MS - CUT_KNOWN_WITHIN_MS);
     second = at;
   });
 
