@@ -47,6 +47,7 @@ import {
 } from './peers';
 import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
+import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
 import { StateDirError, StateStore, readBootId } from './state';
 import { registerStateMetrics } from './http/state-metrics';
@@ -339,6 +340,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     help: 'Billing-period resets of data caps made by this daemon run (on time or late at start)',
     registers: [metrics.registry],
   });
+  // Reads of the caps and changes to them, ordered for the usage checkpoints (src/peers/usage-fence.ts).
+  const usageFence = new UsageFence();
   const service: PeerService = new PeerService({
     kernel,
     interfaceName: config.interfaceName,
@@ -352,6 +355,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     addresses6: iface.addresses6,
     onPeriodReset: () => periodResets.inc(),
     exhaustion: events.exhaustionTimes,
+    usageFence,
   });
   const checkpoints =
     store === null
@@ -359,6 +363,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       : new UsageCheckpoints({
           quota: kernel.quota,
           store,
+          fence: usageFence,
+          // Under polling, the list's read has the caps: a checkpoint reads none of its own.
+          sharedRead: () => service.sharedCapsRead(),
           interfaceName: config.interfaceName,
           intervalMs: config.usageSaveIntervalS * 1000,
           logger,

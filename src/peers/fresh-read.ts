@@ -36,6 +36,23 @@ export class FreshRead<T> {
     return done === null ? null : done.value;
   }
 
+  /**
+   * What a caller that must not cost a read of its own can have: the completed value while its
+   * window lasts, else the read in flight of this generation, else null. Never starts a read.
+   */
+  atHand(): Promise<T> | null {
+    const done = this.completed;
+    if (
+      done !== null &&
+      done.generation === this.generation &&
+      this.now() - done.at < this.maxAgeMs
+    ) {
+      return Promise.resolve(done.value);
+    }
+    const current = this.inFlight;
+    return current !== null && current.generation === this.generation ? current.promise : null;
+  }
+
   get(): Promise<T> {
     const done = this.fresh();
     return done === null ? this.join() : Promise.resolve(done.value);

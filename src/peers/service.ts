@@ -37,8 +37,9 @@ import { networkCidr } from '../kernel/ipv4';
 import { networkCidr6 } from '../kernel/ipv6';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
+import { UsageFence } from './usage-fence';
 import { allInOrder } from './settled';
-import type { KernelObserver, PeerSnapshot } from './snapshot';
+import type { CapsRead, KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
 import type { ExhaustionTimes } from './exhaustion-times';
@@ -204,6 +205,11 @@ export interface PeerServiceOptions {
   onPeriodReset?: () => void;
   /** When caps ran out (the list's exhausted_at), told of every fresh read; none: unknown. */
   exhaustion?: ExhaustionTimes;
+  /**
+   * Shared with the usage checkpoints (./checkpoint.ts): every read of the caps takes its token,
+   * every change to a cap runs inside it. Absent: one of the service's own.
+   */
+  usageFence?: UsageFence;
 }
 
 function hostAddressesOf(peer: WireGuardPeer): string[] {
@@ -237,6 +243,7 @@ export class PeerService implements PeerServiceApi {
   private readonly now: () => number;
   private readonly random: RandomSource | undefined;
   private readonly snapshots: FreshRead<PeerSnapshot>;
+  private readonly fence: UsageFence;
   private readonly observer: KernelObserver | undefined;
   /**
    * The caps the daemon last saw, per tunnel address with the owner's key. The kernel stays the
@@ -280,6 +287,7 @@ export class PeerService implements PeerServiceApi {
     this.dualStack = this.addresses6.length > 0;
     this.onPeriodReset = options.onPeriodReset;
     this.exhaustion = options.exhaustion;
+    this.fence = options.usageFence ?? new UsageFence();
     this.periods = new PeriodScheduler({
       clock: options.periodClock ?? { ...systemClock, now: this.now },
       reset: (key, due) => this.resetPeriod(key, due),
@@ -311,6 +319,20 @@ export class PeerService implements PeerServiceApi {
 
   freshSnapshot(): PeerSnapshot | null {
     return this.snapshots.peek();
+  }
+
+  /**
+   * The caps of the list's shared read at hand (in flight, or completed within the freshness
+   * window), never a new read; null when none is. For usage checkpoints.
+   */
+  sharedCapsRead(): Promise<CapsRead> | null {
+    const read = this.snapshots.atHand();
+    return read === null
+      ? null
+      : read.then((snapshot) => {
+          if (snapshot.usage === undefined) throw new Error('the read kept no caps');
+          return snapshot.usage;
+        });
   }
 
   async createPeer(): Promise<CreatedPeer> {
@@ -510,7 +532,8 @@ export class PeerService implements PeerServiceApi {
   async deletePeer(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     const before = this.saved(key);
-    return this.recorded(
+    return this.capChange(
+      key,
       (journal) => journal.recordDelete(key),
       (journal) => (before ? journal.recordPeers([before]) : Promise.resolve()),
       // A peer already gone, or gone with only its clean-up failed, is deleted: nothing to undo.
@@ -615,7 +638,8 @@ export class PeerService implements PeerServiceApi {
       afterCap !== undefined
         ? afterCap.throttleBytesPerSecond
         : (peerCap?.throttleBytesPerSecond ?? null);
-    return this.recorded(
+    return this.capChange(
+      key,
       // The bytes counted stay as saved; the kernel keeps its own count across the change.
       (journal) =>
         journal.recordCap(
@@ -696,7 +720,7 @@ export class PeerService implements PeerServiceApi {
    * one step, keep the closing usage as the previous period's, publish peer.cap_reset.
    */
   private async resetPeriod(key: string, due: number): Promise<void> {
-    await this.change(async () => {
+    await this.changeOfCap(key, async () => {
       const device = await this.readDevice();
       const peer = device.peers.find((p) => p.publicKey === key);
       const ip = peer === undefined ? null : tunnelAddressOf(peer);
@@ -762,7 +786,8 @@ export class PeerService implements PeerServiceApi {
   async removeDataCap(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     const before = this.saved(key)?.cap ?? null;
-    return this.recorded(
+    return this.capChange(
+      key,
       (journal) => journal.recordCap(key, null),
       (journal) => journal.recordCap(key, before),
       () => true,
@@ -827,7 +852,8 @@ export class PeerService implements PeerServiceApi {
   async resetDataCap(publicKey: string): Promise<ResetCap> {
     const key = parsePublicKey(publicKey);
     const before = this.saved(key)?.cap ?? null;
-    return this.recorded(
+    return this.capChange(
+      key,
       (journal) =>
         before === null ? Promise.resolve() : journal.recordCap(key, { ...before, usedBytes: 0 }),
       (journal) => journal.recordCap(key, before),
@@ -912,6 +938,25 @@ export class PeerService implements PeerServiceApi {
     }
   }
 
+  /**
+   * `recorded` for a change to a peer's cap or to the peer itself: inside the usage fence, so no
+   * count read before it ends is saved over it (./usage-fence.ts).
+   */
+  private capChange<T>(
+    key: string,
+    record: (journal: PeerJournal) => Promise<void>,
+    undo: (journal: PeerJournal) => Promise<void>,
+    undoAfter: (error: unknown) => boolean,
+    task: () => Promise<T>,
+  ): Promise<T> {
+    return this.fence.around(key, () => this.recorded(record, undo, undoAfter, task));
+  }
+
+  /** capChange for a change that records itself (a billing-period reset). */
+  private changeOfCap<T>(key: string, task: () => Promise<T>): Promise<T> {
+    return this.fence.around(key, () => this.change(task));
+  }
+
   /** Waits for a record to be on disk; a disk that fails it makes the change a 507. */
   private async durable(written: Promise<void>, undone: string): Promise<void> {
     try {
@@ -960,6 +1005,7 @@ export class PeerService implements PeerServiceApi {
   }
 
   private async readSnapshot(): Promise<PeerSnapshot> {
+    const token = this.fence.token();
     const started = process.hrtime.bigint();
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
     try {
@@ -983,7 +1029,12 @@ export class PeerService implements PeerServiceApi {
       });
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
       // the kernel lost behind the daemon's back, as last seen and not enforced.
-      return { ...read, caps: this.listedCaps(caps), ...(exhausted ? { exhausted } : {}) };
+      return {
+        ...read,
+        caps: this.listedCaps(caps),
+        ...(exhausted ? { exhausted } : {}),
+        usage: { caps, token, startedAt: read.takenAt - readMs },
+      };
     } catch (error) {
       this.observer?.kernelRead(elapsed(), false);
       throw error;

@@ -20,6 +20,16 @@ export interface PeerSnapshot {
   readonly suspended?: ReadonlyMap<string, string | null>;
   /** Tunnel address → when its used-up cap ran out, ms since the epoch (./exhaustion-times.ts). */
   readonly exhausted?: ReadonlyMap<string, number>;
+  /** The kernel's caps as read, for usage checkpoints (./checkpoint.ts); absent in test doubles. */
+  readonly usage?: CapsRead;
+}
+
+/** The caps of one kernel read, with the usage fence's token taken as it started (./usage-fence.ts). */
+export interface CapsRead {
+  readonly caps: ReadonlyMap<string, KernelDataCap>;
+  readonly token: number;
+  /** Milliseconds since the epoch when the read started. */
+  readonly startedAt: number;
 }
 
 /** What the service reports about its kernel calls, for the daemon's own metrics. */

@@ -207,6 +207,31 @@ describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
     expect(failing.peek()).to.equal(3);
   });
 
+  it('has at hand, without ever starting a read, the value inside its window or the read in flight of this generation', async () => {
+    const c = counter(1000);
+    expect(c.flight.atHand()).to.equal(null);
+    expect(c.reads()).to.equal(0);
+    const pending = c.flight.get();
+    const inFlight = c.flight.atHand();
+    expect(inFlight).to.not.equal(null);
+    await tick();
+    c.release();
+    expect(await pending).to.equal(1);
+    expect(await inFlight).to.equal(1);
+    c.advance(999);
+    expect(await c.flight.atHand()).to.equal(1);
+    c.advance(1); // the window is over: nothing at hand, and no read started for it
+    expect(c.flight.atHand()).to.equal(null);
+    expect(c.reads()).to.equal(1);
+    const older = c.flight.get();
+    c.flight.invalidate(); // a read of the last generation is not at hand
+    expect(c.flight.atHand()).to.equal(null);
+    await tick();
+    c.release();
+    expect(await older).to.equal(2);
+    expect(c.flight.atHand()).to.equal(null);
+  });
+
   it('passes a failed read to every waiting caller, keeps nothing and then reads afresh', async () => {
     let reads = 0;
     const flight = new FreshRead(

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import type { KernelDataCap } from '../../../src/kernel/types';
 import { UsageCheckpoints } from '../../../src/peers/checkpoint';
+import type { CapsRead } from '../../../src/peers/snapshot';
+import { UsageFence } from '../../../src/peers/usage-fence';
 import { StateStore } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
 import { captureLog } from '../support/log-capture';
@@ -8,7 +10,7 @@ import { captureLog } from '../support/log-capture';
 const A = 'hS5kTn5b3Ve1pQHnaeNmZ2k4M5eyJ1xCqFe2hDeHjlA=';
 const B = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
 
-async function setUp() {
+async function setUp(shared: () => Promise<CapsRead> | null = () => null) {
   const fs = new MemoryFs();
   const store = await StateStore.open({ dir: '/s', interfaceName: 'wg0', fs });
   await store.commitCreates([
@@ -25,7 +27,10 @@ async function setUp() {
   let failNext = false;
   const log = captureLog();
   let tick: () => void = () => undefined;
+  const fence = new UsageFence();
   const checkpoints = new UsageCheckpoints({
+    fence,
+    sharedRead: shared,
     quota: {
       listCaps: () => {
         reads++;
@@ -54,6 +59,7 @@ async function setUp() {
     fs,
     store,
     checkpoints,
+    fence,
     used,
     log,
     reads: () => reads,
@@ -107,5 +113,86 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     t.used('10.8.0.2', 2);
     await t.checkpoints.stop();
     expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(2);
+  });
+
+  it('saves the list’s shared read when one is at hand, and reads no caps of its own', async () => {
+    let token = 0;
+    const read = (used: number): CapsRead => ({
+      caps: new Map([['10.8.0.2', { quotaBytes: 1000, usedBytes: used, enforced: true }]]),
+      token,
+      startedAt: 1_699_999_999_000,
+    });
+    let atHand: CapsRead | null = null;
+    const t = await setUp(() => (atHand === null ? null : Promise.resolve(atHand)));
+    token = t.fence.token();
+    atHand = read(700);
+    await t.checkpoints.checkpoint();
+    expect(t.reads(), 'no dump of its own').to.equal(0);
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(700);
+    expect(t.checkpoints.stats.lastAt, 'the time its counts were read').to.equal(1_699_999_999_000);
+    atHand = null; // nobody polls: it reads the caps itself
+    t.used('10.8.0.2', 800);
+    await t.checkpoints.checkpoint();
+    expect(t.reads()).to.equal(1);
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(800);
+    expect(t.checkpoints.stats.lastAt).to.equal(1_700_000_000_000);
+    expect(t.checkpoints.stats).to.include({ sharedReads: 1, ownReads: 1, total: 2 });
+  });
+
+  it('reads the caps itself when the shared read fails', async () => {
+    const t = await setUp(() => Promise.reject(new Error('the WireGuard dump failed')));
+    t.used('10.8.0.3', 55);
+    await t.checkpoints.checkpoint();
+    expect(t.reads()).to.equal(1);
+    expect(t.checkpoints.stats.failures).to.equal(0);
+    expect(t.store.state.peers.get(B)?.cap?.usedBytes).to.equal(55);
+  });
+
+  it('never saves a count read before a reset of its cap ended: the reset’s zero stays', async () => {
+    let release: () => void = () => undefined;
+    let shared: Promise<CapsRead> | null = null;
+    const t = await setUp(() => shared);
+    await t.store.checkpointUsage(
+      new Map([
+        [A, 900],
+        [B, 100],
+      ]),
+    );
+    // A list read starts and sees A at 950 and B at 150 ...
+    const token = t.fence.token();
+    shared = new Promise<CapsRead>((resolve) => {
+      release = () =>
+        resolve({
+          caps: new Map([
+            ['10.8.0.2', { quotaBytes: 1000, usedBytes: 950, enforced: true }],
+            ['10.8.0.3', { quotaBytes: 1000, usedBytes: 150, enforced: true }],
+          ]),
+          token,
+          startedAt: 1_699_999_999_500,
+        });
+    });
+    // ... while A's cap is reset: the record first, then the kernel (PeerService.resetDataCap).
+    await t.fence.around(A, () => t.store.recordCap(A, { quotaBytes: 1000, usedBytes: 0 }));
+    const checkpoint = t.checkpoints.checkpoint();
+    release();
+    await checkpoint;
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes, 'the reset').to.equal(0);
+    expect(t.store.state.peers.get(B)?.cap?.usedBytes, 'the other peer').to.equal(150);
+    expect(t.reads()).to.equal(0);
+  });
+
+  it('does not save the count of a peer whose cap is being changed as it saves', async () => {
+    const t = await setUp();
+    let finish: () => void = () => undefined;
+    const change = t.fence.around(A, () => new Promise<void>((resolve) => (finish = resolve)));
+    t.used('10.8.0.2', 300);
+    t.used('10.8.0.3', 30);
+    await t.checkpoints.checkpoint();
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(0);
+    expect(t.store.state.peers.get(B)?.cap?.usedBytes).to.equal(30);
+    finish();
+    await change;
+    await t.checkpoints.checkpoint();
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes, 'the next read has it').to.equal(300);
   });
 });

@@ -5,6 +5,8 @@
  */
 import { expect } from 'chai';
 import { PeerService, StateWriteError } from '../../../src/peers';
+import { UsageCheckpoints } from '../../../src/peers/checkpoint';
+import { UsageFence } from '../../../src/peers/usage-fence';
 import { restoreFromState } from '../../../src/peers/restore';
 import { StateStore } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
@@ -17,14 +19,26 @@ const DIR = '/var/lib/wg-peerd';
 async function setUp(fs = new MemoryFs(), kernel = FakeKernel.withInterface()) {
   const store = await StateStore.open({ dir: DIR, interfaceName: 'wg0', fs });
   const log = captureLog();
+  const usageFence = new UsageFence();
   const service = new PeerService({
     kernel,
     interfaceName: 'wg0',
     endpointHost: 'vpn.example.net',
     logger: log.logger,
     journal: store,
+    usageFence,
   });
-  return { fs, kernel, store, service, log };
+  // Wired as src/main.ts wires them.
+  const checkpoints = new UsageCheckpoints({
+    quota: kernel.quota,
+    store,
+    fence: usageFence,
+    sharedRead: () => service.sharedCapsRead(),
+    interfaceName: 'wg0',
+    intervalMs: 10_000,
+    logger: log.logger,
+  });
+  return { fs, kernel, store, service, log, checkpoints };
 }
 
 async function reopened(fs: MemoryFs): Promise<StateStore> {
@@ -173,5 +187,40 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
     const order = rebooted.calls.map((c) => c.method);
     expect(order.indexOf('suspension.ensure')).to.be.below(order.indexOf('addPeers'));
     expect(rebooted.peers().map((p) => p.publicKey)).to.deep.equal([publicKey]);
+  });
+
+  it('saves usage from the list’s read in flight, without a read of its own, but never over a reset made meanwhile', async () => {
+    const { fs, service, kernel, checkpoints } = await setUp();
+    const reset = await service.createPeer();
+    const other = await service.createPeer();
+    await service.setDataCap(reset.publicKey, 1_000_000);
+    await service.setDataCap(other.publicKey, 1_000_000);
+    kernel.setUsed(reset.ip, 600_000);
+    kernel.setUsed(other.ip, 200_000);
+    // A poll's read has counted both caps and is still in flight ...
+    const dumps = kernel.count('quota.listCaps');
+    const releaseList = kernel.hold('quota.listCaps');
+    const list = service.snapshot();
+    while (kernel.count('quota.listCaps') === dumps) await new Promise((r) => setImmediate(r));
+    // ... when the API resets one: its record (usedBytes 0) is on disk, its kernel change runs.
+    const releaseReset = kernel.hold('quota.resetCap');
+    const resetting = service.resetDataCap(reset.publicKey);
+    while (kernel.count('quota.resetCap') === 0) await new Promise((r) => setImmediate(r));
+    const saving = checkpoints.checkpoint();
+    releaseList();
+    await list;
+    await saving;
+    expect(
+      kernel.count('quota.listCaps') - dumps,
+      'the checkpoint read nothing of its own',
+    ).to.equal(1);
+    const saved = (await reopened(fs)).state.peers;
+    expect(
+      saved.get(reset.publicKey)?.cap?.usedBytes,
+      'the reset, not the count before it',
+    ).to.equal(0);
+    expect(saved.get(other.publicKey)?.cap?.usedBytes).to.equal(200_000);
+    releaseReset();
+    await resetting;
   });
 });
