@@ -1,7 +1,8 @@
 /**
  * The state directory's series on GET /metrics (issue 16): when the last usage checkpoint was
- * made and how long it took, failed checkpoints, the journal's size, and how many peers the
- * start put back. Gauges read at scrape time from the daemon's own objects; nothing is polled.
+ * made and how long it took, failed checkpoints, where checkpoints took their counts from (the
+ * list's shared read or a read of their own), the journal's size, and how many peers the start
+ * put back. Gauges read at scrape time from the daemon's own objects; nothing is polled.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
@@ -11,6 +12,8 @@ export interface StateMetricsSource {
     lastAt: number | null;
     lastDurationMs: number | null;
     failures: number;
+    sharedReads: number;
+    ownReads: number;
   };
   /** Peers put back into the kernel at start; null until the restore ended. */
   restoredPeers(): number | null;
@@ -19,7 +22,7 @@ export interface StateMetricsSource {
 export function registerStateMetrics(registry: Registry, source: StateMetricsSource): void {
   new Gauge({
     name: 'wg_peerd_state_last_checkpoint_timestamp_seconds',
-    help: 'Unix time of the last successful usage checkpoint in the state directory',
+    help: 'Unix time when the counts saved by the last successful usage checkpoint were read',
     registers: [registry],
     collect() {
       const at = source.checkpoints().lastAt;
@@ -28,7 +31,7 @@ export function registerStateMetrics(registry: Registry, source: StateMetricsSou
   });
   new Gauge({
     name: 'wg_peerd_state_checkpoint_duration_seconds',
-    help: 'How long the last successful usage checkpoint took (read of the caps and disk flush)',
+    help: 'How long the last successful usage checkpoint took (its read of the caps, or its wait for the list read it shares, and the disk flush)',
     registers: [registry],
     collect() {
       const ms = source.checkpoints().lastDurationMs;
@@ -44,6 +47,24 @@ export function registerStateMetrics(registry: Registry, source: StateMetricsSou
       const failures = source.checkpoints().failures;
       if (failures > failuresSeen) this.inc(failures - failuresSeen);
       failuresSeen = failures;
+    },
+  });
+  const readsSeen = { list: 0, own: 0 };
+  new Counter({
+    name: 'wg_peerd_state_checkpoint_reads_total',
+    help: 'Successful usage checkpoints by where their counts came from: the list read they shared (list) or a read of the caps of their own (own)',
+    labelNames: ['read'],
+    registers: [registry],
+    collect() {
+      const stats = source.checkpoints();
+      for (const [read, now] of [
+        ['list', stats.sharedReads],
+        ['own', stats.ownReads],
+      ] as const) {
+        // Both series from the first scrape, at 0 until a checkpoint counts in them.
+        this.inc({ read }, Math.max(0, now - readsSeen[read]));
+        readsSeen[read] = now;
+      }
     },
   });
   new Gauge({

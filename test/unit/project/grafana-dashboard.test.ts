@@ -105,7 +105,13 @@ describe('contrib/ metric names', () => {
     // The state directory's series, as main.ts registers them with --state-dir.
     registerStateMetrics(metrics.registry, {
       journalBytes: () => 0,
-      checkpoints: () => ({ lastAt: NOW, lastDurationMs: 1, failures: 0 }),
+      checkpoints: () => ({
+        lastAt: NOW,
+        lastDurationMs: 1,
+        failures: 0,
+        sharedReads: 0,
+        ownReads: 0,
+      }),
       restoredPeers: () => 0,
     });
     // And the TLS certificate's, as with --tls-cert.

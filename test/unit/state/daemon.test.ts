@@ -113,6 +113,8 @@ describe('daemon with --state-dir (issue 16)', () => {
       expect(metrics).to.match(/^wg_peerd_state_restored_peers 2$/m);
       expect(metrics).to.match(/^wg_peerd_state_journal_bytes [1-9]\d*$/m);
       expect(metrics).to.match(/^wg_peerd_state_checkpoint_failures_total 0$/m);
+      expect(metrics).to.match(/^wg_peerd_state_checkpoint_reads_total\{read="list"\} 0$/m);
+      expect(metrics).to.match(/^wg_peerd_state_checkpoint_reads_total\{read="own"\} 0$/m);
     } finally {
       await second.daemon.shutdown();
     }
