@@ -18,18 +18,23 @@
  *    quotas with bytes and used) before any figure is printed.
  * 2. Polls. On the restored interface, GET /api/peers under autocannon (BENCH_CONNECTIONS, 8),
  *    BENCH_ROUNDS rounds alternating: the daemon without a state dir, and with one and
- *    `--usage-save-interval 1` (a checkpoint every second reads every cap; the default is 10).
- *    p50, p99, req/s and the number of checkpoints made during the measurement. The peers are idle:
- *    a checkpoint reads all counters and writes only changed ones (none here).
+ *    `--usage-save-interval` BENCH_SAVE_INTERVAL_S (the default is 10). p50, p99, req/s, and how
+ *    many checkpoints in the measurement shared the list's read or read the caps themselves. The
+ *    peers are idle: a checkpoint reads all counters and writes only changed ones (none here).
+ *    At 50,000 peers a list read takes most of a minute in the VM: give BENCH_DURATION_S several
+ *    minutes, or a run sees a handful of answers.
  * 3. Creates. 50 concurrent POST /api/peer on a fresh interface, BENCH_ROUNDS rounds alternating
  *    with and without a state dir: the time until all 50 answered.
  *
  * Knobs: BENCH_RESTORE_PEERS (50000), BENCH_ROUNDS (3), BENCH_CONNECTIONS (8), BENCH_WARMUP_S
  * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates"),
- * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir),
+ * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir; a list such
+ * as "10,100" measures each, every round),
  * BENCH_LIMITS (1; 0 writes the peers with caps but no speed limits, for the polls and creates
  * parts only: a checkpoint reads caps, not limits, and the kernel takes about 45 minutes of TCG
- * time to make 50,000 HTB classes, by the daemon or by tc -batch alike).
+ * time to make 50,000 HTB classes, by the daemon or by tc -batch alike), BENCH_CPU_PROF_DIR
+ * (unset; a directory: each daemon writes a V8 CPU profile there, daemon-PORT.cpuprofile, PORT
+ * as in its log's name; with run.sh --out, /run/vm/out brings them to the host).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -55,7 +60,8 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 30);
 const CREATES = Number(process.env.BENCH_CREATES ?? 50);
 const PARTS = (process.env.BENCH_PARTS ?? 'restore,polls,creates').split(',');
 const LIMITS = process.env.BENCH_LIMITS !== '0';
-const SAVE_INTERVAL_S = Number(process.env.BENCH_SAVE_INTERVAL_S ?? 1);
+const SAVE_INTERVALS_S = (process.env.BENCH_SAVE_INTERVAL_S ?? '1').split(',').map(Number);
+const CPU_PROF_DIR = process.env.BENCH_CPU_PROF_DIR ?? '';
 if (!LIMITS && PARTS.includes('restore')) {
   throw new Error(
     'BENCH_LIMITS=0 is for BENCH_PARTS=polls,creates: the restore part compares limits',
@@ -122,6 +128,13 @@ function startDaemon(args: string[]): Daemon {
     process.execPath,
     [
       ...daemonNodeFlags(),
+      ...(CPU_PROF_DIR === ''
+        ? []
+        : [
+            '--cpu-prof',
+            `--cpu-prof-dir=${CPU_PROF_DIR}`,
+            `--cpu-prof-name=daemon-${port}.cpuprofile`,
+          ]),
       'dist/src/main.js',
       '--interface',
       IFNAME,
@@ -185,7 +198,11 @@ async function stopDaemon(daemon: Daemon): Promise<void> {
   if (daemon.child.exitCode !== null) return;
   const exited = new Promise<void>((resolve) => daemon.child.once('exit', () => resolve()));
   daemon.child.kill('SIGTERM');
-  const killer = setTimeout(() => daemon.child.kill('SIGKILL'), 60_000);
+  // A stop makes a last usage checkpoint: at 50,000 caps that is minutes of TCG time.
+  const killer = setTimeout(() => {
+    console.log(`daemon on port ${daemon.port} still running 600 s after SIGTERM: SIGKILL`);
+    daemon.child.kill('SIGKILL');
+  }, 600_000);
   await exited;
   clearTimeout(killer);
 }
@@ -450,12 +467,14 @@ async function restorePart(): Promise<void> {
 
 // ---------------------------------------------------------------- 2. polls
 
+/** One measured run: without a state dir (`intervalS` null), or with checkpoints every `intervalS`. */
 async function pollRun(
-  withState: boolean,
+  intervalS: number | null,
   round: number,
 ): Promise<{ p50: number; p99: number; rps: number; checkpoints: number }> {
+  const withState = intervalS !== null;
   const daemon = startDaemon(
-    withState ? ['--state-dir', STATE, '--usage-save-interval', String(SAVE_INTERVAL_S)] : [],
+    withState ? ['--state-dir', STATE, '--usage-save-interval', String(intervalS)] : [],
   );
   try {
     await untilReady(daemon);
@@ -464,21 +483,28 @@ async function pollRun(
     if (total !== PEERS) throw new Error(`listed ${total} peers, expected ${PEERS}`);
     const url = `http://127.0.0.1:${daemon.port}/api/peers`;
     await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, timeout: 600 });
-    const checkpoint = async (): Promise<number> => {
-      const text = (await request(daemon.port, 'GET', '/metrics')).body;
-      const line = text
-        .split('\n')
-        .find((l) => l.startsWith('wg_peerd_state_last_checkpoint_timestamp_seconds '));
-      return line === undefined ? 0 : Number(line.split(' ')[1]);
+    /** The last checkpoint's time, and how many checkpoints shared the list's read or made their own. */
+    const checkpoint = async (): Promise<{ at: number; list: number; own: number }> => {
+      const lines = (await request(daemon.port, 'GET', '/metrics')).body.split('\n');
+      const value = (prefix: string): number => {
+        const line = lines.find((l) => l.startsWith(prefix));
+        return line === undefined ? 0 : Number(line.slice(prefix.length));
+      };
+      return {
+        at: value('wg_peerd_state_last_checkpoint_timestamp_seconds '),
+        list: value('wg_peerd_state_checkpoint_reads_total{read="list"} '),
+        own: value('wg_peerd_state_checkpoint_reads_total{read="own"} '),
+      };
     };
-    const before = withState ? await checkpoint() : 0;
+    const none = { at: 0, list: 0, own: 0 };
+    const before = withState ? await checkpoint() : none;
     const result = await autocannon({
       url,
       connections: CONNECTIONS,
       duration: DURATION_S,
       timeout: 600,
     });
-    const after = withState ? await checkpoint() : 0;
+    const after = withState ? await checkpoint() : none;
     if (result.errors || result.non2xx) {
       throw new Error(
         `errors ${result.errors} (timeouts ${result.timeouts}), non-2xx ${result.non2xx}`,
@@ -488,14 +514,16 @@ async function pollRun(
       p50: result.latency.p50,
       p99: result.latency.p99,
       rps: result.requests.total / result.duration,
-      // Checkpoints run every second: the last one's time moved by about the measured seconds.
-      checkpoints: withState ? Math.round(after - before) : 0,
+      checkpoints: withState ? after.list + after.own - before.list - before.own : 0,
     };
     console.log(
-      `round ${round} ${withState ? 'with checkpoints   ' : 'without state dir  '}: ` +
+      `round ${round} ${withState ? `checkpoints every ${intervalS} s` : 'without state dir'}: ` +
         `p50 ${ms(figures.p50)}, p99 ${ms(figures.p99)}, ${figures.rps.toFixed(2)} req/s ` +
         `(${result.requests.total} requests)` +
-        (withState ? `; last checkpoint moved ${after - before} s` : ''),
+        (withState
+          ? `; ${after.list - before.list} checkpoints shared the list's read, ${after.own - before.own} read the caps themselves, the last one's time moved ${(after.at - before.at).toFixed(1)} s`
+          : '') +
+        (CPU_PROF_DIR === '' ? '' : `; daemon-${daemon.port}`),
     );
     return figures;
   } finally {
@@ -512,27 +540,30 @@ async function pollsPart(): Promise<void> {
   const restorer = startDaemon(['--state-dir', STATE]);
   await untilReady(restorer);
   await stopDaemon(restorer);
-  const runs: Record<'without' | 'with', Array<{ p50: number; p99: number; rps: number }>> = {
-    without: [],
-    with: [],
-  };
+  type Figures = { p50: number; p99: number; rps: number };
+  const without: Figures[] = [];
+  const withState = new Map<number, Figures[]>(SAVE_INTERVALS_S.map((s) => [s, []]));
   for (let round = 1; round <= ROUNDS; round++) {
-    runs.without.push(await pollRun(false, round));
-    runs.with.push(await pollRun(true, round));
+    without.push(await pollRun(null, round));
+    for (const intervalS of SAVE_INTERVALS_S) {
+      withState.get(intervalS)!.push(await pollRun(intervalS, round));
+    }
   }
-  const med = (kind: 'without' | 'with', key: 'p50' | 'p99' | 'rps'): number =>
-    median(runs[kind].map((r) => r[key]));
+  const med = (runs: Figures[], key: keyof Figures): number => median(runs.map((r) => r[key]));
+  const row = (label: string, runs: Figures[]): string =>
+    `| ${label} | ${med(runs, 'p50').toFixed(0)} | ${med(runs, 'p99').toFixed(0)} | ${med(runs, 'rps').toFixed(2)} |`;
   console.log(`\n| median of ${ROUNDS} | p50 ms | p99 ms | req/s |`);
   console.log('| --- | --- | --- | --- |');
-  for (const kind of ['without', 'with'] as const) {
+  console.log(row('without state dir', without));
+  for (const [intervalS, runs] of withState) {
+    console.log(row(`with checkpoints (every ${intervalS} s)`, runs));
+  }
+  for (const [intervalS, runs] of withState) {
+    const change = (med(runs, 'p99') / med(without, 'p99') - 1) * 100;
     console.log(
-      `| ${kind === 'with' ? `with checkpoints (every ${SAVE_INTERVAL_S} s)` : 'without state dir'} | ${med(kind, 'p50').toFixed(0)} | ${med(kind, 'p99').toFixed(0)} | ${med(kind, 'rps').toFixed(2)} |`,
+      `p99 with checkpoints every ${intervalS} s / without: ${change >= 0 ? '+' : ''}${change.toFixed(1)}% (target <= +10%)`,
     );
   }
-  const change = (med('with', 'p99') / med('without', 'p99') - 1) * 100;
-  console.log(
-    `| p99 with / without | ${change >= 0 ? '+' : ''}${change.toFixed(1)}% (target <= +10%) | | |`,
-  );
   cleanKernel();
 }
 
