@@ -365,7 +365,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
           store,
           fence: usageFence,
           // Under polling, the list's read has the caps: a checkpoint reads none of its own.
-          sharedRead: () => service.sharedCapsRead(),
+          listReads: service.listReads,
           interfaceName: config.interfaceName,
           intervalMs: config.usageSaveIntervalS * 1000,
           logger,

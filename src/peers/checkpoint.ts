@@ -4,15 +4,18 @@
  * interval of counting (none after a clean shutdown: systemd stops the daemon with SIGTERM).
  *
  * Invariants:
- * - A checkpoint costs the kernel no read while the lists have one at hand: it saves the caps of
- *   the list's shared read, the one in flight or one completed within the list's freshness
- *   window (`sharedRead`). Only with no list read at hand does it dump the caps itself, and then
- *   never the WireGuard dump. A dump of the caps grows faster than their number (on the build
+ * - A checkpoint costs the kernel no read while anyone polls the list: it saves the caps of the
+ *   list's shared read (`listReads`), the one in flight or one completed within the list's
+ *   freshness window; between two list reads it waits for the next one, at most one interval.
+ *   Only when the list was not read within the last interval (nobody polls) does it dump the
+ *   caps itself, and then never the WireGuard dump. A dump of the caps grows faster than their number (on the build
  *   host, `Quota.listCaps`: 10,000 caps in 0.1 s, 50,000 in 1.0 s; in the VM a fifth of a list
  *   read at 50,000), so under polling a dump of its own every interval takes that from the polls.
- * - What it saves was read no earlier than the start of the list read in flight when it was due,
- *   or within the freshness window: as recent as a read of its own, give or take one list read
- *   (a second or two at 50,000 peers on hardware). Its time (`lastAt`) is when the counts were
+ * - What it saves was read no earlier than the start of the list read in flight when it was due
+ *   (or within the freshness window), and no later than one interval after it was due. So a
+ *   crash loses one interval of counting plus the time between two list reads (at most one more
+ *   interval; a few seconds at 50,000 peers on hardware under polling). The last checkpoint, at
+ *   shutdown, never waits. Its time (`lastAt`) is when the counts were
  *   read (the read's start), so a count that had settled before that time is in it.
  * - A count read before a change to its cap ended is not saved (./usage-fence.ts): a reset's
  *   zero is never overwritten by the count before it.
@@ -46,22 +49,37 @@ export interface CheckpointOptions {
   quota: Pick<QuotaApi, 'listCaps'>;
   store: Pick<StateStore, 'state' | 'checkpointUsage'>;
   fence: UsageFence;
-  /**
-   * The list's shared read at hand (in flight, or completed within its freshness window), never
-   * a new one; null when none is. Absent: every checkpoint reads the caps itself.
-   */
-  sharedRead?: () => Promise<CapsRead> | null;
+  /** The list's kernel reads (PeerService); absent: every checkpoint reads the caps itself. */
+  listReads?: ListReads;
   interfaceName: string;
   intervalMs: number;
   logger: EventLogger;
   now?: () => number;
   setInterval?: (callback: () => void, ms: number) => { unref?: () => unknown };
   clearInterval?: (timer: unknown) => void;
+  /** Resolves after `ms` (the bound on a wait for the list's next read); injectable for tests. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** What a checkpoint may take from the list's reads, never starting one (FreshRead's riders). */
+export interface ListReads {
+  /** The read at hand: in flight, or completed within the freshness window; null when none is. */
+  atHand(): Promise<CapsRead> | null;
+  /** The next list read to start, whoever starts it. */
+  next(): Promise<CapsRead>;
+  /** Milliseconds since the list last read the kernel; null before the first read. */
+  sinceLastRead(): number | null;
+}
+
+function unrefSleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 export class UsageCheckpoints {
   private timer: unknown = null;
   private running: Promise<void> | null = null;
+  /** Ends a wait for the list's next read at once (shutdown). */
+  private endWait: (() => void) | null = null;
   private readonly now: () => number;
   readonly stats: CheckpointStats = {
     lastAt: null,
@@ -84,27 +102,32 @@ export class UsageCheckpoints {
     this.timer = timer;
   }
 
-  /** One checkpoint now (or the one already running). */
-  checkpoint(): Promise<void> {
-    this.running ??= this.run().finally(() => {
+  /**
+   * One checkpoint now (or the one already running). `waitForList` false: never wait for the
+   * list's next read (the last checkpoint, at shutdown, when no poll comes any more).
+   */
+  checkpoint(waitForList = true): Promise<void> {
+    this.running ??= this.run(waitForList).finally(() => {
       this.running = null;
     });
     return this.running;
   }
 
-  /** Stops the timer and makes a last checkpoint (shutdown). */
+  /** Stops the timer and makes a last checkpoint (shutdown), ending a wait for the list. */
   async stop(): Promise<void> {
     if (this.timer !== null) (this.options.clearInterval ?? clearInterval)(this.timer as never);
     this.timer = null;
+    this.endWait?.();
     if (this.running) await this.running;
-    await this.checkpoint();
+    await this.checkpoint(false);
   }
 
-  private async run(): Promise<void> {
+  private async run(waitForList: boolean): Promise<void> {
     const { store, fence } = this.options;
     const startedHr = performance.now();
     try {
-      const read = await this.read();
+      const read = await this.read(waitForList);
+      if (read === null) return; // stopped while waiting: the last checkpoint follows at once
       const usage = new Map<string, number>();
       for (const peer of store.state.peers.values()) {
         if (peer.cap === null || fence.stale(peer.publicKey, read.token)) continue;
@@ -135,19 +158,43 @@ export class UsageCheckpoints {
     }
   }
 
-  /** The list's shared read when one is at hand (its failure falls back), else a dump of the caps. */
-  private async read(): Promise<CapsRead & { shared: boolean }> {
-    const shared = this.options.sharedRead?.() ?? null;
-    if (shared !== null) {
-      try {
-        return { ...(await shared), shared: true };
-      } catch {
-        // The list's read failed (and its callers were told): read the caps alone instead.
-      }
+  /**
+   * The counts to save: the list's read at hand; else, while the list is being read (one ended
+   * within the last interval), the next list read, waited for at most one interval; else (or
+   * when the list's read fails) a dump of the caps of its own.
+   */
+  private async read(waitForList: boolean): Promise<(CapsRead & { shared: boolean }) | null> {
+    const list = this.options.listReads;
+    if (list !== undefined) {
+      const shared = await this.fromList(list, waitForList);
+      if (shared === 'stopped') return null;
+      if (shared !== null) return { ...shared, shared: true };
     }
     const token = this.options.fence.token();
     const startedAt = this.now();
     const caps = await this.options.quota.listCaps(this.options.interfaceName);
     return { caps, token, startedAt, shared: false };
+  }
+
+  private async fromList(
+    list: ListReads,
+    waitForList: boolean,
+  ): Promise<CapsRead | null | 'stopped'> {
+    const { intervalMs } = this.options;
+    let pending: Promise<CapsRead | null | 'stopped'> | null = list.atHand();
+    const since = list.sinceLastRead();
+    if (pending === null && waitForList && since !== null && since < intervalMs) {
+      // Someone polls: between two of their reads, the next one is near.
+      const ended = new Promise<'stopped'>((resolve) => (this.endWait = () => resolve('stopped')));
+      const sleep = this.options.sleep ?? unrefSleep;
+      pending = Promise.race([list.next(), sleep(intervalMs).then(() => null), ended]);
+    }
+    try {
+      return pending === null ? null : await pending;
+    } catch {
+      return null; // the list's read failed (and its callers were told): read the caps alone
+    } finally {
+      this.endWait = null;
+    }
   }
 }

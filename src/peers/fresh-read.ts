@@ -11,6 +11,10 @@
  * the next value is then ready about when the current one expires, so polls do not all stop
  * at the end of every window to wait for a read, every connection at once. Nothing served is
  * older than maxAgeMs, and reads still come about once a window.
+ *
+ * Riders: a caller that must never cost a read of its own (usage checkpoints) takes what is
+ * `atHand()` (the value inside its window, or the read in flight of this generation), or waits
+ * for the `next()` read that someone else starts; `sinceLastRead()` says whether anyone reads.
  */
 export class FreshRead<T> {
   private generation = 0;
@@ -18,6 +22,10 @@ export class FreshRead<T> {
   private completed: { generation: number; at: number; value: T } | null = null;
   /** How long the last kept read took, on the `now` clock: the read-ahead lead. */
   private lastReadMs = 0;
+  /** When the last successful read of any generation completed, on the `now` clock. */
+  private lastDoneAt: number | null = null;
+  /** Callers of next(), handed the next read that starts. */
+  private waiting: Array<(read: Promise<T>) => void> = [];
 
   /** `now` is a millisecond clock, injectable for tests. */
   constructor(
@@ -53,6 +61,16 @@ export class FreshRead<T> {
     return current !== null && current.generation === this.generation ? current.promise : null;
   }
 
+  /** The next read to start (whoever starts it), never one of its own. */
+  next(): Promise<T> {
+    return new Promise<T>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Milliseconds since a read last succeeded (of any generation); null before the first. */
+  sinceLastRead(): number | null {
+    return this.lastDoneAt === null ? null : this.now() - this.lastDoneAt;
+  }
+
   get(): Promise<T> {
     const done = this.fresh();
     return done === null ? this.join() : Promise.resolve(done.value);
@@ -71,10 +89,14 @@ export class FreshRead<T> {
     const started = this.now();
     const entry = { generation: this.generation, promise: this.read() };
     this.inFlight = entry;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const resolve of waiting) resolve(entry.promise);
     // This handler is also what handles a failed read ahead, which nobody awaits.
     entry.promise.then(
       (value) => {
         if (this.inFlight === entry) this.inFlight = null;
+        this.lastDoneAt = this.now();
         // Kept only if no change completed meanwhile. Reads of one generation run one at a
         // time, so a kept value is never replaced by an older one.
         if (entry.generation === this.generation && this.maxAgeMs > 0) {

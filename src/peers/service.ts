@@ -38,6 +38,7 @@ import { networkCidr6 } from '../kernel/ipv6';
 import { generateKeyPair, parsePublicKey, type RandomSource } from './keys';
 import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
+import type { ListReads } from './checkpoint';
 import { allInOrder } from './settled';
 import type { CapsRead, KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
@@ -228,6 +229,12 @@ function refOf(peer: WireGuardPeer, address: string, dualStack: boolean): PeerRe
     : { address, address6, publicKey: peer.publicKey };
 }
 
+/** The caps a snapshot was read with, for a usage checkpoint. */
+function usageOf(snapshot: PeerSnapshot): CapsRead {
+  if (snapshot.usage === undefined) throw new Error('the read kept no caps');
+  return snapshot.usage;
+}
+
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -322,18 +329,14 @@ export class PeerService implements PeerServiceApi {
   }
 
   /**
-   * The caps of the list's shared read at hand (in flight, or completed within the freshness
-   * window), never a new read; null when none is. For usage checkpoints.
+   * The list's kernel reads as usage checkpoints ride on them (./checkpoint.ts): the caps of the
+   * read at hand or of the next one to start, never a read of their own.
    */
-  sharedCapsRead(): Promise<CapsRead> | null {
-    const read = this.snapshots.atHand();
-    return read === null
-      ? null
-      : read.then((snapshot) => {
-          if (snapshot.usage === undefined) throw new Error('the read kept no caps');
-          return snapshot.usage;
-        });
-  }
+  readonly listReads: ListReads = {
+    atHand: () => this.snapshots.atHand()?.then(usageOf) ?? null,
+    next: () => this.snapshots.next().then(usageOf),
+    sinceLastRead: () => this.snapshots.sinceLastRead(),
+  };
 
   async createPeer(): Promise<CreatedPeer> {
     const journal = this.journal;

@@ -232,6 +232,23 @@ describe('peers/fresh-read: the freshness window (DESIGN §5)', () => {
     expect(c.flight.atHand()).to.equal(null);
   });
 
+  it('hands next() the next read that someone starts, and never starts one for it', async () => {
+    const c = counter(1000);
+    expect(c.flight.sinceLastRead()).to.equal(null);
+    const next = c.flight.next();
+    await tick();
+    expect(c.reads(), 'next() started no read').to.equal(0);
+    const polled = c.flight.get();
+    await tick();
+    c.release();
+    expect(await polled).to.equal(1);
+    expect(await next).to.equal(1);
+    c.advance(250);
+    expect(c.flight.sinceLastRead()).to.equal(250);
+    c.flight.invalidate(); // a change does not make the last read unread
+    expect(c.flight.sinceLastRead()).to.equal(250);
+  });
+
   it('passes a failed read to every waiting caller, keeps nothing and then reads afresh', async () => {
     let reads = 0;
     const flight = new FreshRead(

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { KernelDataCap } from '../../../src/kernel/types';
-import { UsageCheckpoints } from '../../../src/peers/checkpoint';
+import { type ListReads, UsageCheckpoints } from '../../../src/peers/checkpoint';
 import type { CapsRead } from '../../../src/peers/snapshot';
 import { UsageFence } from '../../../src/peers/usage-fence';
 import { StateStore } from '../../../src/state';
@@ -10,7 +10,14 @@ import { captureLog } from '../support/log-capture';
 const A = 'hS5kTn5b3Ve1pQHnaeNmZ2k4M5eyJ1xCqFe2hDeHjlA=';
 const B = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
 
-async function setUp(shared: () => Promise<CapsRead> | null = () => null) {
+/** A list that is never read: nothing at hand, no next read, never read before. */
+const NOBODY_POLLS: ListReads = {
+  atHand: () => null,
+  next: () => new Promise<CapsRead>(() => undefined),
+  sinceLastRead: () => null,
+};
+
+async function setUp(list?: Partial<ListReads>) {
   const fs = new MemoryFs();
   const store = await StateStore.open({ dir: '/s', interfaceName: 'wg0', fs });
   await store.commitCreates([
@@ -28,9 +35,11 @@ async function setUp(shared: () => Promise<CapsRead> | null = () => null) {
   const log = captureLog();
   let tick: () => void = () => undefined;
   const fence = new UsageFence();
+  const sleeping: Array<() => void> = [];
   const checkpoints = new UsageCheckpoints({
     fence,
-    sharedRead: shared,
+    ...(list === undefined ? {} : { listReads: { ...NOBODY_POLLS, ...list } }),
+    sleep: () => new Promise<void>((resolve) => sleeping.push(resolve)),
     quota: {
       listCaps: () => {
         reads++;
@@ -65,6 +74,9 @@ async function setUp(shared: () => Promise<CapsRead> | null = () => null) {
     reads: () => reads,
     fail: () => (failNext = true),
     tick: () => tick(),
+    /** Ends the checkpoint's bounded wait for the list's next read: the interval is over. */
+    intervalOver: () => sleeping.shift()?.(),
+    waiting: () => sleeping.length,
   };
 }
 
@@ -123,7 +135,9 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
       startedAt: 1_699_999_999_000,
     });
     let atHand: CapsRead | null = null;
-    const t = await setUp(() => (atHand === null ? null : Promise.resolve(atHand)));
+    const t = await setUp({
+      atHand: () => (atHand === null ? null : Promise.resolve(atHand)),
+    });
     token = t.fence.token();
     atHand = read(700);
     await t.checkpoints.checkpoint();
@@ -140,7 +154,7 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
   });
 
   it('reads the caps itself when the shared read fails', async () => {
-    const t = await setUp(() => Promise.reject(new Error('the WireGuard dump failed')));
+    const t = await setUp({ atHand: () => Promise.reject(new Error('the WireGuard dump failed')) });
     t.used('10.8.0.3', 55);
     await t.checkpoints.checkpoint();
     expect(t.reads()).to.equal(1);
@@ -151,7 +165,7 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
   it('never saves a count read before a reset of its cap ended: the reset’s zero stays', async () => {
     let release: () => void = () => undefined;
     let shared: Promise<CapsRead> | null = null;
-    const t = await setUp(() => shared);
+    const t = await setUp({ atHand: () => shared });
     await t.store.checkpointUsage(
       new Map([
         [A, 900],
@@ -194,5 +208,59 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     await change;
     await t.checkpoints.checkpoint();
     expect(t.store.state.peers.get(A)?.cap?.usedBytes, 'the next read has it').to.equal(300);
+  });
+
+  it('between two list reads, waits for the next one instead of reading the caps itself', async () => {
+    let next: (read: CapsRead) => void = () => undefined;
+    const t = await setUp({
+      sinceLastRead: () => 3_000, // the list was read 3 s ago: someone polls
+      next: () => new Promise<CapsRead>((resolve) => (next = resolve)),
+    });
+    const checkpoint = t.checkpoints.checkpoint();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(t.waiting(), 'waiting, at most one interval').to.equal(1);
+    next({
+      caps: new Map([['10.8.0.2', { quotaBytes: 1000, usedBytes: 450, enforced: true }]]),
+      token: t.fence.token(),
+      startedAt: 1_700_000_002_000,
+    });
+    await checkpoint;
+    expect(t.reads()).to.equal(0);
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(450);
+    expect(t.checkpoints.stats).to.include({ sharedReads: 1, ownReads: 0 });
+  });
+
+  it('reads the caps itself when no list read starts within the interval it waited', async () => {
+    const t = await setUp({ sinceLastRead: () => 3_000 });
+    t.used('10.8.0.2', 120);
+    const checkpoint = t.checkpoints.checkpoint();
+    await new Promise((resolve) => setImmediate(resolve));
+    t.intervalOver();
+    await checkpoint;
+    expect(t.reads()).to.equal(1);
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(120);
+  });
+
+  it('does not wait when nobody read the list within the last interval', async () => {
+    for (const since of [null, 10_000, 3_600_000]) {
+      const t = await setUp({ sinceLastRead: () => since });
+      t.used('10.8.0.3', 77);
+      await t.checkpoints.checkpoint();
+      expect(t.waiting(), `list last read ${String(since)} ms ago`).to.equal(0);
+      expect(t.reads()).to.equal(1);
+      expect(t.store.state.peers.get(B)?.cap?.usedBytes).to.equal(77);
+    }
+  });
+
+  it('at shutdown ends a wait for the list at once, and the last checkpoint reads the caps', async () => {
+    const t = await setUp({ sinceLastRead: () => 1_000 });
+    t.checkpoints.start();
+    t.tick(); // a checkpoint now waits for the list's next read
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(t.waiting()).to.equal(1);
+    t.used('10.8.0.2', 999);
+    await t.checkpoints.stop(); // never resolves the sleep: stop ends the wait itself
+    expect(t.reads(), 'one read: the waiting checkpoint gave way to the last one').to.equal(1);
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(999);
   });
 });

@@ -33,7 +33,7 @@ async function setUp(fs = new MemoryFs(), kernel = FakeKernel.withInterface()) {
     quota: kernel.quota,
     store,
     fence: usageFence,
-    sharedRead: () => service.sharedCapsRead(),
+    listReads: service.listReads,
     interfaceName: 'wg0',
     intervalMs: 10_000,
     logger: log.logger,
