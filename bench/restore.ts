@@ -498,14 +498,27 @@ async function pollRun(
     };
     const none = { at: 0, list: 0, own: 0 };
     const before = withState ? await checkpoint() : none;
-    const result = await autocannon({
-      url,
-      connections: CONNECTIONS,
-      duration: DURATION_S,
-      timeout: 600,
+    // A socket error (not a timeout, not an HTTP error) is named and counted, not fatal: under a
+    // saturated VM the client can be slower to reuse a connection than the daemon's keep-alive.
+    const socketErrors = new Map<string, number>();
+    const result = await new Promise<autocannon.Result>((resolve, reject) => {
+      const instance = autocannon(
+        { url, connections: CONNECTIONS, duration: DURATION_S, timeout: 600 },
+        (error: unknown, done: autocannon.Result) =>
+          error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(done),
+      );
+      instance.on('reqError', (error: NodeJS.ErrnoException) => {
+        const kind = error.code ?? error.message;
+        socketErrors.set(kind, (socketErrors.get(kind) ?? 0) + 1);
+      });
     });
     const after = withState ? await checkpoint() : none;
-    if (result.errors || result.non2xx) {
+    if (socketErrors.size > 0) {
+      console.log(
+        `  socket errors: ${[...socketErrors].map(([kind, n]) => `${n} ${kind}`).join(', ')}; the daemon's last lines:\n${tail(daemon.log)}`,
+      );
+    }
+    if (result.timeouts || result.non2xx || result.requests.total === 0) {
       throw new Error(
         `errors ${result.errors} (timeouts ${result.timeouts}), non-2xx ${result.non2xx}`,
       );
