@@ -8,15 +8,16 @@
  *   list's shared read (`listReads`), the one in flight or one completed within the list's
  *   freshness window; between two list reads it waits for the next one, at most one interval.
  *   Only when the list was not read within the last POLLED_WITHIN intervals (nobody polls) does
- *   it dump the caps itself, and then never the WireGuard dump. A dump of the caps grows faster than their number (on the build
- *   host, `Quota.listCaps`: 10,000 caps in 0.1 s, 50,000 in 1.0 s; in the VM a fifth of a list
- *   read at 50,000), so under polling a dump of its own every interval takes that from the polls.
+ *   it dump the caps itself, and then never the WireGuard dump. A dump of the caps grows faster
+ *   than their number (on the build host, `Quota.listCaps`: 10,000 caps in 0.1 s, 50,000 in
+ *   1.0 s; in the VM a fifth of a list read at 50,000), so under polling a dump of its own every
+ *   interval takes that from the polls.
  * - What it saves was read no earlier than the start of the list read in flight when it was due
  *   (or within the freshness window), and no later than one interval after it was due. So a
  *   crash loses one interval of counting plus the time between two list reads (at most one more
  *   interval; a few seconds at 50,000 peers on hardware under polling). The last checkpoint, at
- *   shutdown, never waits. Its time (`lastAt`) is when the counts were
- *   read (the read's start), so a count that had settled before that time is in it.
+ *   shutdown, never waits. Its time (`lastAt`) is when the counts were read (the read's start),
+ *   so a count that had settled before that time is in it.
  * - A count read before a change to its cap ended is not saved (./usage-fence.ts): a reset's
  *   zero is never overwritten by the count before it.
  * - Only counters that changed since the last save are written (StateStore.checkpointUsage), so
@@ -29,7 +30,7 @@ import type { QuotaApi } from '../kernel/types';
 import type { StateStore } from '../state';
 import { tunnelAddressOfCidrs } from './restore-plan';
 import type { EventLogger } from './service';
-import type { CapsRead } from './snapshot';
+import type { UsageRead } from './snapshot';
 import type { UsageFence } from './usage-fence';
 
 export interface CheckpointStats {
@@ -64,9 +65,9 @@ export interface CheckpointOptions {
 /** What a checkpoint may take from the list's reads, never starting one (FreshRead's riders). */
 export interface ListReads {
   /** The read at hand: in flight, or completed within the freshness window; null when none is. */
-  atHand(): Promise<CapsRead> | null;
+  atHand(): Promise<UsageRead> | null;
   /** The next list read to start, whoever starts it. */
-  next(): Promise<CapsRead>;
+  next(): Promise<UsageRead>;
   /** Milliseconds since the list last read the kernel; null before the first read. */
   sinceLastRead(): number | null;
 }
@@ -170,7 +171,7 @@ export class UsageCheckpoints {
    * last POLLED_WITHIN intervals), the next list read, waited for at most one interval; else (or
    * when the list's read fails) a dump of the caps of its own.
    */
-  private async read(waitForList: boolean): Promise<(CapsRead & { shared: boolean }) | null> {
+  private async read(waitForList: boolean): Promise<(UsageRead & { shared: boolean }) | null> {
     const list = this.options.listReads;
     if (list !== undefined) {
       const shared = await this.fromList(list, waitForList);
@@ -186,9 +187,9 @@ export class UsageCheckpoints {
   private async fromList(
     list: ListReads,
     waitForList: boolean,
-  ): Promise<CapsRead | null | 'stopped'> {
+  ): Promise<UsageRead | null | 'stopped'> {
     const { intervalMs } = this.options;
-    let pending: Promise<CapsRead | null | 'stopped'> | null = list.atHand();
+    let pending: Promise<UsageRead | null | 'stopped'> | null = list.atHand();
     const since = list.sinceLastRead();
     if (pending === null && waitForList && since !== null && since < POLLED_WITHIN * intervalMs) {
       // Someone polls: between two of their reads, the next one is near.

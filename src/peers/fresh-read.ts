@@ -50,13 +50,7 @@ export class FreshRead<T> {
    */
   atHand(): Promise<T> | null {
     const done = this.completed;
-    if (
-      done !== null &&
-      done.generation === this.generation &&
-      this.now() - done.at < this.maxAgeMs
-    ) {
-      return Promise.resolve(done.value);
-    }
+    if (done !== null && this.windowAge(done) !== null) return Promise.resolve(done.value);
     const current = this.inFlight;
     return current !== null && current.generation === this.generation ? current.promise : null;
   }
@@ -119,13 +113,19 @@ export class FreshRead<T> {
   private fresh(): { value: T } | null {
     const done = this.completed;
     if (done === null) return null;
-    const age = this.now() - done.at;
-    if (done.generation === this.generation && age < this.maxAgeMs) {
+    const age = this.windowAge(done);
+    if (age !== null) {
       if (age >= this.maxAgeMs - Math.min(this.lastReadMs, this.maxAgeMs / 2)) void this.join();
       return done;
     }
     // Expired: let it (and the bodies memoized on it) go before the next read is held too.
     this.completed = null;
     return null;
+  }
+
+  /** How old a completed read is while its window lasts (this generation's); null once not. */
+  private windowAge(done: { generation: number; at: number }): number | null {
+    const age = this.now() - done.at;
+    return done.generation === this.generation && age < this.maxAgeMs ? age : null;
   }
 }

@@ -40,7 +40,7 @@ import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
 import type { ListReads } from './checkpoint';
 import { allInOrder } from './settled';
-import type { CapsRead, KernelObserver, PeerSnapshot } from './snapshot';
+import type { UsageRead, KernelObserver, PeerSnapshot } from './snapshot';
 import { limitOf, tunnelAddress6Of, tunnelAddressOf } from './view';
 import type { PeerChangeSink } from './event-sink';
 import type { ExhaustionTimes } from './exhaustion-times';
@@ -230,7 +230,7 @@ function refOf(peer: WireGuardPeer, address: string, dualStack: boolean): PeerRe
 }
 
 /** The caps a snapshot was read with, for a usage checkpoint. */
-function usageOf(snapshot: PeerSnapshot): CapsRead {
+function usageOf(snapshot: PeerSnapshot): UsageRead {
   if (snapshot.usage === undefined) throw new Error('the read kept no caps');
   return snapshot.usage;
 }
@@ -1024,10 +1024,11 @@ export class PeerService implements PeerServiceApi {
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.noticeLosses(read);
       this.schedulePlans(device, caps);
+      const startedAt = read.takenAt - readMs;
       const exhausted = this.exhaustion?.read({
         caps,
         owners: this.capOwners(caps),
-        startedAt: read.takenAt - readMs,
+        startedAt,
         takenAt: read.takenAt,
       });
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
@@ -1036,7 +1037,7 @@ export class PeerService implements PeerServiceApi {
         ...read,
         caps: this.listedCaps(caps),
         ...(exhausted ? { exhausted } : {}),
-        usage: { caps, token, startedAt: read.takenAt - readMs },
+        usage: { caps, token, startedAt },
       };
     } catch (error) {
       this.observer?.kernelRead(elapsed(), false);

@@ -5,6 +5,7 @@
  */
 import type { KernelDataCap, LimitState, WireGuardDevice } from '../kernel/types';
 import type { Facility } from './errors';
+import type { CapsRead } from './exhaustion-times';
 
 export interface PeerSnapshot {
   /** Milliseconds since the epoch when the kernel read completed; statuses are computed at it. */
@@ -21,16 +22,14 @@ export interface PeerSnapshot {
   /** Tunnel address → when its used-up cap ran out, ms since the epoch (./exhaustion-times.ts). */
   readonly exhausted?: ReadonlyMap<string, number>;
   /** The kernel's caps as read, for usage checkpoints (./checkpoint.ts); absent in test doubles. */
-  readonly usage?: CapsRead;
+  readonly usage?: UsageRead;
 }
 
-/** The caps of one kernel read, with the usage fence's token taken as it started (./usage-fence.ts). */
-export interface CapsRead {
-  readonly caps: ReadonlyMap<string, KernelDataCap>;
-  readonly token: number;
-  /** Milliseconds since the epoch when the read started. */
-  readonly startedAt: number;
-}
+/**
+ * The caps of one kernel read as a usage checkpoint saves them: the exhaustion times' CapsRead
+ * (its caps and start), with the usage fence's token taken as it started (./usage-fence.ts).
+ */
+export type UsageRead = Pick<CapsRead, 'caps' | 'startedAt'> & { readonly token: number };
 
 /** What the service reports about its kernel calls, for the daemon's own metrics. */
 export interface KernelObserver {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { KernelDataCap } from '../../../src/kernel/types';
 import { type ListReads, UsageCheckpoints } from '../../../src/peers/checkpoint';
-import type { CapsRead } from '../../../src/peers/snapshot';
+import type { UsageRead } from '../../../src/peers/snapshot';
 import { UsageFence } from '../../../src/peers/usage-fence';
 import { StateStore } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
@@ -13,7 +13,7 @@ const B = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
 /** A list that is never read: nothing at hand, no next read, never read before. */
 const NOBODY_POLLS: ListReads = {
   atHand: () => null,
-  next: () => new Promise<CapsRead>(() => undefined),
+  next: () => new Promise<UsageRead>(() => undefined),
   sinceLastRead: () => null,
 };
 
@@ -129,12 +129,12 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
 
   it('saves the list’s shared read when one is at hand, and reads no caps of its own', async () => {
     let token = 0;
-    const read = (used: number): CapsRead => ({
+    const read = (used: number): UsageRead => ({
       caps: new Map([['10.8.0.2', { quotaBytes: 1000, usedBytes: used, enforced: true }]]),
       token,
       startedAt: 1_699_999_999_000,
     });
-    let atHand: CapsRead | null = null;
+    let atHand: UsageRead | null = null;
     const t = await setUp({
       atHand: () => (atHand === null ? null : Promise.resolve(atHand)),
     });
@@ -164,7 +164,7 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
 
   it('never saves a count read before a reset of its cap ended: the reset’s zero stays', async () => {
     let release: () => void = () => undefined;
-    let shared: Promise<CapsRead> | null = null;
+    let shared: Promise<UsageRead> | null = null;
     const t = await setUp({ atHand: () => shared });
     await t.store.checkpointUsage(
       new Map([
@@ -174,7 +174,7 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     );
     // A list read starts and sees A at 950 and B at 150 ...
     const token = t.fence.token();
-    shared = new Promise<CapsRead>((resolve) => {
+    shared = new Promise<UsageRead>((resolve) => {
       release = () =>
         resolve({
           caps: new Map([
@@ -211,10 +211,10 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
   });
 
   it('between two list reads, waits for the next one instead of reading the caps itself', async () => {
-    let next: (read: CapsRead) => void = () => undefined;
+    let next: (read: UsageRead) => void = () => undefined;
     const t = await setUp({
       sinceLastRead: () => 3_000, // the list was read 3 s ago: someone polls
-      next: () => new Promise<CapsRead>((resolve) => (next = resolve)),
+      next: () => new Promise<UsageRead>((resolve) => (next = resolve)),
     });
     const checkpoint = t.checkpoints.checkpoint();
     await new Promise((resolve) => setImmediate(resolve));
