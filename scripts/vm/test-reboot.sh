@@ -10,11 +10,13 @@
 #     what test-kernel.sh calls after a kernel's suite: runs the pair on the kernel prepared in
 #     $WG_PEERD_VM_DIR and adds the counts into that kernel's SUMMARY file.
 #
-# Boot 1 runs dist/test/kernel-reboot/boot1.test.js, boot 2 boot2.test.js, each with mocha in the
-# guest (240 s per test). Both boots' tests count: a boot whose VM run ends without a summary
-# (timeout, panic) counts as one failed test, and boot 2 is not run when boot 1 did not reach its
-# end (one more failure); a boot that ran out of time is a failure, never rerun. MOCHA-ARGS go to both
-# boots; when they select no reboot test (`--grep soak`), no VM boots and nothing is counted.
+# Boot 1 runs dist/test/kernel-reboot/boot1.test.js and orders-boot1.test.js (issue 28's orders of
+# events), boot 2 boot2.test.js and orders-boot2.test.js, each boot one mocha in the guest (240 s
+# per test): issue 28's scenarios share the two boots instead of adding their own. Both boots'
+# tests count: a boot whose VM run ends without a summary (timeout, panic) counts as one failed
+# test, and boot 2 is not run when boot 1 did not reach its end (one more failure); a boot that
+# ran out of time is a failure, never rerun. MOCHA-ARGS go to both boots; when they select no
+# reboot test (`--grep soak`), no VM boots and nothing is counted.
 # WG_PEERD_TEST_REBOOT_TIMEOUT: seconds per boot (default 900). MOCHA_SUMMARY_FILE (standalone):
 # the summed summary is written there. Exit status: 0 when every test passed, else 1.
 set -euo pipefail
@@ -34,7 +36,9 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-files=(dist/test/kernel-reboot/boot1.test.js dist/test/kernel-reboot/boot2.test.js)
+# boot_files N: the test files of boot N, in the order they run.
+boot_files() { echo "dist/test/kernel-reboot/boot$1.test.js dist/test/kernel-reboot/orders-boot$1.test.js"; }
+read -r -a files <<<"$(boot_files 1) $(boot_files 2)"
 timeout_s="${WG_PEERD_TEST_REBOOT_TIMEOUT:-900}"
 
 # Adds summary files ({"passed","failed","skipped","failures"}) into the first one.
@@ -73,7 +77,7 @@ run_pair() {
   shift 2
   local args="" a
   for a in "$@"; do args+=" $(q "$a")"; done
-  local boot rc summary
+  local boot rc summary boot_start
   local out
   out="$(mktemp -d "${TMPDIR:-/tmp}/wg-peerd-reboot.XXXXXX")"
   echo '{"passed":0,"failed":0,"skipped":0,"failures":[]}' >"$result"
@@ -87,9 +91,11 @@ run_pair() {
     fi
     say "kernel $label: boot $boot of 2"
     rc=0
+    boot_start=$SECONDS
     "$HERE/run.sh" --timeout "$timeout_s" --out "$out" -e "WG_PEERD_TEST_KERNEL=$label" -- \
-      "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec node --single-threaded-gc ./node_modules/mocha/bin/mocha.js --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit dist/test/kernel-reboot/boot$boot.test.js$args" ||
+      "MOCHA_SUMMARY_FILE=\"\$OUT_DIR/summary-boot$boot.json\" exec node --single-threaded-gc ./node_modules/mocha/bin/mocha.js --no-config --timeout 240000 --slow 10000 --reporter test/support/reporter.js --exit $(boot_files "$boot")$args" ||
       rc=$?
+    say "kernel $label: boot $boot took $((SECONDS - boot_start)) s"
     if [ ! -s "$summary" ]; then
       say "kernel $label: boot $boot's VM run ended without a summary (exit status $rc: 124 ran out of time, 125 reported no status); counted as 1 failure"
       echo "{\"passed\":0,\"failed\":1,\"skipped\":0,\"failures\":[\"[$label] reboot boot $boot: the VM run did not reach its end (exit status $rc)\"]}" >"$summary"

@@ -3,8 +3,10 @@
  * kernel is the truth. A peer deleted behind the daemon's back stays deleted, one added behind
  * its back is adopted, each logged at warn, usage counted while the daemon was down is kept; and
  * the journal follows the kernel, which shows once the interface is lost as in a reboot: the
- * restore then puts back the adopted peer and not the deleted one. `wg`, `tc` and `nft` are the
- * oracles; the real reboot is test/kernel-reboot (scripts/vm/test-reboot.sh).
+ * restore then puts back the adopted peer and not the deleted one. A restart also repairs what
+ * the kernel lost while the daemon was down (issue 28, "Done when" 2): after `nft flush ruleset`
+ * the caps (with their usage) and the suspension are back, the limits untouched. `wg`, `tc` and
+ * `nft` are the oracles; the real reboot is test/kernel-reboot (scripts/vm/test-reboot.sh).
  */
 import { expect } from 'chai';
 import * as fs from 'node:fs';
@@ -41,12 +43,14 @@ interface Listed {
   ip_address: string;
   speed_limit_bytes_per_second: number | null;
   data_cap: { quota_bytes: number; used_bytes: number } | null;
+  suspended: boolean;
 }
 
 function cleanUp(): void {
   deleteLink(IFNAME);
   deleteLink(`ifb-${IFNAME}`);
   sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
+  sh(`nft delete table ip wg_peerd_suspend_${IFNAME} 2>/dev/null || true`);
   fs.rmSync(STATE_DIR, { recursive: true, force: true });
 }
 
@@ -59,6 +63,30 @@ function nftUsed(): Record<string, number> {
   };
   for (const { quota } of nftables) if (quota) used[quota.name] = quota.used ?? 0;
   return used;
+}
+
+/** Quota objects of the daemon's table: name → [bytes of the cap, bytes counted]. */
+function nftQuotas(): Record<string, [number, number]> {
+  const quotas: Record<string, [number, number]> = {};
+  if (!sh('nft list tables ip').includes(TABLE)) return quotas;
+  const { nftables } = JSON.parse(sh(`nft -j list table ip ${TABLE}`)) as {
+    nftables: Array<{ quota?: { name: string; bytes: number; used?: number } }>;
+  };
+  for (const { quota } of nftables) if (quota) quotas[quota.name] = [quota.bytes, quota.used ?? 0];
+  return quotas;
+}
+
+/** Addresses in the suspension set of the interface (src/kernel/suspension), sorted. */
+function suspendedSet(): string[] {
+  const table = `wg_peerd_suspend_${IFNAME}`;
+  if (!sh('nft list tables ip').includes(table)) return [];
+  const { nftables } = JSON.parse(sh(`nft -j list set ip ${table} suspended`)) as {
+    nftables: Array<{ set?: { elem?: unknown[] } }>;
+  };
+  return nftables
+    .flatMap(({ set }) => set?.elem ?? [])
+    .map((e) => String(typeof e === 'string' ? e : (e as { elem?: { val?: unknown } }).elem?.val))
+    .sort();
 }
 
 /** HTB class ids of the peers' limits on the interface (1:ffff is their parent). */
@@ -95,6 +123,7 @@ describe('the state dir across ordinary restarts in the same boot: the kernel is
           quota_bytes: p.data_cap.quota_bytes,
           used_bytes: p.data_cap.used_bytes,
         },
+        suspended: p.suspended,
       }))
       .sort((a, b) => a.ip_address.localeCompare(b.ip_address));
   /** The daemon's log lines of one event, parsed. */
@@ -208,5 +237,43 @@ describe('the state dir across ordinary restarts in the same boot: the kernel is
     const [, , c, d] = ips.both.split('.').map(Number);
     expect(limitClasses()).to.deep.equal([`1:${((c << 8) | d).toString(16)}`]);
     expect(nftUsed()).to.deep.equal(counted);
+  });
+
+  it('`nft flush ruleset` while it is stopped (what `systemctl reload nftables` does): the restart puts every cap back with the bytes it had counted, and the suspension; the limits stay', async () => {
+    const started = Date.now();
+    const suspend = await api(daemon!, 'PATCH', path('capped', '/suspension'), { suspended: true });
+    expect(suspend.status).to.equal(200);
+    expect(suspendedSet()).to.deep.equal([ips.capped]);
+    const before = await list();
+    const classes = limitClasses();
+    const counted = nftUsed();
+    expect(Object.keys(counted)).to.have.length(2);
+    await stop();
+    sh('nft flush ruleset');
+    expect(sh('nft list tables'), 'the flush took every table').to.equal('');
+    await start();
+    expect(restoredMode()).to.equal('restart');
+    // The kernel: each cap's quota object with its bytes and usage as listed, the suspension set,
+    // the HTB classes the flush did not touch.
+    const quotas = nftQuotas();
+    const listedCaps = Object.fromEntries(
+      before.flatMap((p) =>
+        p.data_cap === null
+          ? []
+          : [
+              [
+                `q_${p.ip_address.replace(/\./g, '_')}`,
+                [p.data_cap.quota_bytes, p.data_cap.used_bytes],
+              ],
+            ],
+      ),
+    );
+    expect(quotas, 'nft quotas [bytes, used] against the list before the stop').to.deep.equal(
+      listedCaps,
+    );
+    expect(suspendedSet(), 'the suspension set').to.deep.equal([ips.capped]);
+    expect(limitClasses(), 'tc classes').to.deep.equal(classes);
+    expect(await list()).to.deep.equal(before);
+    console.log(`      restart after the flush: ${((Date.now() - started) / 1000).toFixed(1)} s`);
   });
 });
