@@ -241,39 +241,44 @@ describe('the state dir across ordinary restarts in the same boot: the kernel is
 
   it('`nft flush ruleset` while it is stopped (what `systemctl reload nftables` does): the restart puts every cap back with the bytes it had counted, and the suspension; the limits stay', async () => {
     const started = Date.now();
-    const suspend = await api(daemon!, 'PATCH', path('capped', '/suspension'), { suspended: true });
-    expect(suspend.status).to.equal(200);
-    expect(suspendedSet()).to.deep.equal([ips.capped]);
-    const before = await list();
-    const classes = limitClasses();
-    const counted = nftUsed();
-    expect(Object.keys(counted)).to.have.length(2);
-    await stop();
-    sh('nft flush ruleset');
-    expect(sh('nft list tables'), 'the flush took every table').to.equal('');
-    await start();
-    expect(restoredMode()).to.equal('restart');
-    // The kernel: each cap's quota object with its bytes and usage as listed, the suspension set,
-    // the HTB classes the flush did not touch.
-    const quotas = nftQuotas();
-    const listedCaps = Object.fromEntries(
-      before.flatMap((p) =>
-        p.data_cap === null
-          ? []
-          : [
-              [
-                `q_${p.ip_address.replace(/\./g, '_')}`,
-                [p.data_cap.quota_bytes, p.data_cap.used_bytes],
+    try {
+      const suspend = await api(daemon!, 'PATCH', path('capped', '/suspension'), {
+        suspended: true,
+      });
+      expect(suspend.status).to.equal(200);
+      expect(suspendedSet()).to.deep.equal([ips.capped]);
+      const before = await list();
+      const classes = limitClasses();
+      const counted = nftUsed();
+      expect(Object.keys(counted)).to.have.length(2);
+      await stop();
+      sh('nft flush ruleset');
+      expect(sh('nft list tables'), 'the flush took every table').to.equal('');
+      await start();
+      expect(restoredMode()).to.equal('restart');
+      // The kernel: each cap's quota object with its bytes and usage as listed, the suspension set,
+      // the HTB classes the flush did not touch.
+      const quotas = nftQuotas();
+      const listedCaps = Object.fromEntries(
+        before.flatMap((p) =>
+          p.data_cap === null
+            ? []
+            : [
+                [
+                  `q_${p.ip_address.replace(/\./g, '_')}`,
+                  [p.data_cap.quota_bytes, p.data_cap.used_bytes],
+                ],
               ],
-            ],
-      ),
-    );
-    expect(quotas, 'nft quotas [bytes, used] against the list before the stop').to.deep.equal(
-      listedCaps,
-    );
-    expect(suspendedSet(), 'the suspension set').to.deep.equal([ips.capped]);
-    expect(limitClasses(), 'tc classes').to.deep.equal(classes);
-    expect(await list()).to.deep.equal(before);
-    console.log(`      restart after the flush: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+        ),
+      );
+      expect(quotas, 'nft quotas [bytes, used] against the list before the stop').to.deep.equal(
+        listedCaps,
+      );
+      expect(suspendedSet(), 'the suspension set').to.deep.equal([ips.capped]);
+      expect(limitClasses(), 'tc classes').to.deep.equal(classes);
+      expect(await list()).to.deep.equal(before);
+    } finally {
+      console.log(`      this test took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
   });
 });
