@@ -35,7 +35,7 @@ import {
 } from './support/orders';
 import { bootId, kernelPicture, quotaName, resetScenario } from './support/scenarios';
 
-/** tc's class id of a tunnel address's limit (README "How it is built"): 1:<last 16 bits, hex>. */
+/** tc's class of an address's limit (src/kernel/shaper/addressing.ts): 1:<low 16 bits, hex>. */
 function classId(ip: string): string {
   const [, , c, d] = ip.split('.').map(Number);
   return `1:${((c << 8) | d).toString(16)}`;
