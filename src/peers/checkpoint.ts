@@ -29,7 +29,7 @@
 import type { QuotaApi } from '../kernel/types';
 import type { StateStore } from '../state';
 import { tunnelAddressOfCidrs } from './restore-plan';
-import type { EventLogger } from './service';
+import type { EventLogger } from './contracts';
 import type { UsageRead } from './snapshot';
 import type { UsageFence } from './usage-fence';
 
@@ -89,6 +89,8 @@ export class UsageCheckpoints {
   /** Ends a wait for the list's next read at once (shutdown). */
   private endWait: (() => void) | null = null;
   private readonly now: () => number;
+  /** The fence token of the last read saved: an older read is never saved after it. */
+  private lastToken = 0;
   readonly stats: CheckpointStats = {
     lastAt: null,
     lastDurationMs: null,
@@ -136,6 +138,8 @@ export class UsageCheckpoints {
     try {
       const read = await this.read(waitForList);
       if (read === null) return; // stopped while waiting: the last checkpoint follows at once
+      // A read that started before the last one saved would put older counts back.
+      if (read.token < this.lastToken) return;
       const usage = new Map<string, number>();
       for (const peer of store.state.peers.values()) {
         if (peer.cap === null || fence.stale(peer.publicKey, read.token)) continue;
@@ -147,6 +151,7 @@ export class UsageCheckpoints {
       // before its first await).
       const written = await store.checkpointUsage(usage);
       fence.forget(read.token);
+      this.lastToken = read.token;
       this.stats.lastAt = read.startedAt;
       this.stats.lastDurationMs = performance.now() - startedHr;
       this.stats.lastWritten = written;
