@@ -23,28 +23,13 @@
  * the same. What each kind records and undoes is the table `RECORDS` below; what it does in the
  * kernel is the caller's `kernel` function (./peer-changes.ts).
  */
-import type { SavedCap, SavedPeer, StateStore } from '../state';
+import type { SavedCap, SavedPeer } from '../state';
 import { StateWriteError } from './errors';
 import { messageOf } from './kernel-calls';
-import type { EventLogger } from './contracts';
-import type { UsageFence } from './usage-fence';
+import type { EventLogger, PeerJournal } from './contracts';
 
-/**
- * The state directory as the domain writes it (src/state/store.ts): every record resolves once
- * it is on disk.
- */
-export type PeerJournal = Pick<
-  StateStore,
-  | 'state'
-  | 'intendCreates'
-  | 'commitCreates'
-  | 'abortCreates'
-  | 'recordDelete'
-  | 'recordLimit'
-  | 'recordCap'
-  | 'recordSuspension'
-  | 'recordPeers'
->;
+export type { PeerJournal } from './contracts';
+import type { UsageFence } from './usage-fence';
 
 /** One kind of change: what it records and how that record is undone. */
 interface RecordRule<A> {

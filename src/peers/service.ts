@@ -13,11 +13,10 @@
  * kernel side of each change (./peer-changes.ts), durable records (./pipeline.ts); this file
  * wires them and validates what callers ask.
  */
-import type { CapPlan, Ipv6Address, KernelDataCap, WireGuardDevice } from '../kernel/types';
-import type { PeerChangeSink } from './event-sink';
+import type { WireGuardDevice } from '../kernel/types';
 import type { ExhaustionTimes } from './exhaustion-times';
 import { CleanupFailedError, PeerNotFoundError, isFacilityAbsent } from './errors';
-import { parsePublicKey, type RandomSource } from './keys';
+import { parsePublicKey } from './keys';
 import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
 import type { ListReads } from './checkpoint';
@@ -30,17 +29,31 @@ import {
   checkInteger,
   resolveCapChange,
 } from './cap-plan';
-import { PeriodScheduler, type SchedulerClock, systemClock } from './period-scheduler';
-import { KernelCalls, messageOf, type PeerKernel } from './kernel-calls';
+import { systemClock } from './period-scheduler';
+import { PeriodResets } from './period-resets';
+import { KernelCalls, messageOf } from './kernel-calls';
 import { Drift, goneFrom } from './drift';
 import { ChangePipeline, type PeerJournal } from './pipeline';
 import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
-import type { ChangedPeer, CreatedPeer, EventLogger, ResetCap } from './contracts';
+import type {
+  ChangedPeer,
+  CreatedPeer,
+  EventLogger,
+  PeerServiceApi,
+  PeerServiceOptions,
+  ResetCap,
+} from './contracts';
 import { tunnelAddressOfCidrs } from './restore-plan';
-import { tunnelAddressOf } from './view';
 
-export type { ChangedPeer, CreatedPeer, EventLogger, ResetCap } from './contracts';
+export type {
+  ChangedPeer,
+  CreatedPeer,
+  EventLogger,
+  PeerServiceApi,
+  PeerServiceOptions,
+  ResetCap,
+} from './contracts';
 export type { PeerJournal } from './pipeline';
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
@@ -49,70 +62,6 @@ export const SPEED_LIMIT_MAX = 1_000_000_000_000;
 /** DESIGN §3: data cap range in bytes, both directions together. */
 export const DATA_CAP_MIN = 1;
 export const DATA_CAP_MAX = Number.MAX_SAFE_INTEGER;
-
-/** What the HTTP layer needs from the domain. */
-export interface PeerServiceApi {
-  /** The shared kernel read behind the list and the metrics (DESIGN §5). */
-  snapshot(): Promise<PeerSnapshot>;
-  /** The snapshot snapshot() would answer at once (inside the window), or null. */
-  freshSnapshot(): PeerSnapshot | null;
-  createPeer(): Promise<CreatedPeer>;
-  deletePeer(publicKey: string): Promise<ChangedPeer>;
-  setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer>;
-  removeSpeedLimit(publicKey: string): Promise<ChangedPeer>;
-  /** A number: `{ quotaBytes }`. Fields left out keep their value (./cap-plan.ts). */
-  setDataCap(publicKey: string, change: number | DataCapChange): Promise<ChangedPeer>;
-  removeDataCap(publicKey: string): Promise<ChangedPeer>;
-  setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
-  resetDataCap(publicKey: string): Promise<ResetCap>;
-}
-
-export interface PeerServiceOptions {
-  kernel: PeerKernel;
-  interfaceName: string;
-  /** Host part of `server.endpoint`; null: the host's primary IPv4 address, asked per create. */
-  endpointHost?: string | null;
-  logger: EventLogger;
-  /** Milliseconds since the epoch; injectable for tests. */
-  now?: () => number;
-  random?: RandomSource;
-  /** Told of every snapshot read and kernel failure (the daemon's metrics). */
-  observer?: KernelObserver;
-  /**
-   * DESIGN §5 freshness window: for this many milliseconds after a snapshot read completed,
-   * snapshot() answers from it; every change ends the window. 0 (the default here; the daemon's
-   * own default is config's 1000) shares only reads in flight.
-   */
-  listMaxAgeMs?: number;
-  /** Monotonic millisecond clock of the window; injectable for tests. */
-  monotonicNow?: () => number;
-  /** Told of each change as it is made, beside its log line (src/events). */
-  events?: PeerChangeSink;
-  /** The state directory (`--state-dir`); null or absent: nothing is kept (SPEC.md). */
-  journal?: PeerJournal | null;
-  /**
-   * Settles once the saved state is back in the kernel (a start with --state-dir): lists and
-   * changes wait for it, so nobody sees a half-restored list.
-   */
-  ready?: Promise<unknown>;
-  /**
-   * The interface's global or unique-local IPv6 addresses as found or made at start (DESIGN §3,
-   * issue 18): the first one's prefix is the pool each new peer also gets a /128 from, and none
-   * of them is given out. Empty or absent: IPv4 only, as before.
-   */
-  addresses6?: readonly Ipv6Address[];
-  /** The billing periods' clock (src/peers/period-scheduler.ts); injectable for tests. */
-  periodClock?: SchedulerClock;
-  /** Told of each billing-period reset made (the daemon's metrics). */
-  onPeriodReset?: () => void;
-  /** When caps ran out (the list's exhausted_at), told of every fresh read; none: unknown. */
-  exhaustion?: ExhaustionTimes;
-  /**
-   * Shared with the usage checkpoints (./checkpoint.ts): every read of the caps takes its token,
-   * every change to a cap runs inside it. Absent: one of the service's own.
-   */
-  usageFence?: UsageFence;
-}
 
 /** The caps a snapshot was read with, for a usage checkpoint. */
 function usageOf(snapshot: PeerSnapshot): UsageRead {
@@ -132,7 +81,7 @@ export class PeerService implements PeerServiceApi {
   private readonly changes: PeerChanges;
   private readonly snapshots: FreshRead<PeerSnapshot>;
   private readonly fence: UsageFence;
-  private readonly periods: PeriodScheduler;
+  private readonly periodResets: PeriodResets;
   private readonly journal: PeerJournal | null;
   private readonly ready: Promise<unknown>;
   private readonly log: EventLogger;
@@ -162,11 +111,6 @@ export class PeerService implements PeerServiceApi {
       (device) => drift?.noticeDevice(device),
     );
     this.drift = drift = new Drift(this.calls, this.log);
-    this.periods = new PeriodScheduler({
-      clock: options.periodClock ?? { ...systemClock, now: this.now },
-      reset: (key, due) => this.resetPeriod(key, due),
-      failed: (key, due, error) => this.periodResetFailed(key, due, error),
-    });
     const kernelChange = <T>(task: () => Promise<T>): Promise<T> => this.change(task);
     this.pipeline = new ChangePipeline({
       journal: this.journal,
@@ -175,6 +119,12 @@ export class PeerService implements PeerServiceApi {
       log: this.log,
       ifname,
     });
+    this.periodResets = new PeriodResets(
+      options.periodClock ?? { ...systemClock, now: this.now },
+      this.pipeline,
+      this.log,
+      ifname,
+    );
     this.creates = new Creates({
       calls: this.calls,
       pipeline: this.pipeline,
@@ -188,12 +138,13 @@ export class PeerService implements PeerServiceApi {
     this.changes = new PeerChanges({
       calls: this.calls,
       drift: this.drift,
-      periods: this.periods,
+      periods: this.periodResets.scheduler,
       events: options.events,
       log: this.log,
       now: this.now,
       onPeriodReset: options.onPeriodReset,
     });
+    this.periodResets.bind(this.changes);
     this.snapshots = new FreshRead(
       async () => {
         await this.ready;
@@ -330,60 +281,12 @@ export class PeerService implements PeerServiceApi {
       this.calls.kernel.quota.listCaps(this.calls.ifname),
     );
     if (![...caps.values()].some((cap) => cap.plan)) return;
-    this.schedulePlans(await this.calls.readDevice(), caps);
+    this.periodResets.schedule(await this.calls.readDevice(), caps);
   }
 
   /** Stops the period scheduler (shutdown). */
   stopPeriods(): void {
-    this.periods.stop();
-  }
-
-  /**
-   * The billing-period reset due at `due` (the scheduler calls it), through the pipeline: the
-   * reset cap (usage 0, the new period from `due`) is recorded BEFORE the kernel zeroes the
-   * quota, so a crash in between never makes the next start close the same period again; the
-   * exact closing figures are recorded after it, and only then announced (peer.cap_reset).
-   */
-  private async resetPeriod(key: string, due: number): Promise<void> {
-    type Made = Awaited<ReturnType<PeerChanges['resetPeriod']>>;
-    await this.pipeline
-      .run<'cap', Made>(key, 'cap', async (latest) => ({
-        // Made already, or no plan to reset: the record stays what it is.
-        arg: (cap) =>
-          !cap?.plan || cap.plan.periodFrom >= due
-            ? cap
-            : {
-                ...cap,
-                usedBytes: 0,
-                plan: { ...cap.plan, periodFrom: due, previousUsedBytes: cap.usedBytes },
-              },
-        step: {
-          kernel: () => this.changes.resetPeriod(key, due),
-          after: (journal, made) => {
-            if (made === null) return journal.recordCap(key, latest?.cap ?? null);
-            const { closing, plan } = made.made;
-            const rate = closing.throttleBytesPerSecond;
-            const cap = capToKeep({ ...closing, usedBytes: 0, plan, throttleBytesPerSecond: rate });
-            return journal.recordCap(key, cap);
-          },
-        },
-      }))
-      .then((result) => {
-        if (result !== null) this.changes.announcePeriodReset(key, due, result.ip, result.made);
-      });
-  }
-
-  private periodResetFailed(key: string, due: number, error: unknown): void {
-    this.log.error(
-      {
-        event: 'data_cap_period_reset_failed',
-        interface: this.calls.ifname,
-        publicKey: key,
-        due: new Date(due).toISOString(),
-        error: messageOf(error),
-      },
-      `the billing-period reset due at ${new Date(due).toISOString()} failed; retried in 10 s`,
-    );
+    this.periodResets.scheduler.stop();
   }
 
   /**
@@ -422,7 +325,7 @@ export class PeerService implements PeerServiceApi {
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.drift.notice(read);
       this.noticeGone(device);
-      this.schedulePlans(device, caps);
+      this.periodResets.schedule(device, caps);
       const startedAt = read.takenAt - readMs;
       const exhausted = this.exhaustion?.read({
         caps,
@@ -479,19 +382,5 @@ export class PeerService implements PeerServiceApi {
         })
         .finally(() => this.forgetting.delete(key));
     }
-  }
-
-  /**
-   * Hands the plans of a fresh read to the scheduler: each live peer's cap with a plan of its
-   * own. Caps lost from the kernel keep their last seen plan (restored with it on a repair).
-   */
-  private schedulePlans(device: WireGuardDevice, caps: ReadonlyMap<string, KernelDataCap>): void {
-    const plans = new Map<string, CapPlan>();
-    for (const peer of device.peers) {
-      const address = tunnelAddressOf(peer);
-      const plan = address === null ? null : caps.get(address)?.plan;
-      if (plan) plans.set(peer.publicKey, plan);
-    }
-    if (plans.size > 0 || this.periods.snapshot().size > 0) this.periods.replaceAll(plans);
   }
 }
