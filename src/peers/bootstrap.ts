@@ -75,10 +75,20 @@ export async function ensureInterface(
       throw translateKernelError(error, 'link', ifname);
     return createInterface(kernel, options, log);
   }
-  if (options.saved && needsAdoption(options.saved.iface, found.publicKey)) {
+  if (options.saved && (await unsaved(options.saved, found.publicKey))) {
     found.adopted = await adoptInterface(kernel, ifname, found, options.saved);
   }
   return found;
+}
+
+/** Whether the state directory lacks the found interface: its settings (needsAdoption) or its key file. */
+async function unsaved(saved: SavedInterfaceStore, publicKey: string | null): Promise<boolean> {
+  if (needsAdoption(saved.iface, publicKey)) return true;
+  if (publicKey === null) return false;
+  // Saved, but server.key was removed since: without it a reboot would make a new key.
+  const key = await saved.readServerKey();
+  key?.fill(0);
+  return key === null;
 }
 
 /** The interface as found, logged (info) with what would make creating peers fail (warn). */

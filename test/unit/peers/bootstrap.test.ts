@@ -248,6 +248,19 @@ describe('peers/bootstrap: adopting a found interface (issue 28)', () => {
     for (const kernel of [held, bare, keyless]) expect(kernel.count('readPrivateKey')).to.equal(0);
   });
 
+  it('adopts again an interface saved without its key file (server.key removed), so a reboot keeps the key', async () => {
+    const kernel = FakeKernel.withInterface();
+    const mine = {
+      listenPort: 51820,
+      addresses: ['10.8.0.1/24'],
+      publicKey: kernel.serverPublicKey()!,
+    };
+    const store = memoryStore(mine, null);
+    const state = await ensureInterface(kernel, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(state.adopted?.previousPublicKey).to.equal(kernel.serverPublicKey());
+    expect(store.savedKey?.equals(kernel.devices.get('wg0')!.privateKey!)).to.equal(true);
+  });
+
   it('makes an adopted interface again after a reboot with every saved address and the same key', async () => {
     const store = memoryStore();
     const found = FakeKernel.withInterface({
