@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { KernelDataCap, LimitState } from '../../../src/kernel/types';
-import { planRestore, type KernelView } from '../../../src/peers/restore-plan';
+import { planRestore, sharedAddresses, type KernelView } from '../../../src/peers/restore-plan';
 import type { SavedPeer, SavedState } from '../../../src/state';
 
 const A = 'hS5kTn5b3Ve1pQHnaeNmZ2k4M5eyJ1xCqFe2hDeHjlA=';
@@ -413,4 +413,81 @@ describe('peers/restore-plan: dual-stack peers (issue 18)', () => {
       { publicKey: A, address: '10.8.0.2', address6: 'fd42::2', bytesPerSecond: 2000 },
     ]);
   });
+});
+
+// The step that keeps addresses apart, table-driven as wgctrl-go's configure tests are: literal
+// peers in, literal kept keys and warnings out.
+describe('peers/restore-plan: sharedAddresses, one owner per host address (issue 28)', () => {
+  const p = (publicKey: string, ...allowedIps: string[]): SavedPeer => ({
+    publicKey,
+    allowedIps,
+    limit: null,
+    cap: null,
+  });
+  const cases: {
+    name: string;
+    held: SavedPeer[];
+    candidates: SavedPeer[];
+    kept: string[];
+    dropped: [string, string, string][];
+  }[] = [
+    {
+      name: 'distinct addresses: all kept',
+      held: [p(C, '10.8.0.9/32')],
+      candidates: [p(A, '10.8.0.2/32'), p(B, '10.8.0.3/32', 'fd42::3/128')],
+      kept: [A, B],
+      dropped: [],
+    },
+    {
+      name: 'two on one /32: the later kept',
+      held: [],
+      candidates: [p(A, '10.8.0.2/32'), p(B, '10.8.0.2/32')],
+      kept: [B],
+      dropped: [[A, B, '10.8.0.2']],
+    },
+    {
+      name: 'a chain over IPv4 and IPv6: each later one wins its address',
+      held: [],
+      candidates: [
+        p(A, '10.8.0.2/32'),
+        p(B, '10.8.0.2/32', 'fd42::2/128'),
+        p(C, '10.8.0.4/32', 'fd42::2/128'),
+      ],
+      kept: [C],
+      dropped: [
+        [A, B, '10.8.0.2'],
+        [B, C, 'fd42::2'],
+      ],
+    },
+    {
+      name: 'a peer the kernel has keeps its address over any saved one',
+      held: [p(D, '10.8.0.2/32')],
+      candidates: [p(A, '10.8.0.2/32')],
+      kept: [],
+      dropped: [[A, D, '10.8.0.2']],
+    },
+    {
+      name: 'routed prefixes are not host addresses: shared ones are no conflict',
+      held: [],
+      candidates: [p(A, '10.8.0.2/32', '192.168.0.0/24'), p(B, '10.8.0.3/32', '192.168.0.0/24')],
+      kept: [A, B],
+      dropped: [],
+    },
+    {
+      name: 'a peer naming its address twice does not drop itself',
+      held: [],
+      candidates: [p(A, '10.8.0.2/32', '10.8.0.2/32')],
+      kept: [A],
+      dropped: [],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const { kept, dropped } = sharedAddresses(c.held, c.candidates);
+      expect(kept.map((peer) => peer.publicKey)).to.deep.equal(c.kept);
+      expect(dropped.map((w) => [w.publicKey, w.keptPublicKey, w.address])).to.deep.equal(
+        c.dropped,
+      );
+    });
+  }
 });
