@@ -49,7 +49,7 @@ import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
-import { StateDirError, StateStore, readBootId } from './state';
+import { StateDirError, StateStore, readBootId, type StateFs } from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
@@ -82,6 +82,8 @@ export interface DaemonDeps {
   webhookPolicy?: Partial<DeliveryPolicy>;
   /** The kernel's boot id (/proc/sys/kernel/random/boot_id when absent); for tests. */
   readBootId?: () => Promise<string>;
+  /** The state directory's file system (the real one when absent); for tests. */
+  stateFs?: StateFs;
   /** The kernel's notices of exhausted caps (peer.cap_exhausted); none when absent. */
   watchCaps?: (
     ifname: string,
@@ -221,7 +223,11 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   let store: StateStore | null = null;
   if (config.stateDir !== null) {
     try {
-      store = await StateStore.open({ dir: config.stateDir, interfaceName: config.interfaceName });
+      store = await StateStore.open({
+        dir: config.stateDir,
+        interfaceName: config.interfaceName,
+        ...(deps.stateFs === undefined ? {} : { fs: deps.stateFs }),
+      });
     } catch (error) {
       kernel.close();
       throw new StartupError(
@@ -298,6 +304,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             interfaceName: config.interfaceName,
             ifindex: iface.ifindex,
             created: iface.created,
+            adopted: iface.adopted,
             bootId,
             logger,
           }),
@@ -395,6 +402,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     limits: { maxConnections: config.maxConnections },
     tls,
   });
+  // An adopted interface's peers are saved before the API answers anything (issue 28); a
+  // failure is reported below, as any failed restore.
+  if (iface.adopted !== null) await restoring.catch(() => undefined);
   try {
     await listen(server, config);
   } catch (error) {

@@ -1,7 +1,7 @@
 /**
  * WireGuard over generic netlink: read a device (WG_CMD_GET_DEVICE, a dump that a large device
- * spreads over many messages), configure it and add or remove peers (WG_CMD_SET_DEVICE, split
- * into several messages when large).
+ * spreads over many messages), read its private key alone (an interface being adopted), configure
+ * it and add or remove peers (WG_CMD_SET_DEVICE, split into several messages when large).
  */
 import {
   GENL_ID_CTRL,
@@ -24,6 +24,7 @@ import {
 } from '../errors';
 import { AF_INET, AF_INET6 } from '../rtnetlink';
 import { DumpMemo, decodeDeviceDump } from './dump';
+import { takeDevicePrivateKey } from './private-key';
 import type { DeviceConfig, IpPrefix, PeerConfig, WireGuardApi, WireGuardDevice } from '../types';
 import {
   WGPEER_F_REMOVE_ME,
@@ -127,6 +128,21 @@ export class WireGuard implements WireGuardApi {
       replies.map((reply) => reply.attributes),
       memo,
     );
+  }
+
+  /**
+   * WG_CMD_GET_DEVICE again, read for WGDEVICE_A_PRIVATE_KEY alone (./private-key.ts): the key's
+   * bytes in the received messages are zeroed once copied; the caller zeroes the copy.
+   */
+  async readPrivateKey(name: string): Promise<Buffer | null> {
+    const replies = await this.call(
+      name,
+      WG_CMD_GET_DEVICE,
+      encodeAttributes(deviceReadAttributes, { ifname: name }),
+      `WG_CMD_GET_DEVICE ${name}`,
+      true,
+    );
+    return takeDevicePrivateKey(replies.map((reply) => reply.attributes));
   }
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {
