@@ -11,7 +11,7 @@ import type { Ipv4Address, Ipv6Address, Kernel } from '../kernel/types';
 import { InterfaceMissingError as KernelInterfaceMissing } from '../kernel/errors';
 import { InterfaceNotWireGuardError, translateKernelError } from './errors';
 import { generatePrivateKey, publicKeyOf, type RandomSource } from './keys';
-import type { EventLogger } from './service';
+import type { EventLogger } from './contracts';
 import type { SavedInterface } from '../state';
 
 /** The state directory's part in a start: the interface to recreate, and where to save a new one. */

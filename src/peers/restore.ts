@@ -7,7 +7,7 @@
  * interface was adopted in this start (bootstrap.ts), the peers it had are saved here, and one
  * warn line (`interface_adopted`) says so with the counts (issue 28).
  */
-import type { CapRef, IpPrefix, Kernel, PeerRef } from '../kernel/types';
+import type { CapRef, Kernel, PeerRef } from '../kernel/types';
 import type { StateStore } from '../state';
 import { isFacilityAbsent, translateKernelError, type Facility } from './errors';
 import type { AdoptedInterface } from './bootstrap';
@@ -19,7 +19,8 @@ import {
   type RestoreMode,
   type RestorePlan,
 } from './restore-plan';
-import type { EventLogger } from './service';
+import type { EventLogger } from './contracts';
+import { prefixOf } from './cidrs';
 
 export interface RestoreSummary {
   mode: RestoreMode;
@@ -52,11 +53,6 @@ export interface RestoreOptions {
   adopted?: AdoptedInterface | null;
   bootId: string;
   logger: EventLogger;
-}
-
-export function prefixOf(cidr: string): IpPrefix {
-  const [address, length] = cidr.split('/');
-  return { family: address.includes(':') ? 6 : 4, address, cidr: Number(length) };
 }
 
 async function step<T>(facility: Facility, ifname: string, work: () => Promise<T>): Promise<T> {
