@@ -46,15 +46,7 @@ import type {
 } from './contracts';
 import { tunnelAddressOfCidrs } from './restore-plan';
 
-export type {
-  ChangedPeer,
-  CreatedPeer,
-  EventLogger,
-  PeerServiceApi,
-  PeerServiceOptions,
-  ResetCap,
-} from './contracts';
-export type { PeerJournal } from './pipeline';
+export type * from './contracts';
 
 /** DESIGN §3: speed limit range in bytes per second, each direction. */
 export const SPEED_LIMIT_MIN = 1_000;

@@ -110,7 +110,8 @@ export class WireGuard implements WireGuardApi {
     this.genl = new GenericNetlink(new NetlinkSocket(open(NETLINK_GENERIC)));
   }
 
-  async getDevice(name: string): Promise<WireGuardDevice> {
+  /** The WG_CMD_GET_DEVICE dump of one device, as the kernel's replies' attributes. */
+  private async dumpDevice(name: string) {
     const replies = await this.call(
       name,
       WG_CMD_GET_DEVICE,
@@ -118,16 +119,17 @@ export class WireGuard implements WireGuardApi {
       `WG_CMD_GET_DEVICE ${name}`,
       true,
     );
+    return replies.map((reply) => reply.attributes);
+  }
+
+  async getDevice(name: string): Promise<WireGuardDevice> {
+    const replies = await this.dumpDevice(name);
     let memo = this.memos.get(name);
     if (memo === undefined) {
       memo = new DumpMemo();
       this.memos.set(name, memo);
     }
-    return decodeDeviceDump(
-      name,
-      replies.map((reply) => reply.attributes),
-      memo,
-    );
+    return decodeDeviceDump(name, replies, memo);
   }
 
   /**
@@ -135,14 +137,7 @@ export class WireGuard implements WireGuardApi {
    * bytes in the received messages are zeroed once copied; the caller zeroes the copy.
    */
   async readPrivateKey(name: string): Promise<Buffer | null> {
-    const replies = await this.call(
-      name,
-      WG_CMD_GET_DEVICE,
-      encodeAttributes(deviceReadAttributes, { ifname: name }),
-      `WG_CMD_GET_DEVICE ${name}`,
-      true,
-    );
-    return takeDevicePrivateKey(replies.map((reply) => reply.attributes));
+    return takeDevicePrivateKey(await this.dumpDevice(name));
   }
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {

@@ -15,6 +15,7 @@ import { MemoryFs } from '../../support/memory-fs';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 import { rejected } from '../support/rejected';
+import { ManualClock } from '../support/manual-clock';
 
 const DIR = '/var/lib/wg-peerd';
 
@@ -161,31 +162,6 @@ describe('peers/pipeline: every answered change survives, whatever the order (is
     expect((await kernel.shaper.listLimits('wg0')).has(ip)).to.equal(false);
   });
 });
-
-/** A clock for the scheduler whose timers run when the test says. */
-class ManualClock implements SchedulerClock {
-  private timers: Array<() => void> = [];
-  constructor(public time: number) {}
-  now(): number {
-    return this.time;
-  }
-  setTimer(callback: () => void): unknown {
-    this.timers.push(callback);
-    return callback;
-  }
-  clearTimer(timer: unknown): void {
-    this.timers = this.timers.filter((t) => t !== timer);
-  }
-  async runAt(time: number): Promise<void> {
-    this.time = time;
-    for (let round = 0; round < 5; round++) {
-      const due = this.timers;
-      this.timers = [];
-      for (const callback of due) callback();
-      await settle(20);
-    }
-  }
-}
 
 describe('peers/pipeline: a billing-period reset is recorded before the kernel makes it (issue 28)', () => {
   it('has the reset on disk while the kernel is still zeroing the quota, so a crash then never closes the period twice', async () => {
