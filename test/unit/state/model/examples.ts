@@ -51,9 +51,7 @@ export const EXAMPLES: readonly Example[] = [
         at(0, { kind: 'setCap', peer: 0, period: 'month' }),
         at(3, { kind: 'setCap', peer: 0, period: null }),
       ],
-      crashAt: 7,
-      crash: { unsyncedBytes: 0 },
-      faults: [],
+      ...calm,
     },
   },
   {
@@ -67,9 +65,7 @@ export const EXAMPLES: readonly Example[] = [
         at(2, { kind: 'setCap', peer: 0, period: 'month' }),
         at(0, { kind: 'resetCap', peer: 0 }),
       ],
-      crashAt: 23,
-      crash: { unsyncedBytes: 0 },
-      faults: [],
+      ...calm,
     },
   },
   {
@@ -83,9 +79,7 @@ export const EXAMPLES: readonly Example[] = [
         at(2, { kind: 'setLimit', peer: 0 }),
         at(0, { kind: 'setLimit', peer: 0 }),
       ],
-      crashAt: 21,
-      crash: { unsyncedBytes: 100_000 },
-      faults: [],
+      ...calm,
     },
   },
   {

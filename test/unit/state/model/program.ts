@@ -63,7 +63,12 @@ export interface ProgramShape {
   faults: boolean;
   /** At most this many steps. */
   maxSteps: number;
+  /** Each command waits for the one before to answer (a gap longer than any change). */
+  oneAtATime?: boolean;
 }
+
+/** Turns between commands that never overlap: longer than any change takes here. */
+export const ONE_AT_A_TIME = 60;
 
 /** Peers a command may name: a few, so that changes collide. */
 const PEER = fc.nat({ max: 3 });
@@ -94,7 +99,10 @@ function commandOf(kind: CommandKind): fc.Arbitrary<Command> {
 export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
   const command = fc.oneof(...shape.kinds.map(commandOf));
   // Mostly a few turns (changes overlap); sometimes long enough for the changes before to answer.
-  const gap = fc.oneof({ weight: 4, arbitrary: fc.nat({ max: 3 }) }, fc.constant(15));
+  const gap =
+    shape.oneAtATime === true
+      ? fc.constant(ONE_AT_A_TIME)
+      : fc.oneof({ weight: 4, arbitrary: fc.nat({ max: 3 }) }, fc.constant(15));
   const step = fc.record({ gap, command });
   const fault: fc.Arbitrary<DiskFault> = fc.record({
     at: fc.nat({ max: 24 }),
@@ -104,7 +112,7 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
   return fc.record({
     initialPeers: fc.integer({ min: 1, max: 3 }),
     steps: fc.array(step, { minLength: 1, maxLength: shape.maxSteps }),
-    crashAt: fc.nat({ max: 150 }),
+    crashAt: fc.nat({ max: shape.oneAtATime === true ? ONE_AT_A_TIME * shape.maxSteps : 150 }),
     crash: fc.record({ unsyncedBytes: fc.constantFrom(0, 0, 1, 40, 100_000) }),
     faults: shape.faults ? fc.array(fault, { maxLength: 2 }) : fc.constant([]),
   });
