@@ -27,7 +27,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { memoizeX25519 } from './model/daemon';
+import { StateWriteError } from '../../../src/peers';
 import { EXAMPLES } from './model/examples';
+import { History, type Restored } from './model/history';
 import { type CaseResult, runCase } from './model/run';
 import {
   ALL_KINDS,
@@ -129,5 +131,92 @@ describe(`state: a crash at any instant of concurrent changes, then a reboot (is
 
   it(`holds all of it at once: changes, usage checkpoints, removals behind the back, disk faults (${runsOf(2500)} cases)`, async () => {
     await holds({ kinds: ALL_KINDS, faults: true, maxSteps: 12 }, runsOf(2500), SEED + 3);
+  });
+});
+
+describe('state: the crash-model test’s checker, on literal histories (Knossos’s rule per field)', () => {
+  const KEY = 'k';
+  /** A call whose answer the test gives: settle(value) or settle(error, false). */
+  function deferred(): {
+    call: () => Promise<unknown>;
+    settle: (value: unknown, ok?: boolean) => Promise<void>;
+  } {
+    let resolve: (value: unknown) => void = () => undefined;
+    let reject: (error: unknown) => void = () => undefined;
+    const promise = new Promise<unknown>((yes, no) => {
+      resolve = yes;
+      reject = no;
+    });
+    return {
+      call: () => promise,
+      settle: async (value, ok = true) => {
+        if (ok) resolve(value);
+        else reject(value);
+        await new Promise((done) => setImmediate(done));
+      },
+    };
+  }
+
+  async function created(history: History): Promise<void> {
+    const create = deferred();
+    history.invoke('create', 'create', null, { exists: true, limit: null }, create.call);
+    await create.settle({ publicKey: KEY, ip: '10.8.0.2' });
+  }
+
+  function restoredWithLimit(limit: number | null): Restored {
+    const peer = {
+      allowedIps: ['10.8.0.2/32'],
+      limit,
+      quota: null,
+      plan: null,
+      usedBytes: null,
+      suspended: false,
+    };
+    return { peers: new Map([[KEY, peer]]), journal: new Map([[KEY, peer.allowedIps]]) };
+  }
+
+  it('refuses a value overwritten by a change invoked after it answered, and takes the later one', async () => {
+    const history = new History();
+    await created(history);
+    const first = deferred();
+    history.invoke('setLimit', 'setSpeedLimit 1000', KEY, { limit: 1000 }, first.call);
+    await first.settle(null);
+    const second = deferred();
+    history.invoke('setLimit', 'setSpeedLimit 2000', KEY, { limit: 2000 }, second.call);
+    await second.settle(null);
+    history.crash();
+    expect(history.check(restoredWithLimit(2000))).to.deep.equal([]);
+    expect(history.check(restoredWithLimit(1000))).to.have.length(1);
+    expect(history.check(restoredWithLimit(null))).to.have.length(1);
+  });
+
+  it('takes either value of two changes that overlapped, and of a change unanswered at the crash', async () => {
+    const history = new History();
+    await created(history);
+    const first = deferred();
+    const second = deferred();
+    history.invoke('setLimit', 'setSpeedLimit 1000', KEY, { limit: 1000 }, first.call);
+    history.invoke('setLimit', 'setSpeedLimit 2000', KEY, { limit: 2000 }, second.call);
+    await second.settle(null);
+    await first.settle(null);
+    const third = deferred();
+    history.invoke('setLimit', 'setSpeedLimit 3000', KEY, { limit: 3000 }, third.call);
+    history.crash();
+    await third.settle(null);
+    for (const limit of [1000, 2000, 3000]) {
+      expect(history.check(restoredWithLimit(limit)), String(limit)).to.deep.equal([]);
+    }
+    expect(history.check(restoredWithLimit(null))).to.have.length(1);
+  });
+
+  it('refuses the value of a change answered with an error', async () => {
+    const history = new History();
+    await created(history);
+    const failed = deferred();
+    history.invoke('setLimit', 'setSpeedLimit 1000', KEY, { limit: 1000 }, failed.call);
+    await failed.settle(new StateWriteError(new Error('EIO'), 'nothing was changed'), false);
+    history.crash();
+    expect(history.check(restoredWithLimit(null))).to.deep.equal([]);
+    expect(history.check(restoredWithLimit(1000))).to.have.length(1);
   });
 });

@@ -11,7 +11,7 @@
 import type { Daemon } from './daemon';
 import { PERIOD_START, reboot, seededRandom, start } from './daemon';
 import { ModelDisk, crashImage } from './disk';
-import { History, type Op, type Restored } from './history';
+import { History, type Op, type Restored, type RestoredPeer } from './history';
 import type { Command, Program } from './program';
 import { FakeKernel } from '../../support/fake-kernel';
 
@@ -31,14 +31,14 @@ export interface CaseResult {
 /** The rebooted kernel's peers, with their limits, caps and suspensions. */
 function readRestored(daemon: Daemon): Restored {
   const { kernel } = daemon;
-  const limits = kernel.limits.get('wg0') ?? new Map();
-  const caps = kernel.caps.get('wg0') ?? new Map();
-  const suspended = kernel.suspended.get('wg0') ?? new Map<string, string>();
-  const peers = new Map<string, Restored['peers'] extends Map<string, infer P> ? P : never>();
+  const limits = kernel.limits.get('wg0');
+  const caps = kernel.caps.get('wg0');
+  const suspended = kernel.suspended.get('wg0');
+  const peers = new Map<string, RestoredPeer>();
   for (const peer of kernel.peers()) {
     const ip = peer.allowedIps.find((p) => p.family === 4 && p.cidr === 32)?.address ?? null;
-    const limit = ip === null ? undefined : limits.get(ip);
-    const cap = ip === null ? undefined : caps.get(ip);
+    const limit = ip === null ? undefined : limits?.get(ip);
+    const cap = ip === null ? undefined : caps?.get(ip);
     const mine = cap !== undefined && cap.publicKey === peer.publicKey ? cap : undefined;
     peers.set(peer.publicKey, {
       allowedIps: peer.allowedIps.map((p) => `${p.address}/${p.cidr}`),
@@ -47,7 +47,7 @@ function readRestored(daemon: Daemon): Restored {
       quota: mine?.quotaBytes ?? null,
       plan: mine?.plan?.period ?? null,
       usedBytes: mine?.usedBytes ?? null,
-      suspended: ip !== null && suspended.get(ip) === peer.publicKey,
+      suspended: ip !== null && suspended?.get(ip) === peer.publicKey,
     });
   }
   const journal = new Map<string, string[]>();
