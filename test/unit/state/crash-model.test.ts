@@ -1,7 +1,9 @@
 /**
  * The crash-model test of issue 28 (Done when 1): random concurrent API changes on the real
  * PeerService over the fake kernel and an in-memory disk, a crash at a random instant, a reboot
- * (a new empty kernel, a new boot id, StateStore.open on what the crash left, restoreFromState),
+ * (a new empty kernel, a new boot id, StateStore.open on what the crash left, restoreFromState)
+ * or, for some cases, kill -9 and a restart in the same boot (the kernel as the crash left it;
+ * the issue: "Restart repairs, it does not forget"),
  * and then the rules of test/unit/state/model/history.ts: every change answered 2xx is present,
  * no deleted peer is back (a peer removed behind the daemon's back included, once a list read
  * after the removal answered: the issue has such a deletion recorded as a DELETE would), no two
@@ -12,7 +14,7 @@
  * per peer and per field, the "not certainly overwritten" rule); ALICE (Pillai et al., "All File
  * Systems Are Not Created Equal", OSDI '14) for the states a crash may leave. The crash states
  * and the disk faults are in ONE adapter, test/unit/state/model/disk.ts (`crashImage`,
- * `ModelDisk`): today a prefix of each file's unsynced bytes survives, and EIO/ENOSPC fail the
+ * `ModelDisk`): today a prefix of each file's unsynced bytes survives, and EIO/ENOSPC/EROFS fail the
  * n-th write, fdatasync or truncate of the journal. The ALICE states (unsynced data cut at any
  * byte, zero-filled holes in unsynced appended pages, renames not yet durable) and the double's
  * own fault injection plug in there.
@@ -76,11 +78,12 @@ async function holds(shape: ProgramShape, runs: number, seed: number): Promise<v
   }
 }
 
+/** The API's changes: no usage, nothing behind the daemon's back. */
 const changes: readonly CommandKind[] = ALL_KINDS.filter(
-  (kind) => kind !== 'removeBehindBack' && kind !== 'usage',
+  (kind) => kind !== 'removeBehindBack' && kind !== 'usage' && kind !== 'flushRuleset',
 );
 
-describe(`state: a crash at any instant of concurrent changes, then a reboot (issue 28; seed ${SEED})`, function () {
+describe(`state: a crash at any instant of concurrent changes, then a reboot or a restart (issue 28; seed ${SEED})`, function () {
   this.timeout(120_000);
   let forget: () => void = () => undefined;
   before(() => {
@@ -107,7 +110,13 @@ describe(`state: a crash at any instant of concurrent changes, then a reboot (is
     // The control: no change overlaps another, so the records are built from what was flushed
     // and still right. This one passes on the code before the fix too.
     await holds(
-      { kinds: [...changes, 'usage'], faults: false, maxSteps: 10, oneAtATime: true },
+      {
+        kinds: [...changes, 'usage'],
+        faults: false,
+        maxSteps: 10,
+        oneAtATime: true,
+        restarts: true,
+      },
       runsOf(500),
       SEED + 4,
     );
@@ -125,12 +134,24 @@ describe(`state: a crash at any instant of concurrent changes, then a reboot (is
     );
   });
 
-  it(`answers 507 for a change whose record a failing disk (EIO, ENOSPC) did not write, and keeps it absent (${runsOf(1000)} cases)`, async () => {
+  it(`answers 507 for a change whose record a failing disk (EIO, ENOSPC, EROFS) did not write, and keeps it absent (${runsOf(1000)} cases)`, async () => {
     await holds({ kinds: changes, faults: true, maxSteps: 8 }, runsOf(1000), SEED + 2);
   });
 
-  it(`holds all of it at once: changes, usage checkpoints, removals behind the back, disk faults (${runsOf(2500)} cases)`, async () => {
-    await holds({ kinds: ALL_KINDS, faults: true, maxSteps: 12 }, runsOf(2500), SEED + 3);
+  it(`puts back, at a restart in the same boot after kill -9, the caps and suspensions the kernel lost behind the daemon's back (nft flush ruleset) (${runsOf(800)} cases)`, async () => {
+    await holds(
+      { kinds: [...changes, 'usage', 'flushRuleset'], faults: false, maxSteps: 8, restarts: true },
+      runsOf(800),
+      SEED + 5,
+    );
+  });
+
+  it(`holds all of it at once: changes, usage checkpoints, removals behind the back, nft flushes, disk faults, reboots and restarts (${runsOf(2500)} cases)`, async () => {
+    await holds(
+      { kinds: ALL_KINDS, faults: true, maxSteps: 12, restarts: true },
+      runsOf(2500),
+      SEED + 3,
+    );
   });
 });
 

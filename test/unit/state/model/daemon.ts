@@ -3,7 +3,8 @@
  * test/unit/state/durable.test.ts does): StateStore, restoreFromState at start, PeerService over
  * the fake kernel, UsageCheckpoints riding on the list's reads and sharing the usage fence. A
  * start is a boot id and a kernel: `start` on a disk (the first boot, kernel and disk as given),
- * `reboot` on the image a crash left (a NEW empty fake kernel, a new boot id). No timers run:
+ * `reboot` on the image a crash left (a NEW empty fake kernel, a new boot id), `restart` on the
+ * image kill -9 left and the kernel as it was then (the same boot id). No timers run:
  * the billing-period clock never fires and a checkpoint's wait for the list is one turn of the
  * event loop, so a case's time is its turns, not the wall clock's.
  */
@@ -122,6 +123,27 @@ export async function start(
     sleep: turn,
   });
   return { kernel, store, service, checkpoints, events, restored };
+}
+
+/** The boot every case starts in. */
+export const FIRST_BOOT = 'boot-1';
+
+/**
+ * The kernel as it is now, as a second fake (same interface, same ifindex): what a daemon
+ * restarted after kill -9 finds, while the old one's calls in flight go on in the original.
+ */
+export function frozenKernel(kernel: FakeKernel): FakeKernel {
+  const copy = FakeKernel.withInterface();
+  copy.devices.get(IFNAME)!.peers = structuredClone(kernel.devices.get(IFNAME)!.peers);
+  for (const [name, limits] of kernel.limits) copy.limits.set(name, structuredClone(limits));
+  for (const [name, caps] of kernel.caps) copy.caps.set(name, structuredClone(caps));
+  for (const [name, held] of kernel.suspended) copy.suspended.set(name, structuredClone(held));
+  return copy;
+}
+
+/** A restart in the same boot after kill -9: the kernel as the crash left it, the same boot id. */
+export function restart(image: StateFs, kernel: FakeKernel, random: RandomSource): Promise<Daemon> {
+  return start(image, kernel, FIRST_BOOT, random);
 }
 
 /** A reboot after a crash: a new empty kernel with the interface (as the unit recreates it), a new boot. */

@@ -1,7 +1,7 @@
 /**
  * The crash-model test's disk (test/unit/state/crash-model.test.ts): a StateFs over MemoryFs
  * (test/support/memory-fs.ts) that lets a crash land between any two file-system calls, fails
- * chosen calls with EIO or ENOSPC, and gives the image a reboot finds. Contract:
+ * chosen calls with EIO, ENOSPC or EROFS, and gives the image a reboot finds. Contract:
  * - Every call waits one turn of the event loop before it acts, as a system call on the thread
  *   pool would, so a crash taken at a turn can fall between a journal's write and its fdatasync.
  * - Faults are numbered over the calls a running daemon makes on its open journal (write, sync,
@@ -21,6 +21,11 @@ import { MemoryFs } from '../../../support/memory-fs';
 /** What a crash keeps of the bytes written but not yet synced (per file). */
 export interface CrashChoice {
   unsyncedBytes: number;
+  /**
+   * Not a power cut but kill -9 and a restart in the same boot: the page cache outlives the
+   * process, so every byte written is there, synced or not (and the kernel keeps its state).
+   */
+  restart?: boolean;
 }
 
 export type FaultCall = 'write' | 'sync' | 'truncate';
@@ -28,7 +33,8 @@ export type FaultCall = 'write' | 'sync' | 'truncate';
 export interface DiskFault {
   /** Index, from arm(), of the journal call that fails. */
   at: number;
-  code: 'EIO' | 'ENOSPC';
+  /** For a write; a failed sync or truncate is EIO. */
+  code: 'EIO' | 'ENOSPC' | 'EROFS';
   /** For a write: the fraction of its bytes that reach the file before it fails (0 to 1). */
   written: number;
 }
@@ -46,7 +52,7 @@ const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve)
  * ALICE states of the richer MemoryFs here.
  */
 export function crashImage(disk: MemoryFs, choice: CrashChoice): MemoryFs {
-  return disk.crashed(choice.unsyncedBytes);
+  return disk.crashed(choice.restart === true ? Number.POSITIVE_INFINITY : choice.unsyncedBytes);
 }
 
 export class ModelDisk implements StateFs {

@@ -152,4 +152,19 @@ export const EXAMPLES: readonly Example[] = [
       ],
     },
   },
+  {
+    title:
+      'a restart in the same boot puts back the cap and the suspension an nft flush took from the kernel (it does not forget them)',
+    program: {
+      initialPeers: 1,
+      steps: [
+        at(0, { kind: 'setCap', peer: 0, period: null }),
+        at(15, { kind: 'suspend', peer: 0, suspended: true }),
+        at(15, { kind: 'flushRuleset' }),
+      ],
+      crashAt: 10_000,
+      crash: { unsyncedBytes: 0, restart: true },
+      faults: [],
+    },
+  },
 ];

@@ -141,8 +141,12 @@ export class History {
     return this.ops.every((op) => op.outcome !== null);
   }
 
-  crash(): void {
+  /** What the daemon did after the crash, as the trace and the violations say it. */
+  after = 'the reboot';
+
+  crash(restart = false): void {
     this.crashedAt = this.tick();
+    if (restart) this.after = 'the restart';
   }
 
   /** When the operation's answer reached its caller; Infinity: not before the crash. */
@@ -183,7 +187,7 @@ export class History {
     if (restored !== null) {
       for (const [key, peer] of restored.peers) {
         lines.push(
-          `  after the reboot: ${this.name(key)} ${peer.allowedIps.join(',')} limit ${peer.limit} ` +
+          `  after ${this.after}: ${this.name(key)} ${peer.allowedIps.join(',')} limit ${peer.limit} ` +
             `cap ${peer.quota}${peer.plan ? `/${peer.plan}` : ''} used ${peer.usedBytes} ` +
             `suspended ${peer.suspended}`,
         );
@@ -235,7 +239,7 @@ export class History {
     const exists = this.candidates(key, 'exists');
     if (!exists.has(peer !== undefined)) {
       violations.push(
-        `${name} is ${peer ? 'present' : 'absent'} after the reboot; it may only be ${exists.has(true) ? 'present' : 'absent'}`,
+        `${name} is ${peer ? 'present' : 'absent'} after ${this.after}; it may only be ${exists.has(true) ? 'present' : 'absent'}`,
       );
     }
     if (peer === undefined) return;
@@ -250,7 +254,7 @@ export class History {
       const values = this.candidates(key, field);
       if (!values.has(found[field])) {
         violations.push(
-          `${name}'s ${field} is ${String(found[field])} after the reboot; it may only be ${show(values)}`,
+          `${name}'s ${field} is ${String(found[field])} after ${this.after}; it may only be ${show(values)}`,
         );
       }
     }
@@ -288,7 +292,7 @@ export class History {
       }
       if (peer.usedBytes > bound) {
         violations.push(
-          `${name}'s cap shows ${peer.usedBytes} bytes used after the reboot; the kernel counted ${bound} ${since}`,
+          `${name}'s cap shows ${peer.usedBytes} bytes used after ${this.after}; the kernel counted ${bound} ${since}`,
         );
       }
     }
@@ -308,7 +312,7 @@ export class History {
       if (!answeredIp.has(key)) strangers++;
       else if (!peer.allowedIps.includes(answeredIp.get(key)!)) {
         violations.push(
-          `${name} has ${peer.allowedIps.join(',') || 'no address'} after the reboot, not ${answeredIp.get(key)} as its create answered`,
+          `${name} has ${peer.allowedIps.join(',') || 'no address'} after ${this.after}, not ${answeredIp.get(key)} as its create answered`,
         );
       }
       for (const ip of peer.allowedIps) {
@@ -323,7 +327,7 @@ export class History {
         const other = holders.get(ip);
         if (other !== undefined) {
           violations.push(
-            `${other} and ${this.name(key)} share ${ip} in the journal after the reboot`,
+            `${other} and ${this.name(key)} share ${ip} in the journal after ${this.after}`,
           );
         }
         holders.set(ip, this.name(key));
@@ -334,7 +338,7 @@ export class History {
     ).length;
     if (strangers > unanswered) {
       violations.push(
-        `${strangers} peers after the reboot that no create answered, and only ${unanswered} creates were in flight at the crash`,
+        `${strangers} peers after ${this.after} that no create answered, and only ${unanswered} creates were in flight at the crash`,
       );
     }
   }

@@ -24,7 +24,9 @@ export type Command =
   /** The kernel counts bytes on the peer's cap (if it has one), then a usage checkpoint runs. */
   | { kind: 'usage'; peer: number; bytes: number }
   /** `wg set wg0 peer K remove` behind the daemon's back, then a list read. */
-  | { kind: 'removeBehindBack'; peer: number };
+  | { kind: 'removeBehindBack'; peer: number }
+  /** `systemctl reload nftables` (`flush ruleset`): every cap and suspension gone from the kernel. */
+  | { kind: 'flushRuleset' };
 
 export type CommandKind = Command['kind'];
 
@@ -39,6 +41,7 @@ export const ALL_KINDS: readonly CommandKind[] = [
   'suspend',
   'usage',
   'removeBehindBack',
+  'flushRuleset',
 ];
 
 export interface Step {
@@ -63,6 +66,8 @@ export interface ProgramShape {
   faults: boolean;
   /** At most this many steps. */
   maxSteps: number;
+  /** Some crashes are kill -9 and a restart in the same boot (the kernel keeps its state). */
+  restarts?: boolean;
   /** Each command waits for the one before to answer (a gap longer than any change). */
   oneAtATime?: boolean;
 }
@@ -76,6 +81,7 @@ const PEER = fc.nat({ max: 3 });
 function commandOf(kind: CommandKind): fc.Arbitrary<Command> {
   switch (kind) {
     case 'create':
+    case 'flushRuleset':
       return fc.constant({ kind });
     case 'setCap':
       return fc.record({
@@ -106,14 +112,17 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
   const step = fc.record({ gap, command });
   const fault: fc.Arbitrary<DiskFault> = fc.record({
     at: fc.nat({ max: 24 }),
-    code: fc.constantFrom<DiskFault['code']>('EIO', 'ENOSPC'),
+    code: fc.constantFrom<DiskFault['code']>('EIO', 'ENOSPC', 'EROFS'),
     written: fc.constantFrom(0, 0.5, 1),
   });
   return fc.record({
     initialPeers: fc.integer({ min: 1, max: 3 }),
     steps: fc.array(step, { minLength: 1, maxLength: shape.maxSteps }),
     crashAt: fc.nat({ max: shape.oneAtATime === true ? ONE_AT_A_TIME * shape.maxSteps : 150 }),
-    crash: fc.record({ unsyncedBytes: fc.constantFrom(0, 0, 1, 40, 100_000) }),
+    crash: fc.record({
+      unsyncedBytes: fc.constantFrom(0, 0, 1, 40, 100_000),
+      restart: shape.restarts === true ? fc.boolean() : fc.constant(false),
+    }),
     faults: shape.faults ? fc.array(fault, { maxLength: 2 }) : fc.constant([]),
   });
 }

@@ -4,12 +4,20 @@
  *
  * The case's time is turns of the event loop (one setImmediate each; every fake kernel call and
  * every disk call takes one): steps are invoked after their gaps, several in flight at once; at
- * the crash turn the disk's crash image is taken (./disk.ts `crashImage`) and nothing more is
- * invoked; the old daemon then runs to its end on its own disk (only to learn the keys of creates
- * that were in flight, which the image does not see); then a reboot on the image, and the check.
+ * the crash turn the disk's crash image is taken (./disk.ts `crashImage`), and for a restart the
+ * kernel's state too (./daemon.ts `frozenKernel`), and nothing more is invoked; the old daemon then runs to its end on its own disk (only to learn the keys of creates
+ * that were in flight, which the image does not see); then a reboot (or a restart) on the image, and the check.
  */
 import type { Daemon } from './daemon';
-import { PERIOD_START, reboot, seededRandom, start } from './daemon';
+import {
+  FIRST_BOOT,
+  PERIOD_START,
+  frozenKernel,
+  reboot,
+  restart,
+  seededRandom,
+  start,
+} from './daemon';
 import { ModelDisk, crashImage } from './disk';
 import { History, type Op, type Restored, type RestoredPeer } from './history';
 import type { Command, Program } from './program';
@@ -66,6 +74,13 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
   const { service, kernel } = daemon;
   if (command.kind === 'create') {
     return history.invoke('create', 'create', null, createWrites, () => service.createPeer());
+  }
+  if (command.kind === 'flushRuleset') {
+    // `systemctl reload nftables`: the ruleset starts with `flush ruleset`, taking the daemon's
+    // table (every cap and suspension) with it; tc (limits) and WireGuard keep theirs.
+    kernel.loseAllCaps();
+    kernel.suspended.get('wg0')?.clear();
+    return history.invoke('flushRuleset', 'nft flush ruleset', null, {}, () => Promise.resolve());
   }
   const known = history.known();
   if (known.length === 0) return null;
@@ -165,7 +180,7 @@ export async function runCase(program: Program): Promise<CaseResult> {
   const disk = new ModelDisk();
   // The same keys in every run of a program: a shrunk case replays exactly.
   const random = seededRandom(1);
-  const daemon = await start(disk, FakeKernel.withInterface(), 'boot-1', random);
+  const daemon = await start(disk, FakeKernel.withInterface(), FIRST_BOOT, random);
   for (let i = 0; i < program.initialPeers; i++) {
     history.invoke('create', 'create', null, createWrites, () => daemon.service.createPeer());
     if (!(await untilSettled(history, () => undefined))) throw new Error('a create hangs');
@@ -174,11 +189,14 @@ export async function runCase(program: Program): Promise<CaseResult> {
 
   let turns = 0;
   let image: ReturnType<typeof crashImage> | null = null;
+  let kernelAfter: FakeKernel | null = null;
+  const crash = (): void => {
+    image = crashImage(disk.memory, program.crash);
+    if (program.crash.restart === true) kernelAfter = frozenKernel(daemon.kernel);
+    history.crash(program.crash.restart === true);
+  };
   const onTurn = (): void => {
-    if (image === null && turns === program.crashAt) {
-      image = crashImage(disk.memory, program.crash);
-      history.crash();
-    }
+    if (image === null && turns === program.crashAt) crash();
     turns++;
   };
   for (const step of program.steps) {
@@ -192,18 +210,18 @@ export async function runCase(program: Program): Promise<CaseResult> {
   const violations: string[] = [];
   if (!(await untilSettled(history, onTurn)))
     violations.push('the daemon hangs: a change never answers');
-  if (image === null) {
-    image = crashImage(disk.memory, program.crash);
-    history.crash();
-  }
+  if (image === null) crash();
 
   let restored: Restored | null = null;
   try {
-    const after = await reboot(image, random);
+    const after =
+      kernelAfter === null
+        ? await reboot(image!, random)
+        : await restart(image!, kernelAfter, random);
     restored = readRestored(after);
     await after.store.close();
   } catch (error) {
-    violations.push(`the reboot refused to start: ${String(error)}`);
+    violations.push(`${history.after} refused to start: ${String(error)}`);
   }
   if (restored !== null) violations.push(...history.check(restored));
   return { history, restored, violations, faults: disk.fired };
