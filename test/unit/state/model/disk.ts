@@ -1,0 +1,139 @@
+/**
+ * The crash-model test's disk (test/unit/state/crash-model.test.ts): a StateFs over MemoryFs
+ * (test/support/memory-fs.ts) that lets a crash land between any two file-system calls, fails
+ * chosen calls with EIO, ENOSPC or EROFS, and gives the image a reboot finds. Contract:
+ * - Every call waits one turn of the event loop before it acts, as a system call on the thread
+ *   pool would, so a crash taken at a turn can fall between a journal's write and its fdatasync.
+ * - Faults are numbered over the calls a running daemon makes on its open journal (write, sync,
+ *   truncate), counted from `arm()`: the n-th such call fails as its `DiskFault` says (a write
+ *   that fails may have written a prefix first, as write(2) does; a failed sync syncs nothing; a
+ *   failed truncate cuts nothing).
+ * - `crashImage` is the one place that decides what survives a crash. Today it asks MemoryFs's
+ *   `crashed(unsyncedBytes)`: every file as last synced plus a prefix of what was written after.
+ *   The ALICE crash states (unsynced bytes cut at any byte, zero-filled holes in unsynced appended
+ *   pages, renames not yet durable) and the double's own fault injection plug in HERE: widen
+ *   `CrashChoice` and `DiskFault`, and map them onto the richer MemoryFs in these two functions;
+ *   the test and its checker do not change.
+ */
+import type { AppendFile, StateFs } from '../../../../src/state/files';
+import { MemoryFs } from '../../../support/memory-fs';
+
+/** What a crash keeps of the bytes written but not yet synced (per file). */
+export interface CrashChoice {
+  unsyncedBytes: number;
+  /**
+   * Not a power cut but kill -9 and a restart in the same boot: the page cache outlives the
+   * process, so every byte written is there, synced or not (and the kernel keeps its state).
+   */
+  restart?: boolean;
+}
+
+export type FaultCall = 'write' | 'sync' | 'truncate';
+
+export interface DiskFault {
+  /** Index, from arm(), of the journal call that fails. */
+  at: number;
+  /** For a write; a failed sync or truncate is EIO. */
+  code: 'EIO' | 'ENOSPC' | 'EROFS';
+  /** For a write: the fraction of its bytes that reach the file before it fails (0 to 1). */
+  written: number;
+}
+
+function errno(code: string, message: string): NodeJS.ErrnoException {
+  const error: NodeJS.ErrnoException = new Error(`${code}: ${message}`);
+  error.code = code;
+  return error;
+}
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * The image a reboot finds after a crash of `disk` now. THE crash adapter: switch it to the
+ * ALICE states of the richer MemoryFs here.
+ */
+export function crashImage(disk: MemoryFs, choice: CrashChoice): MemoryFs {
+  return disk.crashed(choice.restart === true ? Number.POSITIVE_INFINITY : choice.unsyncedBytes);
+}
+
+export class ModelDisk implements StateFs {
+  readonly memory: MemoryFs;
+  /** Journal calls since arm(); null: faults not armed (start-up, restore). */
+  private calls: number | null = null;
+  private faults: readonly DiskFault[] = [];
+  /** Faults that fired: the call, its kind and errno, for the trace. */
+  readonly fired: string[] = [];
+
+  constructor(memory = new MemoryFs()) {
+    this.memory = memory;
+  }
+
+  /** From now on, the journal calls count, and the listed ones fail. */
+  arm(faults: readonly DiskFault[]): void {
+    this.calls = 0;
+    this.faults = faults;
+  }
+
+  /** The fault for the next journal call of this kind, if one is due. */
+  private fault(kind: FaultCall): DiskFault | undefined {
+    if (this.calls === null) return undefined;
+    const index = this.calls++;
+    const fault = this.faults.find((f) => f.at === index);
+    if (fault === undefined) return undefined;
+    const code = kind === 'write' ? fault.code : 'EIO';
+    this.fired.push(`${kind} #${index}: ${code}`);
+    return { ...fault, code };
+  }
+
+  async mode(file: string): Promise<number | null> {
+    await turn();
+    return this.memory.mode(file);
+  }
+
+  async mkdir(dir: string, mode: number): Promise<void> {
+    await turn();
+    return this.memory.mkdir(dir, mode);
+  }
+
+  async read(file: string): Promise<Buffer | null> {
+    await turn();
+    return this.memory.read(file);
+  }
+
+  async replace(file: string, data: Buffer, mode: number): Promise<void> {
+    await turn();
+    return this.memory.replace(file, data, mode);
+  }
+
+  async keep(from: string, to: string): Promise<void> {
+    await turn();
+    return this.memory.keep(from, to);
+  }
+
+  async openAppend(file: string, mode: number): Promise<{ file: AppendFile; size: number }> {
+    await turn();
+    const opened = await this.memory.openAppend(file, mode);
+    const inner = opened.file;
+    const handle: AppendFile = {
+      write: async (data) => {
+        await turn();
+        const fault = this.fault('write');
+        if (fault === undefined) return inner.write(data);
+        const prefix = Math.floor(data.length * fault.written);
+        if (prefix > 0) await inner.write(data.subarray(0, prefix));
+        throw errno(fault.code, `writing ${file}`);
+      },
+      sync: async () => {
+        await turn();
+        if (this.fault('sync') !== undefined) throw errno('EIO', `fdatasync ${file}`);
+        return inner.sync();
+      },
+      truncate: async (length) => {
+        await turn();
+        if (this.fault('truncate') !== undefined) throw errno('EIO', `ftruncate ${file}`);
+        return inner.truncate(length);
+      },
+      close: () => inner.close(),
+    };
+    return { file: handle, size: opened.size };
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * Runs one program of the crash-model test (./program.ts) against the real daemon (./daemon.ts)
+ * and returns its history, the state after the reboot, and the rules it broke (./history.ts).
+ *
+ * The case's time is turns of the event loop (one setImmediate each; every fake kernel call and
+ * every disk call takes one): steps are invoked after their gaps, several in flight at once; at
+ * the crash turn the disk's crash image is taken (./disk.ts `crashImage`), and for a restart the
+ * kernel's state too (./daemon.ts `frozenKernel`), and nothing more is invoked; the old daemon then runs to its end on its own disk (only to learn the keys of creates
+ * that were in flight, which the image does not see); then a reboot (or a restart) on the image, and the check.
+ */
+import type { Daemon } from './daemon';
+import {
+  FIRST_BOOT,
+  PERIOD_START,
+  frozenKernel,
+  reboot,
+  restart,
+  seededRandom,
+  start,
+} from './daemon';
+import { ModelDisk, crashImage } from './disk';
+import { History, type Op, type Restored, type RestoredPeer } from './history';
+import type { Command, Program } from './program';
+import { FakeKernel } from '../../support/fake-kernel';
+
+/** A case that has not settled after this many turns hangs. */
+const MAX_TURNS = 20_000;
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+export interface CaseResult {
+  history: History;
+  restored: Restored | null;
+  violations: string[];
+  /** The disk faults that fired, for the trace. */
+  faults: string[];
+}
+
+/** The rebooted kernel's peers, with their limits, caps and suspensions. */
+function readRestored(daemon: Daemon): Restored {
+  const { kernel } = daemon;
+  const limits = kernel.limits.get('wg0');
+  const caps = kernel.caps.get('wg0');
+  const suspended = kernel.suspended.get('wg0');
+  const peers = new Map<string, RestoredPeer>();
+  for (const peer of kernel.peers()) {
+    const ip = peer.allowedIps.find((p) => p.family === 4 && p.cidr === 32)?.address ?? null;
+    const limit = ip === null ? undefined : limits?.get(ip);
+    const cap = ip === null ? undefined : caps?.get(ip);
+    const mine = cap !== undefined && cap.publicKey === peer.publicKey ? cap : undefined;
+    peers.set(peer.publicKey, {
+      allowedIps: peer.allowedIps.map((p) => `${p.address}/${p.cidr}`),
+      limit:
+        limit !== undefined && limit.publicKey === peer.publicKey ? limit.bytesPerSecond : null,
+      quota: mine?.quotaBytes ?? null,
+      plan: mine?.plan?.period ?? null,
+      usedBytes: mine?.usedBytes ?? null,
+      suspended: ip !== null && suspended?.get(ip) === peer.publicKey,
+    });
+  }
+  const journal = new Map<string, string[]>();
+  for (const [key, peer] of daemon.store.state.peers) journal.set(key, [...peer.allowedIps]);
+  return { peers, journal };
+}
+
+/** The address a fake kernel gives a peer now, or null. */
+function addressOf(kernel: FakeKernel, key: string): string | null {
+  const peer = kernel.peers().find((p) => p.publicKey === key);
+  return peer?.allowedIps.find((p) => p.family === 4 && p.cidr === 32)?.address ?? null;
+}
+
+/** Invokes one command on the running daemon, recorded in the history; null when it names no peer yet. */
+function invoke(history: History, daemon: Daemon, command: Command): Op | null {
+  const { service, kernel } = daemon;
+  if (command.kind === 'create') {
+    return history.invoke('create', 'create', null, createWrites, () => service.createPeer());
+  }
+  if (command.kind === 'flushRuleset') {
+    // `systemctl reload nftables`: the ruleset starts with `flush ruleset`, taking the daemon's
+    // table (every cap and suspension) with it; tc (limits) and WireGuard keep theirs.
+    kernel.loseAllCaps();
+    kernel.suspended.get('wg0')?.clear();
+    return history.invoke('flushRuleset', 'nft flush ruleset', null, {}, () => Promise.resolve());
+  }
+  const known = history.known();
+  if (known.length === 0) return null;
+  const key = known[command.peer % known.length];
+  const id = history.ops.length;
+  switch (command.kind) {
+    case 'delete':
+      return history.invoke('delete', 'delete', key, { exists: false }, () =>
+        service.deletePeer(key),
+      );
+    case 'setLimit': {
+      const bps = 10_000 + id;
+      return history.invoke('setLimit', `setSpeedLimit ${bps}`, key, { limit: bps }, () =>
+        service.setSpeedLimit(key, bps),
+      );
+    }
+    case 'removeLimit':
+      return history.invoke('removeLimit', 'removeSpeedLimit', key, { limit: null }, () =>
+        service.removeSpeedLimit(key),
+      );
+    case 'setCap': {
+      const quotaBytes = 1_000_000 + id;
+      const { period } = command;
+      if (period === null) {
+        return history.invoke(
+          'setCap',
+          `setDataCap ${quotaBytes}`,
+          key,
+          { quota: quotaBytes },
+          () => service.setDataCap(key, quotaBytes),
+        );
+      }
+      return history.invoke(
+        'setCap',
+        `setDataCap ${quotaBytes} ${period}`,
+        key,
+        { quota: quotaBytes, plan: period },
+        () => service.setDataCap(key, { quotaBytes, period, periodStart: PERIOD_START }),
+      );
+    }
+    case 'removeCap':
+      return history.invoke('removeCap', 'removeDataCap', key, { quota: null, plan: null }, () =>
+        service.removeDataCap(key),
+      );
+    case 'resetCap':
+      return history.invoke('resetCap', 'resetDataCap', key, {}, () => service.resetDataCap(key));
+    case 'suspend':
+      return history.invoke(
+        'suspend',
+        `setSuspension ${command.suspended}`,
+        key,
+        { suspended: command.suspended },
+        () => service.setSuspension(key, command.suspended),
+      );
+    case 'usage': {
+      const ip = addressOf(kernel, key);
+      const cap = ip === null ? undefined : kernel.caps.get('wg0')?.get(ip);
+      const counted = cap !== undefined && cap.publicKey === key ? command.bytes : 0;
+      if (counted > 0) kernel.setUsed(ip!, cap!.usedBytes + counted);
+      const op = history.invoke('usage', `usage +${command.bytes}, checkpoint`, key, {}, () =>
+        daemon.checkpoints.checkpoint(),
+      );
+      op.counted = counted;
+      return op;
+    }
+    case 'removeBehindBack': {
+      const device = kernel.devices.get('wg0')!;
+      device.peers = device.peers.filter((p) => p.publicKey !== key);
+      const removal = history.invoke(
+        'removeBehindBack',
+        'wg set wg0 peer … remove',
+        key,
+        {
+          exists: false,
+        },
+        () => Promise.resolve(),
+      );
+      removal.toldBy = history.invoke('list', 'list', null, {}, () => service.snapshot());
+      return removal;
+    }
+  }
+}
+
+const createWrites = { exists: true, limit: null, quota: null, plan: null, suspended: false };
+
+async function untilSettled(history: History, onTurn: () => void): Promise<boolean> {
+  for (let turns = 0; turns < MAX_TURNS; turns++) {
+    if (history.settled()) return true;
+    await turn();
+    onTurn();
+  }
+  return history.settled();
+}
+
+export async function runCase(program: Program): Promise<CaseResult> {
+  const history = new History();
+  const disk = new ModelDisk();
+  // The same keys in every run of a program: a shrunk case replays exactly.
+  const random = seededRandom(1);
+  const daemon = await start(disk, FakeKernel.withInterface(), FIRST_BOOT, random);
+  for (let i = 0; i < program.initialPeers; i++) {
+    history.invoke('create', 'create', null, createWrites, () => daemon.service.createPeer());
+    if (!(await untilSettled(history, () => undefined))) throw new Error('a create hangs');
+  }
+  disk.arm(program.faults);
+
+  let turns = 0;
+  let image: ReturnType<typeof crashImage> | null = null;
+  let kernelAfter: FakeKernel | null = null;
+  const crash = (): void => {
+    image = crashImage(disk.memory, program.crash);
+    if (program.crash.restart === true) kernelAfter = frozenKernel(daemon.kernel);
+    history.crash(program.crash.restart === true);
+  };
+  const onTurn = (): void => {
+    if (image === null && turns === program.crashAt) crash();
+    turns++;
+  };
+  for (const step of program.steps) {
+    for (let i = 0; i < step.gap; i++) {
+      await turn();
+      onTurn();
+    }
+    if (image !== null) break;
+    invoke(history, daemon, step.command);
+  }
+  const violations: string[] = [];
+  if (!(await untilSettled(history, onTurn)))
+    violations.push('the daemon hangs: a change never answers');
+  if (image === null) crash();
+
+  let restored: Restored | null = null;
+  try {
+    const after =
+      kernelAfter === null
+        ? await reboot(image!, random)
+        : await restart(image!, kernelAfter, random);
+    restored = readRestored(after);
+    await after.store.close();
+  } catch (error) {
+    violations.push(`${history.after} refused to start: ${String(error)}`);
+  }
+  if (restored !== null) violations.push(...history.check(restored));
+  return { history, restored, violations, faults: disk.fired };
+}
