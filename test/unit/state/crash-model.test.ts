@@ -3,7 +3,8 @@
  * PeerService over the fake kernel and an in-memory disk, a crash at a random instant, a reboot
  * (a new empty kernel, a new boot id, StateStore.open on what the crash left, restoreFromState)
  * or, for some cases, kill -9 and a restart in the same boot (the kernel as the crash left it;
- * the issue: "Restart repairs, it does not forget"),
+ * the issue: "Restart repairs, it does not forget"); some programs crash up to three times,
+ * each round on the daemon the last restore left,
  * and then the rules of test/unit/state/model/history.ts: every change answered 2xx is present,
  * no deleted peer is back (a peer removed behind the daemon's back included, once a list read
  * after the removal answered: the issue has such a deletion recorded as a DELETE would), no two
@@ -52,6 +53,9 @@ function runsOf(defaultRuns: number): number {
 function report(result: CaseResult): string {
   if (result.violations.length === 0) return '';
   return [
+    ...(result.round === undefined
+      ? []
+      : [`in ${result.round}, from what the restore before showed:`]),
     ...result.violations,
     ...(result.faults.length > 0 ? [`disk faults: ${result.faults.join('; ')}`] : []),
     'history (@: instants of one counter over the case):',
@@ -146,9 +150,17 @@ describe(`state: a crash at any instant of concurrent changes, then a reboot or 
     );
   });
 
-  it(`holds all of it at once: changes, usage checkpoints, removals behind the back, nft flushes, disk faults, reboots and restarts (${runsOf(2500)} cases)`, async () => {
+  it(`keeps them across a second crash, made on the daemon the first restore left (${runsOf(800)} cases)`, async () => {
     await holds(
-      { kinds: ALL_KINDS, faults: true, maxSteps: 12, restarts: true },
+      { kinds: [...changes, 'usage'], faults: false, maxSteps: 8, restarts: true, moreRounds: 1 },
+      runsOf(800),
+      SEED + 6,
+    );
+  });
+
+  it(`holds all of it at once: changes, usage checkpoints, removals behind the back, nft flushes, disk faults, reboots and restarts, up to three crashes (${runsOf(2500)} cases)`, async () => {
+    await holds(
+      { kinds: ALL_KINDS, faults: true, maxSteps: 12, restarts: true, moreRounds: 2 },
       runsOf(2500),
       SEED + 3,
     );
