@@ -142,11 +142,16 @@ export function frozenKernel(kernel: FakeKernel): FakeKernel {
 }
 
 /** A restart in the same boot after kill -9: the kernel as the crash left it, the same boot id. */
-export function restart(image: StateFs, kernel: FakeKernel, random: RandomSource): Promise<Daemon> {
-  return start(image, kernel, FIRST_BOOT, random);
+export function restart(
+  image: StateFs,
+  kernel: FakeKernel,
+  bootId: string,
+  random: RandomSource,
+): Promise<Daemon> {
+  return start(image, kernel, bootId, random);
 }
 
 /** A reboot after a crash: a new empty kernel with the interface (as the unit recreates it), a new boot. */
-export function reboot(image: StateFs, random: RandomSource): Promise<Daemon> {
-  return start(image, FakeKernel.withInterface(), 'boot-after-crash', random);
+export function reboot(image: StateFs, bootId: string, random: RandomSource): Promise<Daemon> {
+  return start(image, FakeKernel.withInterface(), bootId, random);
 }

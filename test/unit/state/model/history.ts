@@ -87,6 +87,37 @@ export class History {
   crashedAt: number | null = null;
   private readonly names = new Map<string, string>();
 
+  /**
+   * A history that starts where a restore left the peers: each as if created with the values it
+   * showed and answered, its counted bytes as counted before (the next round of a program).
+   */
+  static from(restored: Restored): History {
+    const history = new History();
+    for (const [key, peer] of restored.peers) {
+      const at = history.tick();
+      const ip = peer.allowedIps.find((cidr) => cidr.endsWith('/32'))?.split('/')[0] ?? null;
+      const writes = {
+        exists: true,
+        limit: peer.limit,
+        quota: peer.quota,
+        plan: peer.plan,
+        suspended: peer.suspended,
+      };
+      history.ops.push({
+        id: history.ops.length,
+        kind: 'create',
+        text: `restored → ${history.name(key)} ${ip}`,
+        key,
+        invokedAt: at,
+        answeredAt: at,
+        outcome: { ok: true, value: { publicKey: key, ip } },
+        writes,
+        ...(peer.usedBytes === null ? {} : { counted: peer.usedBytes }),
+      });
+    }
+    return history;
+  }
+
   tick(): number {
     return this.clock++;
   }
@@ -278,7 +309,7 @@ export class History {
     if (peer.usedBytes !== null) {
       const counted = (after: number): number =>
         this.ops
-          .filter((op) => op.key === key && op.kind === 'usage' && op.invokedAt > after)
+          .filter((op) => op.key === key && op.counted !== undefined && op.invokedAt > after)
           .reduce((sum, op) => sum + (op.counted ?? 0), 0);
       let bound = counted(-1);
       let since = 'ever';

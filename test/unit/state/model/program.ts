@@ -50,14 +50,20 @@ export interface Step {
   command: Command;
 }
 
-export interface Program {
-  /** Peers created one after the other, each answered, before the steps. */
-  initialPeers: number;
+/** What runs between two crashes: steps, then the crash. */
+export interface RoundProgram {
   steps: Step[];
   /** The turn, counted from the first step's, at which the crash happens (past the end: at the end). */
   crashAt: number;
   crash: CrashChoice;
   faults: DiskFault[];
+}
+
+export interface Program extends RoundProgram {
+  /** Peers created one after the other, each answered, before the steps. */
+  initialPeers: number;
+  /** Rounds after the first, each on the daemon the crash before restored. */
+  rounds?: RoundProgram[];
 }
 
 export interface ProgramShape {
@@ -66,6 +72,8 @@ export interface ProgramShape {
   faults: boolean;
   /** At most this many steps. */
   maxSteps: number;
+  /** Up to this many more rounds (crashes) after the first; 0 or absent: one crash. */
+  moreRounds?: number;
   /** Some crashes are kill -9 and a restart in the same boot (the kernel keeps its state). */
   restarts?: boolean;
   /** Each command waits for the one before to answer (a gap longer than any change). */
@@ -115,8 +123,7 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
     code: fc.constantFrom<DiskFault['code']>('EIO', 'ENOSPC', 'EROFS'),
     written: fc.constantFrom(0, 0.5, 1),
   });
-  return fc.record({
-    initialPeers: fc.integer({ min: 1, max: 3 }),
+  const round: fc.Arbitrary<RoundProgram> = fc.record({
     steps: fc.array(step, { minLength: 1, maxLength: shape.maxSteps }),
     crashAt: fc.nat({ max: shape.oneAtATime === true ? ONE_AT_A_TIME * shape.maxSteps : 150 }),
     crash: fc.record({
@@ -125,4 +132,10 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
     }),
     faults: shape.faults ? fc.array(fault, { maxLength: 2 }) : fc.constant([]),
   });
+  const initialPeers = fc.integer({ min: 1, max: 3 });
+  const more = shape.moreRounds ?? 0;
+  if (more === 0) return fc.tuple(initialPeers, round).map(([n, r]) => ({ initialPeers: n, ...r }));
+  return fc
+    .tuple(initialPeers, round, fc.array(round, { maxLength: more }))
+    .map(([n, r, rounds]) => ({ initialPeers: n, ...r, rounds }));
 }

@@ -1,6 +1,8 @@
 /**
  * Runs one program of the crash-model test (./program.ts) against the real daemon (./daemon.ts)
- * and returns its history, the state after the reboot, and the rules it broke (./history.ts).
+ * and returns its history, the state after the reboot, and the rules it broke (./history.ts). A
+ * program of several rounds crashes once per round: each round after the first runs on the daemon
+ * the crash before it restored, checked from what that restore showed.
  *
  * The case's time is turns of the event loop (one setImmediate each; every fake kernel call and
  * every disk call takes one): steps are invoked after their gaps, several in flight at once; at
@@ -20,7 +22,8 @@ import {
 } from './daemon';
 import { ModelDisk, crashImage } from './disk';
 import { History, type Op, type Restored, type RestoredPeer } from './history';
-import type { Command, Program } from './program';
+import type { Command, Program, RoundProgram } from './program';
+import type { RandomSource } from '../../../../src/peers/keys';
 import { FakeKernel } from '../../support/fake-kernel';
 
 /** A case that has not settled after this many turns hangs. */
@@ -34,6 +37,8 @@ export interface CaseResult {
   violations: string[];
   /** The disk faults that fired, for the trace. */
   faults: string[];
+  /** Which round of several broke the rules ("round 2 of 2"); absent with one round. */
+  round?: string;
 }
 
 /** The rebooted kernel's peers, with their limits, caps and suspensions. */
@@ -175,31 +180,40 @@ async function untilSettled(history: History, onTurn: () => void): Promise<boole
   return history.settled();
 }
 
-export async function runCase(program: Program): Promise<CaseResult> {
-  const history = new History();
-  const disk = new ModelDisk();
-  // The same keys in every run of a program: a shrunk case replays exactly.
-  const random = seededRandom(1);
-  const daemon = await start(disk, FakeKernel.withInterface(), FIRST_BOOT, random);
-  for (let i = 0; i < program.initialPeers; i++) {
-    history.invoke('create', 'create', null, createWrites, () => daemon.service.createPeer());
-    if (!(await untilSettled(history, () => undefined))) throw new Error('a create hangs');
-  }
-  disk.arm(program.faults);
+/** What one round left: its result, and the daemon that restored after its crash. */
+interface Round {
+  result: CaseResult;
+  next: { daemon: Daemon; disk: ModelDisk; bootId: string } | null;
+}
 
+/**
+ * One round: the steps on `daemon` (on `disk`), the crash, and the reboot or restart after it
+ * (a reboot takes `nextBoot` as its boot id).
+ */
+async function runRound(
+  history: History,
+  daemon: Daemon,
+  disk: ModelDisk,
+  bootId: string,
+  nextBoot: string,
+  round: RoundProgram,
+  random: RandomSource,
+): Promise<Round> {
+  disk.arm(round.faults);
   let turns = 0;
   let image: ReturnType<typeof crashImage> | null = null;
   let kernelAfter: FakeKernel | null = null;
+  const restarts = round.crash.restart === true;
   const crash = (): void => {
-    image = crashImage(disk.memory, program.crash);
-    if (program.crash.restart === true) kernelAfter = frozenKernel(daemon.kernel);
-    history.crash(program.crash.restart === true);
+    image = crashImage(disk.memory, round.crash);
+    if (restarts) kernelAfter = frozenKernel(daemon.kernel);
+    history.crash(restarts);
   };
   const onTurn = (): void => {
-    if (image === null && turns === program.crashAt) crash();
+    if (image === null && turns === round.crashAt) crash();
     turns++;
   };
-  for (const step of program.steps) {
+  for (const step of round.steps) {
     for (let i = 0; i < step.gap; i++) {
       await turn();
       onTurn();
@@ -208,21 +222,62 @@ export async function runCase(program: Program): Promise<CaseResult> {
     invoke(history, daemon, step.command);
   }
   const violations: string[] = [];
-  if (!(await untilSettled(history, onTurn)))
+  if (!(await untilSettled(history, onTurn))) {
     violations.push('the daemon hangs: a change never answers');
+  }
   if (image === null) crash();
+  const faults = [...disk.fired];
 
   let restored: Restored | null = null;
+  let next: Round['next'] = null;
   try {
-    const after =
+    const after = new ModelDisk(image!);
+    const started =
       kernelAfter === null
-        ? await reboot(image!, random)
-        : await restart(image!, kernelAfter, random);
-    restored = readRestored(after);
-    await after.store.close();
+        ? await reboot(after, nextBoot, random)
+        : await restart(after, kernelAfter, bootId, random);
+    restored = readRestored(started);
+    next = { daemon: started, disk: after, bootId: kernelAfter === null ? nextBoot : bootId };
   } catch (error) {
     violations.push(`${history.after} refused to start: ${String(error)}`);
   }
   if (restored !== null) violations.push(...history.check(restored));
-  return { history, restored, violations, faults: disk.fired };
+  return { result: { history, restored, violations, faults }, next };
+}
+
+/**
+ * Runs a program: its first round on a new daemon, then each further round on the daemon the
+ * crash before it restored, with a history that starts from what that restore showed. Returns
+ * the first round that broke a rule, or the last one.
+ */
+export async function runCase(program: Program): Promise<CaseResult> {
+  // The same keys in every run of a program: a shrunk case replays exactly.
+  const random = seededRandom(1);
+  let history = new History();
+  let disk = new ModelDisk();
+  let bootId = FIRST_BOOT;
+  let daemon = await start(disk, FakeKernel.withInterface(), bootId, random);
+  for (let i = 0; i < program.initialPeers; i++) {
+    history.invoke('create', 'create', null, createWrites, () => daemon.service.createPeer());
+    if (!(await untilSettled(history, () => undefined))) throw new Error('a create hangs');
+  }
+  const rounds: RoundProgram[] = [program, ...(program.rounds ?? [])];
+  for (let r = 0; ; r++) {
+    const { result, next } = await runRound(
+      history,
+      daemon,
+      disk,
+      bootId,
+      `boot-${r + 2}`,
+      rounds[r],
+      random,
+    );
+    if (rounds.length > 1) result.round = `round ${r + 1} of ${rounds.length}`;
+    if (result.violations.length > 0 || next === null || r === rounds.length - 1) {
+      await next?.daemon.store.close();
+      return result;
+    }
+    ({ daemon, disk, bootId } = next);
+    history = History.from(result.restored!);
+  }
 }
