@@ -90,6 +90,8 @@ export interface CreatesOptions {
 export class Creates {
   /** Addresses (both families) of creates between their saved intent and the kernel change. */
   private readonly reserved = new Set<string>();
+  /** Kernel adds of created peers so far: a read during which it moved may have missed one. */
+  adds = 0;
   /** Creates waiting for the next batch (with a state directory); null when none is forming. */
   private forming: CreateWaiter[] | null = null;
 
@@ -273,6 +275,7 @@ export class Creates {
     await calls.removeLimitsAndCaps(
       plans.map((p) => (p.ip6 === null ? { address: p.ip } : { address: p.ip, address6: p.ip6 })),
     );
+    this.adds++;
     await calls.call('wireguard', () =>
       calls.kernel.wireguard.addPeers(
         calls.ifname,

@@ -73,28 +73,25 @@ export class PeerChanges {
   }
 
   /**
-   * A committed peer a fresh read no longer showed: confirmed gone in a read of its own (inside
-   * the change queue, so no create or restore is half-way), its limit, cap and suspension
-   * removed by address as a delete would, `peer.deleted` published once. Answers whether it was
-   * gone (then the pipeline records its deletion).
+   * The clean-up of a committed peer removed behind the daemon's back, once its deletion is on
+   * disk: its limit, cap and suspension removed by address as a delete would (unless a live peer
+   * holds the address again), `peer.deleted` published once, a warn line.
    */
-  async forgetGone(key: string, address: string | null): Promise<boolean> {
+  async forgetGone(key: string, address: string | null): Promise<void> {
     const { calls, drift, periods, events } = this.o;
-    const device = await calls.readDevice();
-    if (device.peers.some((p) => p.publicKey === key)) return false;
     periods.set(key, null);
-    const owner =
-      address === null ? undefined : device.peers.find((p) => tunnelAddressOf(p) === address);
-    if (address !== null && owner === undefined) {
-      drift.forgetCap(address);
-      await calls.removeLimitsAndCaps([{ address }]).catch(() => undefined);
+    if (address !== null) {
+      const device = await calls.readDevice();
+      if (!device.peers.some((p) => tunnelAddressOf(p) === address)) {
+        drift.forgetCap(address);
+        await calls.removeLimitsAndCaps([{ address }]);
+      }
     }
     this.o.log.warn(
       { event: 'peer_deleted_behind_back', interface: this.ifname, publicKey: key, ip: address },
       `peer ${key} was removed from the interface behind wg-peerd's back: recorded as deleted, it never comes back`,
     );
     events?.publish({ type: 'peer.deleted', publicKey: key, ipAddress: address });
-    return true;
   }
 
   async setLimit(key: string, bytesPerSecond: number): Promise<ChangedPeer> {

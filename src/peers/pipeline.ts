@@ -13,8 +13,8 @@
  *   2. kernel: the kernel change, alone in the kernel layer's one change queue;
  *   3. undo: when the kernel refuses, a record that inverts exactly its own record (the peer's
  *      fields as they were before it), so the journal never holds what the kernel refused;
- *   4. after: for a change that is only an observation (a deletion behind the back, the closing
- *      figures of a period reset) a record written once the kernel side is known.
+ *   4. after: for a change whose figures only the kernel knows (the closing usage of a period
+ *      reset), a record written once the kernel side is known.
  *
  * Changes to different peers run in parallel: their records share the journal's group commits,
  * and their kernel changes queue in the kernel layer. A change of a peer's cap, or of the peer
@@ -85,12 +85,18 @@ export const RECORDS = {
     record: (journal, key, _latest, suspended: boolean) => journal.recordSuspension(key, suspended),
     undo: (journal, key, latest) => journal.recordSuspension(key, latest?.suspended ?? false),
   } satisfies RecordRule<boolean>,
-  /** An observation, not a request: nothing before the kernel; its record comes after. */
-  observed: {
+  /**
+   * A deletion seen behind the daemon's back (`wg set … remove`): recorded as a delete would be,
+   * when the peer is confirmed gone (`arg`) and the journal still holds it; never undone (the
+   * kernel has already lost the peer; only its clean-up follows).
+   */
+  gone: {
     fenced: true,
-    record: () => null,
+    record: (journal, key, latest, gone: boolean) =>
+      gone && latest !== undefined ? journal.recordDelete(key) : null,
     undo: () => null,
-  } satisfies RecordRule<void>,
+    undoAfter: () => false,
+  } satisfies RecordRule<boolean>,
 };
 
 export type ChangeKind = keyof typeof RECORDS;

@@ -15,7 +15,7 @@
  */
 import type { WireGuardDevice } from '../kernel/types';
 import type { ExhaustionTimes } from './exhaustion-times';
-import { CleanupFailedError, PeerNotFoundError, isFacilityAbsent } from './errors';
+import { CleanupFailedError, PeerNotFoundError } from './errors';
 import { parsePublicKey } from './keys';
 import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
@@ -81,7 +81,9 @@ export class PeerService implements PeerServiceApi {
   private readonly observer: KernelObserver | undefined;
   private readonly exhaustion: ExhaustionTimes | undefined;
   /** Committed peers a read no longer showed, whose deletion is being confirmed and recorded. */
-  private readonly forgetting = new Set<string>();
+  private readonly forgetting = new Map<string, Promise<void>>();
+  /** The interface the journal's peers live on (as restored, else as first read). */
+  private ifindex: number | null = null;
 
   constructor(options: PeerServiceOptions) {
     const ifname = options.interfaceName;
@@ -100,7 +102,10 @@ export class PeerService implements PeerServiceApi {
       addresses6.length > 0,
       options.observer,
       options.endpointHost ?? null,
-      (device) => drift?.noticeDevice(device),
+      (device) => {
+        this.homeIfindex(device);
+        drift?.noticeDevice(device);
+      },
     );
     this.drift = drift = new Drift(this.calls, this.log);
     const kernelChange = <T>(task: () => Promise<T>): Promise<T> => this.change(task);
@@ -304,6 +309,7 @@ export class PeerService implements PeerServiceApi {
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
     const { calls } = this;
     const { kernel, ifname } = calls;
+    const addsAtStart = this.creates.adds;
     try {
       // The device first: its failure decides the answer (see allInOrder).
       const [device, limits, caps, suspended] = await allInOrder([
@@ -316,7 +322,7 @@ export class PeerService implements PeerServiceApi {
       this.observer?.kernelRead(readMs, true);
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.drift.notice(read);
-      this.noticeGone(device);
+      await this.forgetGone(device, addsAtStart);
       this.periodResets.schedule(device, caps);
       const startedAt = read.takenAt - readMs;
       const exhausted = this.exhaustion?.read({
@@ -341,38 +347,59 @@ export class PeerService implements PeerServiceApi {
 
   /**
    * Committed peers that a fresh read no longer shows were removed behind the daemon's back
-   * (`wg set … remove`): each is confirmed by a read of its own in its pipeline turn (a read
-   * that raced a create or a restore proves nothing), then recorded as deleted, its kernel
-   * objects removed, and announced once. Without a state directory nothing is committed.
+   * (`wg set … remove`): each is recorded as deleted through its pipeline turn, then its kernel
+   * objects are removed and `peer.deleted` is announced, once; the list answers only after the
+   * deletion is on disk, so no list shows a peer gone that a reboot would bring back. A read
+   * during which a create reached the kernel may have missed that create's peer: then each is
+   * first confirmed gone by a read of its own. Without a state directory nothing is committed.
+   * Peers gone with their interface (another ifindex) are not deleted: the interface was lost.
    */
-  private noticeGone(device: WireGuardDevice): void {
+  private async forgetGone(device: WireGuardDevice, addsAtStart: number): Promise<void> {
     const journal = this.journal;
     if (journal === null || journal.state.peers.size === 0) return;
-    for (const key of goneFrom(journal.state.peers.keys(), device)) {
-      if (this.forgetting.has(key) || this.pipeline.busy(key)) continue;
-      this.forgetting.add(key);
-      const address = tunnelAddressOfCidrs(journal.state.peers.get(key)?.allowedIps ?? []);
-      void this.pipeline
-        .run(key, 'observed', async () => ({
-          arg: undefined,
-          step: {
-            kernel: () => this.changes.forgetGone(key, address),
-            after: (j, gone) => (gone && j.state.peers.has(key) ? j.recordDelete(key) : null),
+    // An interface recreated under the daemon lost its peers with it: not deletions, a restart
+    // restores them as after a reboot (./restore-plan.ts).
+    if (device.ifindex !== this.homeIfindex(device)) return;
+    const gone = goneFrom(journal.state.peers.keys(), device);
+    const raced = this.creates.adds !== addsAtStart;
+    await Promise.all(gone.map((key) => this.forget(key, raced)));
+  }
+
+  /** The ifindex the journal's peers live on: as restored, else as the service first read it. */
+  private homeIfindex(device: WireGuardDevice): number {
+    this.ifindex ??= this.journal?.state.boot?.ifindex ?? device.ifindex;
+    return this.ifindex;
+  }
+
+  private forget(key: string, confirm: boolean): Promise<void> {
+    const running = this.forgetting.get(key);
+    if (running !== undefined) return running;
+    const address = tunnelAddressOfCidrs(this.journal?.state.peers.get(key)?.allowedIps ?? []);
+    const forgotten = this.pipeline
+      .run(key, 'gone', async (latest) => {
+        const gone =
+          latest !== undefined &&
+          (!confirm ||
+            !(await this.change(() => this.calls.readDevice())).peers.some(
+              (p) => p.publicKey === key,
+            ));
+        const kernel = (): Promise<void> =>
+          gone ? this.changes.forgetGone(key, address) : Promise.resolve();
+        return { arg: gone, step: { kernel } };
+      })
+      .catch((error: unknown) => {
+        this.log.warn(
+          {
+            event: 'peer_forget_failed',
+            interface: this.calls.ifname,
+            publicKey: key,
+            error: messageOf(error),
           },
-        }))
-        .catch((error: unknown) => {
-          if (isFacilityAbsent(error)) return;
-          this.log.warn(
-            {
-              event: 'peer_forget_failed',
-              interface: this.calls.ifname,
-              publicKey: key,
-              error: messageOf(error),
-            },
-            "recording a peer removed behind wg-peerd's back failed; the next read tries again",
-          );
-        })
-        .finally(() => this.forgetting.delete(key));
-    }
+          "recording a peer removed behind wg-peerd's back failed; the next read tries again",
+        );
+      })
+      .finally(() => this.forgetting.delete(key));
+    this.forgetting.set(key, forgotten);
+    return forgotten;
   }
 }

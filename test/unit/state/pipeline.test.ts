@@ -127,19 +127,27 @@ describe('peers/pipeline: every answered change survives, whatever the order (is
     expect(new Set(addresses).size).to.equal(addresses.length);
   });
 
-  it('does not record a deletion for a peer that a read raced: the peer is confirmed gone by a read of its own', async () => {
+  it('does not record a deletion for a peer whose create reached the kernel while a list read was in flight', async () => {
+    const { fs, kernel, service } = await setUp();
+    await service.createPeer();
+    // The list's dump is taken, then held: it shows the device as it was before the create.
+    const release = kernel.hold('wireguard.getDevice');
+    const list = service.snapshot();
+    await settle();
+    const created = await service.createPeer();
+    release();
+    const snapshot = await list;
+    expect(snapshot.device.peers.map((p) => p.publicKey)).to.not.include(created.publicKey);
+    await settle();
+    expect((await afterCrash(fs)).peers.has(created.publicKey)).to.equal(true);
+  });
+
+  it('does not record the peers of an interface recreated under the daemon as deleted: a restart puts them back', async () => {
     const { fs, kernel, service } = await setUp();
     const { publicKey } = await service.createPeer();
-    // A read that answers without the peer while the kernel still has it (a dump that
-    // started before the create reached the kernel, say).
-    const real = kernel.wireguard.getDevice.bind(kernel.wireguard);
-    let once = true;
-    kernel.wireguard.getDevice = async (name: string) => {
-      const device = await real(name);
-      if (!once) return device;
-      once = false;
-      return { ...device, peers: device.peers.filter((p) => p.publicKey !== publicKey) };
-    };
+    const link = await kernel.link.getLink('wg0');
+    await kernel.link.deleteLink(link.index);
+    kernel.addInterface();
     await service.snapshot();
     await settle();
     expect((await afterCrash(fs)).peers.has(publicKey)).to.equal(true);

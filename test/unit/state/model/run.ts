@@ -163,7 +163,13 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
         },
         () => Promise.resolve(),
       );
-      removal.toldBy = history.invoke('list', 'list', null, {}, () => service.snapshot());
+      // The list that tells the daemon: one whose kernel read starts after the removal. A poll
+      // that arrives while a read is in flight shares that read (DESIGN §5), which may have
+      // started before the removal; so the list waits for it and then reads (window 0 here).
+      removal.toldBy = history.invoke('list', 'list', null, {}, async () => {
+        await service.snapshot();
+        return service.snapshot();
+      });
       return removal;
     }
   }
