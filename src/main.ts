@@ -49,7 +49,7 @@ import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
-import { StateDirError, StateStore, readBootId } from './state';
+import { StateDirError, StateStore, readBootId, runStateCommand } from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
@@ -631,7 +631,13 @@ async function cli(): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
-if (require.main === module) {
+if (require.main === module && process.argv[2] === 'state') {
+  // `wg-peerd state salvage --state-dir DIR`: an offline repair, no daemon (src/state/salvage.ts).
+  void runStateCommand(process.argv.slice(3), {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+  }).then((status) => process.exit(status));
+} else if (require.main === module) {
   cli().catch((error: unknown) => {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(EXIT_FAILURE);
