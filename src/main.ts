@@ -222,6 +222,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   if (config.stateDir !== null) {
     try {
       store = await StateStore.open({ dir: config.stateDir, interfaceName: config.interfaceName });
+      logStateOpened(store, logger);
     } catch (error) {
       kernel.close();
       throw new StartupError(
@@ -376,6 +377,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       journalBytes: () => saved.stats().bytes,
       checkpoints: () => checkpoints.stats,
       restoredPeers: () => restored?.restoredPeers ?? null,
+      tornTailBytes: () => saved.tornTail?.bytes ?? 0,
     });
   }
   const { admin, read } = config.tokens;
@@ -549,6 +551,25 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     return true;
   };
   return { address, shutdown, reloadTokens, reloadWebhooks, reloadTls };
+}
+
+/** What the start says of the state directory it opened: a dropped torn tail, read-only. */
+function logStateOpened(store: StateStore, logger: Logger): void {
+  const torn = store.tornTail;
+  if (torn !== null) {
+    logger.warn(
+      { event: 'state_torn_tail', interface: store.interfaceName, ...torn },
+      `the journal ended in a batch a crash cut (never acknowledged): dropped ${torn.bytes} ` +
+        `bytes, ${torn.records} records`,
+    );
+  }
+  if (store.readOnly !== null) {
+    logger.warn(
+      { event: 'state_read_only', interface: store.interfaceName, reason: store.readOnly },
+      `the state directory is read-only (${store.readOnly}): the saved state is restored, ` +
+        'every change answers 507 until its file system is repaired and wg-peerd restarted',
+    );
+  }
 }
 
 /** What the log says of the certificate served: whose it is, until when, which one. */

@@ -16,6 +16,8 @@ import {
   encodeRecord,
   journalLines,
 } from '../../../src/state';
+import { Registry } from 'prom-client';
+import { registerStateMetrics } from '../../../src/http/state-metrics';
 import { MemoryFs, PAGE_SIZE } from '../../support/memory-fs';
 
 const DIR = '/var/lib/wg-peerd';
@@ -127,6 +129,31 @@ describe('state/journal: batches, torn tails and damage (issue 28)', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it('counts the dropped bytes in wg_peerd_state_torn_tail_bytes_total, once', async () => {
+    const { fs } = await acknowledged(1);
+    fs.put(JOURNAL, `${fs.text(JOURNAL)}${'\0'.repeat(300)}`);
+    const store = await open(fs);
+    const registry = new Registry();
+    registerStateMetrics(registry, {
+      journalBytes: () => store.stats().bytes,
+      checkpoints: () => ({
+        lastAt: null,
+        lastDurationMs: null,
+        failures: 0,
+        sharedReads: 0,
+        ownReads: 0,
+      }),
+      restoredPeers: () => null,
+      tornTailBytes: () => store.tornTail?.bytes ?? 0,
+    });
+    const scrape = async (): Promise<string | undefined> =>
+      (await registry.metrics())
+        .split('\n')
+        .find((line) => line.startsWith('wg_peerd_state_torn_tail_bytes_total '));
+    expect(await scrape()).to.equal('wg_peerd_state_torn_tail_bytes_total 300');
+    expect(await scrape()).to.equal('wg_peerd_state_torn_tail_bytes_total 300');
   });
 
   it('drops garbage after the last batch, and a batch cut before its marker', async () => {
