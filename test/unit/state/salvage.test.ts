@@ -17,6 +17,7 @@ import {
   runStateCommand,
   type JournalRecord,
 } from '../../../src/state';
+import { helpText } from '../../../src/config';
 import { MemoryFs } from '../../support/memory-fs';
 
 const DIR = '/var/lib/wg-peerd';
@@ -151,6 +152,10 @@ describe('state/salvage: wg-peerd state salvage (issue 28)', () => {
     expect(status).to.equal(2);
     expect(err[0]).to.contain("run the salvage as wg-peerd's user");
     expect(decodeJournal.bind(null, fs.files.get(JOURNAL)!.data)).to.throw();
+  });
+
+  it('is named in --help', () => {
+    expect(helpText()).to.contain('wg-peerd state salvage --state-dir DIR [--interface NAME]');
   });
 
   it('runs as `wg-peerd state salvage` from the command line, on a real directory', async () => {
