@@ -18,14 +18,30 @@
  *
  * Crashing: `crashed()` is the least a reboot may find (every file as last synced, every
  * directory as last synced), `crashed(n)` adds up to n unsynced appended bytes of each file (no
- * holes; the meaning it always had), and `crashed(pick)` lets `pick(k)` (an integer in [0, k))
- * choose every freedom above in a fixed order, so a seeded generator drives it:
- * `crashState(rng)` is `crashed(k => Math.floor(rng() * k))`.
+ * holes, no unsynced directory operation: the meaning it always had), and `crashed(pick)` lets
+ * `pick(k)` (an integer in [0, k)) choose every freedom above, in this order: first, for each
+ * directory with unsynced operations (in the order of their first one), how many of them persist
+ * (pick(ops + 1)); then for each file that survives (directories in path order, once per inode),
+ * either, when it was cut back below what was synced, which of the two it holds (pick(2): 0
+ * synced), or how many unsynced appended bytes persist (pick(bytes + 1)) and then, for each 4 KiB
+ * page from the one holding the synced end up to the end kept, whether it reads as zeros
+ * (pick(2) === 1). A seeded generator drives it: `crashState(rng)` is `crashed(pickFrom(rng))`,
+ * and fast-check's `fc.infiniteStream(fc.nat())` gives `n => stream.next().value % n`. The result
+ * is a new MemoryFs holding that state (all of it durable), with no faults.
  *
- * Faults: `fail(op, code, {after, times, path, partial})` makes the chosen calls of an operation
- * fail with an errno (EIO, ENOSPC, EMFILE, EROFS, ...), `failRandomly(pick, {...})` makes any call
- * of the given operations fail with a chance, and `readOnly` makes every change fail with EROFS.
- * A failed write may have written a prefix (`partial`); a failed sync made nothing durable.
+ * Faults: `fail(op, code, {after, times, path, partial})` makes chosen calls of an operation
+ * (write, sync, truncate, open, create, rename, link, remove, syncDir, mkdir, read, stat, list)
+ * fail with an errno (EIO, ENOSPC, EMFILE, EROFS, ...); `failRandomly(pick, {ops, codes, oneIn})`
+ * makes any call of the given operations fail with one chance in `oneIn`; `readOnly = true` makes
+ * every change fail with EROFS; `heal()` ends them all. A failed write may have written a prefix
+ * (`partial`, or what `pick` chooses); a failed sync made nothing durable; `capacity` makes writes
+ * past it write what fits and fail with ENOSPC, as write(2) does. `calls` counts calls by
+ * operation, `syncs` the fdatasyncs.
+ *
+ * Set-up: `put(file, data, mode, uid)`, `putDirs(dir)` and `putSymlink(link, target)` place
+ * durable files, directories and symbolic links (parents made as needed); `uid` is the daemon's
+ * euid (what new files get), `owners` sets another owner of a directory or link, a file's `uid`
+ * field its owner. Directories the double never heard of (/, /var/lib) exist and are durable.
  */
 import path from 'node:path';
 import type { AppendFile, FileInfo, StateFs, WriteFile } from '../../src/state/files';
@@ -186,11 +202,6 @@ export class MemoryFs implements StateFs {
 
   text(file: string): string {
     return this.files.get(file)?.data.toString('utf8') ?? '';
-  }
-
-  /** Permission bits of a file or directory, or null. */
-  mode(file: string): Promise<number | null> {
-    return Promise.resolve(this.files.get(file)?.mode ?? this.dirs.get(file) ?? null);
   }
 
   // ---- faults -------------------------------------------------------------------------------
@@ -420,19 +431,12 @@ export class MemoryFs implements StateFs {
     return Promise.resolve(this.handle(file, inode));
   }
 
-  openAppend(file: string, mode?: number): Promise<{ file: AppendFile; size: number }> {
+  openAppend(file: string): Promise<{ file: AppendFile; size: number }> {
     const failed = this.check('open', file);
     if (failed) return failed;
     if (this.symlinks.has(file)) return Promise.reject(errno('ELOOP', file));
-    let inode = this.files.get(file);
-    if (!inode) {
-      // `mode`: O_CREAT, as the journal of before issue 28 opened it.
-      if (mode === undefined) return Promise.reject(errno('ENOENT', file));
-      inode = { data: Buffer.alloc(0), synced: Buffer.alloc(0), mode, uid: this.uid };
-      const entry: Entry = { kind: 'file', file: inode };
-      this.setName(file, entry);
-      this.dirOp(path.dirname(file), [{ name: path.basename(file), entry }]);
-    }
+    const inode = this.files.get(file);
+    if (!inode) return Promise.reject(errno('ENOENT', file));
     return Promise.resolve({ file: this.handle(file, inode), size: inode.data.length });
   }
 
@@ -574,7 +578,7 @@ export class MemoryFs implements StateFs {
     return after;
   }
 
-  /** `crashed` driven by a generator of floats in [0, 1). */
+  /** `crashed` driven by a generator of floats in [0, 1) (Math.random, a seeded one). */
   crashState(rng: () => number): MemoryFs {
     return this.crashed(pickFrom(rng));
   }
