@@ -36,7 +36,9 @@
  * every change fail with EROFS; `heal()` ends them all. A failed write may have written a prefix
  * (`partial`, or what `pick` chooses); a failed sync made nothing durable; `capacity` makes writes
  * past it write what fits and fail with ENOSPC, as write(2) does. `calls` counts calls by
- * operation, `syncs` the fdatasyncs.
+ * operation, `syncs` the fdatasyncs. `crashBefore(k, pick, then)` takes the crash at the instant
+ * just before the k-th call from now (`crash` holds it; the file system goes on), so a test can
+ * crash between a write and its fdatasync.
  *
  * Set-up: `put(file, data, mode, uid)`, `putDirs(dir)` and `putSymlink(link, target)` place
  * durable files, directories and symbolic links (parents made as needed); `uid` is the daemon's
@@ -150,6 +152,9 @@ export class MemoryFs implements StateFs {
   readonly calls = new Map<FaultOp, number>();
   /** Every change fails with EROFS (a file system remounted read-only). */
   readOnly = false;
+  /** The state a crash left at the instant `crashBefore` chose, once that instant came. */
+  crash: MemoryFs | null = null;
+  private crashPoint: { at: number; pick: (n: number) => number; then?: () => void } | null = null;
 
   /** The names a crash keeps: by directory, the entries as of its last fsync. */
   private durable = new Map<string, Map<string, Entry>>();
@@ -229,6 +234,16 @@ export class MemoryFs implements StateFs {
     this.random = { pick, ops: new Set(options.ops), codes: options.codes, oneIn: options.oneIn };
   }
 
+  /**
+   * Crashes (into `crash`, as `crashed(pick)` would) at the instant just before the `at`-th call
+   * from now, of any operation (0: the next one); `then` runs right after, e.g. to note what was
+   * acknowledged by that instant. The file system itself goes on.
+   */
+  crashBefore(at: number, pick: (n: number) => number, then?: () => void): void {
+    this.crash = null;
+    this.crashPoint = { at, pick, ...(then ? { then } : {}) };
+  }
+
   /** No more faults (a repaired disk). */
   heal(): void {
     this.faults = [];
@@ -239,6 +254,12 @@ export class MemoryFs implements StateFs {
   /** The fault of this call, if any (and `partial` bytes for a write). */
   private fault(op: FaultOp, file: string, size = 0): { error: Error; partial: number } | null {
     this.calls.set(op, (this.calls.get(op) ?? 0) + 1);
+    const point = this.crashPoint;
+    if (point !== null && point.at-- === 0) {
+      this.crashPoint = null;
+      this.crash = this.crashed(point.pick);
+      point.then?.();
+    }
     if (this.readOnly && MUTATING.has(op)) {
       return { error: errno('EROFS', `read-only file system: ${op} ${file}`), partial: 0 };
     }
