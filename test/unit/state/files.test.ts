@@ -12,6 +12,7 @@ import {
   StateReadOnlyError,
   StateStore,
   decodeJournal,
+  nodeStateFs,
   replay,
 } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
@@ -94,6 +95,48 @@ describe('state/files: ownership, temporary files, new directories (issue 28)', 
     expect(after.dirs.get(DIR)).to.equal(0o700);
     expect(after.dirs.get(`${DIR}/wg0`)).to.equal(0o700);
     expect((await open(after)).state.peers.has(KEY_A)).to.equal(true);
+  });
+});
+
+describe('state/files: nodeStateFs, on a real directory (issue 28)', () => {
+  let root: string;
+  beforeEach(() => {
+    root = mkdtempSync(path.join(tmpdir(), 'wg-peerd-files-'));
+  });
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  async function code(promise: Promise<unknown>): Promise<string | undefined> {
+    return ((await rejection(promise)) as NodeJS.ErrnoException).code;
+  }
+
+  it('creates only new files (O_EXCL|O_NOFOLLOW), with the exact mode whatever the umask', async () => {
+    const file = path.join(root, 'f');
+    const handle = await nodeStateFs.create(file, 0o600);
+    await handle.write(Buffer.from('x'));
+    await handle.sync();
+    await handle.close();
+    expect(await nodeStateFs.stat(file)).to.deep.include({ kind: 'file', mode: 0o600, size: 1 });
+    expect(await code(nodeStateFs.create(file, 0o600))).to.equal('EEXIST');
+    symlinkSync(path.join(root, 'elsewhere'), path.join(root, 'link'));
+    expect(await code(nodeStateFs.create(path.join(root, 'link'), 0o600))).to.equal('EEXIST');
+    expect(await code(nodeStateFs.openAppend(path.join(root, 'link')))).to.equal('ELOOP');
+  });
+
+  it('stats without following a link, with the owner, and says whose euid counts', async () => {
+    symlinkSync(path.join(root, 'elsewhere'), path.join(root, 'link'));
+    const info = await nodeStateFs.stat(path.join(root, 'link'));
+    expect(info?.kind).to.equal('symlink');
+    expect(info?.uid).to.equal(process.geteuid!());
+    expect(nodeStateFs.euid()).to.equal(process.geteuid!());
+    expect(await nodeStateFs.stat(path.join(root, 'none'))).to.equal(null);
+  });
+
+  it('makes a directory with the exact mode, and refuses one that exists', async () => {
+    const dir = path.join(root, 'd');
+    await nodeStateFs.mkdir(dir, 0o700);
+    await nodeStateFs.syncDir(root);
+    expect(await nodeStateFs.stat(dir)).to.deep.include({ kind: 'directory', mode: 0o700 });
+    expect(await code(nodeStateFs.mkdir(dir, 0o700))).to.equal('EEXIST');
   });
 });
 
