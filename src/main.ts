@@ -316,7 +316,12 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
-  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
+  const readiness = new ReadinessCheck(
+    kernel,
+    config.interfaceName,
+    () => !restoreDone,
+    () => store?.readOnly ?? null,
+  );
   const metrics = createMetrics({
     service: { snapshot: () => service.snapshot() },
     perPeer: config.metricsPerPeer,

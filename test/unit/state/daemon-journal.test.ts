@@ -2,14 +2,15 @@
  * What the daemon does with the journal's edges (issue 28), end to end on the in-memory kernel
  * and a real directory: a torn last batch is dropped with one warn line and counted on /metrics;
  * damage before it refuses the start in one line that names the offset and the salvage command;
- * and, over the in-memory file system, a read-only state directory answers changes with 507.
+ * and, over the in-memory file system, a read-only state directory answers changes with 507 and
+ * makes /readyz say why.
  */
 import { expect } from 'chai';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { EXIT_CONFIG, StartupError, startDaemon } from '../../../src/main';
-import { PeerService, StateWriteError } from '../../../src/peers';
+import { PeerService, ReadinessCheck, StateWriteError } from '../../../src/peers';
 import { StateStore, journalLines } from '../../../src/state';
 import { MemoryFs } from '../../support/memory-fs';
 import { httpCall } from '../../support/http-call';
@@ -89,5 +90,35 @@ describe('daemon with a journal a crash or a disk left behind (issue 28)', () =>
     expect(failure).to.be.instanceOf(StateWriteError);
     expect((failure as StateWriteError).category).to.equal('storage'); // 507
     expect((failure as Error).message).to.contain('/var/lib/wg-peerd is read-only');
+  });
+
+  it('is not ready on /readyz while the state directory is read-only, and says why', async () => {
+    const fs = new MemoryFs();
+    fs.readOnly = true;
+    const store = await StateStore.open({ dir: '/var/lib/wg-peerd', interfaceName: 'wg0', fs });
+    const kernel = FakeKernel.withInterface();
+    const readiness = new ReadinessCheck(
+      kernel,
+      'wg0',
+      () => false,
+      () => store.readOnly,
+    );
+    const answer = await readiness.check();
+    expect(answer.ready).to.equal(false);
+    expect(answer.checks).to.deep.equal({
+      interface: 'ok',
+      wireguard: 'ok',
+      tc: 'ok',
+      nftables: 'ok',
+    });
+    expect(answer.error).to.include({ code: 'STATE_READ_ONLY', category: 'unavailable' });
+    expect(answer.error?.message).to.contain('read-only').and.contain('EROFS');
+    const writable = new ReadinessCheck(
+      kernel,
+      'wg0',
+      () => false,
+      () => null,
+    );
+    expect((await writable.check()).ready).to.equal(true);
   });
 });
