@@ -21,7 +21,7 @@ import {
   nodeStateFs,
   replaceFile,
 } from './files';
-import { JOURNAL_MODE, Journal, type JournalStats } from './journal';
+import { JOURNAL_MODE, Journal, type JournalStats, StateReadOnlyError } from './journal';
 import {
   JournalCorruptError,
   type SavedCap,
@@ -248,12 +248,13 @@ export class StateStore {
     return key;
   }
 
-  /** Saves the key of an interface the daemon is about to create, with its settings. */
+  /**
+   * Saves the key of an interface the daemon is about to create, with its settings; read-only,
+   * it refuses (StateReadOnlyError) before the interface exists.
+   */
   async saveInterface(privateKey: Buffer, iface: SavedInterface): Promise<void> {
-    if (this.readOnly !== null) {
-      // What a record would answer: nothing can be saved (the key is not written either).
-      await this.journal.append({ t: 'iface', ...iface });
-    }
+    // Read-only: an interface whose key cannot be saved would come back with another one.
+    if (this.readOnly !== null) throw new StateReadOnlyError(this.dir, this.readOnly);
     await replaceFile(
       this.fsys,
       this.keyPath,

@@ -160,7 +160,7 @@ describe('state/files: a read-only state directory (EROFS) restores read-only (i
     expect(fs.files.get(JOURNAL)!.data.equals(before)).to.equal(true);
   });
 
-  it('rejects every record with StateReadOnlyError saying what to do, and replaceState keeps memory only', async () => {
+  it('rejects every record and a new server key with StateReadOnlyError saying what to do, and replaceState keeps memory only', async () => {
     const fs = await saved();
     fs.readOnly = true;
     const store = await open(fs);
@@ -171,6 +171,10 @@ describe('state/files: a read-only state directory (EROFS) restores read-only (i
     expect(
       await rejection(store.intendCreates([{ publicKey: 'x', allowedIps: [] }])),
     ).to.be.instanceOf(StateReadOnlyError);
+    const key = Buffer.alloc(32, 1);
+    const iface = { listenPort: 51820, addresses: ['10.8.0.1/24'], publicKey: KEY_A };
+    expect(await rejection(store.saveInterface(key, iface))).to.be.instanceOf(StateReadOnlyError);
+    expect(fs.files.has(`${DIR}/wg0/server.key`)).to.equal(false);
     const next = replay(decodeJournal(fs.files.get(JOURNAL)!.data).records);
     next.peers.clear();
     await store.replaceState(next);
