@@ -529,6 +529,9 @@ export function helpText(): string {
     ...blocks.flat(),
     ...commands,
     '',
+    'A journal the start refuses as damaged (stop the daemon, run as its user):',
+    '  wg-peerd state salvage --state-dir DIR [--interface NAME]',
+    '',
   ].join('\n');
 }
 

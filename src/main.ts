@@ -49,7 +49,7 @@ import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
-import { StateDirError, StateStore, readBootId, type StateFs } from './state';
+import { StateDirError, StateStore, readBootId, runStateCommand, type StateFs } from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 
@@ -228,6 +228,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         interfaceName: config.interfaceName,
         ...(deps.stateFs === undefined ? {} : { fs: deps.stateFs }),
       });
+      logStateOpened(store, logger);
     } catch (error) {
       kernel.close();
       throw new StartupError(
@@ -322,7 +323,12 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
 
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
-  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
+  const readiness = new ReadinessCheck(
+    kernel,
+    config.interfaceName,
+    () => !restoreDone,
+    () => store?.readOnly ?? null,
+  );
   const metrics = createMetrics({
     service: { snapshot: () => service.snapshot() },
     perPeer: config.metricsPerPeer,
@@ -383,6 +389,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       journalBytes: () => saved.stats().bytes,
       checkpoints: () => checkpoints.stats,
       restoredPeers: () => restored?.restoredPeers ?? null,
+      tornTailBytes: () => saved.tornTail?.bytes ?? 0,
     });
   }
   const { admin, read } = config.tokens;
@@ -561,6 +568,25 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   return { address, shutdown, reloadTokens, reloadWebhooks, reloadTls };
 }
 
+/** What the start says of the state directory it opened: a dropped torn tail, read-only. */
+function logStateOpened(store: StateStore, logger: Logger): void {
+  const torn = store.tornTail;
+  if (torn !== null) {
+    logger.warn(
+      { event: 'state_torn_tail', interface: store.interfaceName, ...torn },
+      `the journal ended in a batch a crash cut (never acknowledged): dropped ${torn.bytes} ` +
+        `bytes, ${torn.records} records`,
+    );
+  }
+  if (store.readOnly !== null) {
+    logger.warn(
+      { event: 'state_read_only', interface: store.interfaceName, reason: store.readOnly },
+      `the state directory is read-only (${store.readOnly}): the saved state is restored, ` +
+        'every change answers 507 until its file system is repaired and wg-peerd restarted',
+    );
+  }
+}
+
 /** What the log says of the certificate served: whose it is, until when, which one. */
 function certificateFields(material: TlsMaterial): Record<string, string> {
   const { subject, notAfter, fingerprint256 } = material.certificate;
@@ -641,7 +667,13 @@ async function cli(): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
-if (require.main === module) {
+if (require.main === module && process.argv[2] === 'state') {
+  // `wg-peerd state salvage --state-dir DIR`: an offline repair, no daemon (src/state/salvage.ts).
+  void runStateCommand(process.argv.slice(3), {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+  }).then((status) => process.exit(status));
+} else if (require.main === module) {
   cli().catch((error: unknown) => {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(EXIT_FAILURE);

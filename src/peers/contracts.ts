@@ -29,6 +29,7 @@ export type PeerJournal = Pick<
   | 'recordCap'
   | 'recordSuspension'
   | 'recordPeers'
+  | 'amendPeer'
 >;
 
 /** The slice of a logger the domain writes kernel changes to (pino's Logger fits). */

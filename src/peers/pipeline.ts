@@ -24,7 +24,7 @@
  * kernel is the caller's `kernel` function (./peer-changes.ts).
  */
 import type { SavedCap, SavedPeer } from '../state';
-import { StateWriteError } from './errors';
+import { StateUndoFailedError, StateWriteError } from './errors';
 import { messageOf } from './kernel-calls';
 import type { EventLogger, PeerJournal } from './contracts';
 
@@ -185,7 +185,7 @@ export class ChangePipeline {
       result = await kernelChange(() => step.kernel());
     } catch (error) {
       const undo = step.undoAfter ?? rule.undoAfter ?? (() => true);
-      if (written !== null && undo(error)) await this.undo(rule, journal, key, latest);
+      if (written !== null && undo(error)) await this.undo(rule, journal, key, latest, error);
       throw error;
     }
     const after = step.after?.(journal, result) ?? null;
@@ -195,18 +195,29 @@ export class ChangePipeline {
     return result;
   }
 
+  /**
+   * Writes the record that inverts a refused change. When that write fails too, the journal on
+   * disk holds what the kernel refused: the peer is put back in memory as it was (the journal
+   * rewrites itself from memory before its next write) and the change answers 507
+   * STATE_UNDO_FAILED instead of the kernel's refusal.
+   */
   private async undo<A>(
     rule: RecordRule<A>,
     journal: PeerJournal,
     key: string,
     latest: SavedPeer | undefined,
+    refused: unknown,
   ): Promise<void> {
-    await rule.undo(journal, key, latest)?.catch((undoError: unknown) => {
+    try {
+      await rule.undo(journal, key, latest);
+    } catch (undoError) {
+      journal.amendPeer(key, latest);
       this.options.log.error(
         { event: 'state_undo_failed', interface: this.options.ifname, error: messageOf(undoError) },
         'the kernel refused a change, and saving its undoing in the state directory failed too',
       );
-    });
+      throw new StateUndoFailedError(refused, undoError);
+    }
   }
 
   /** Waits for a record to be on disk; a disk that fails it makes the change a 507. */

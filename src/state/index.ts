@@ -2,3 +2,4 @@ export * from './records';
 export * from './files';
 export * from './journal';
 export * from './store';
+export * from './salvage';

@@ -8,14 +8,13 @@
  *   truncate), counted from `arm()`: the n-th such call fails as its `DiskFault` says (a write
  *   that fails may have written a prefix first, as write(2) does; a failed sync syncs nothing; a
  *   failed truncate cuts nothing).
- * - `crashImage` is the one place that decides what survives a crash. Today it asks MemoryFs's
- *   `crashed(unsyncedBytes)`: every file as last synced plus a prefix of what was written after.
- *   The ALICE crash states (unsynced bytes cut at any byte, zero-filled holes in unsynced appended
- *   pages, renames not yet durable) and the double's own fault injection plug in HERE: widen
- *   `CrashChoice` and `DiskFault`, and map them onto the richer MemoryFs in these two functions;
- *   the test and its checker do not change.
+ * - `crashImage` is the one place that decides what survives a crash: a power cut leaves one of
+ *   the states ALICE found file systems leave (test/support/memory-fs.ts: unsynced appended
+ *   bytes cut at any byte, zero-filled holes in unsynced pages, directory operations not yet
+ *   durable), chosen by a seed (`alice`), or, without one, a prefix of each file's unsynced bytes;
+ *   kill -9 and a restart keep everything done (the page cache outlives the process).
  */
-import type { AppendFile, StateFs } from '../../../../src/state/files';
+import type { AppendFile, FileInfo, StateFs, WriteFile } from '../../../../src/state/files';
 import { MemoryFs } from '../../../support/memory-fs';
 
 /** What a crash keeps of the bytes written but not yet synced (per file). */
@@ -26,6 +25,8 @@ export interface CrashChoice {
    * process, so every byte written is there, synced or not (and the kernel keeps its state).
    */
   restart?: boolean;
+  /** A power cut into one of ALICE's crash states, chosen by this seed; absent: the prefix. */
+  alice?: number | null;
 }
 
 export type FaultCall = 'write' | 'sync' | 'truncate';
@@ -52,7 +53,21 @@ const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve)
  * ALICE states of the richer MemoryFs here.
  */
 export function crashImage(disk: MemoryFs, choice: CrashChoice): MemoryFs {
-  return disk.crashed(choice.restart === true ? Number.POSITIVE_INFINITY : choice.unsyncedBytes);
+  if (choice.restart === true) return disk.killed();
+  if (choice.alice == null) return disk.crashed(choice.unsyncedBytes);
+  return disk.crashState(seeded(choice.alice));
+}
+
+/** A small seeded generator of floats in [0, 1) (mulberry32), for the crash state's choices. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 export class ModelDisk implements StateFs {
@@ -84,9 +99,18 @@ export class ModelDisk implements StateFs {
     return { ...fault, code };
   }
 
-  async mode(file: string): Promise<number | null> {
+  euid(): number {
+    return this.memory.euid();
+  }
+
+  async stat(file: string): Promise<FileInfo | null> {
     await turn();
-    return this.memory.mode(file);
+    return this.memory.stat(file);
+  }
+
+  async list(dir: string): Promise<string[]> {
+    await turn();
+    return this.memory.list(dir);
   }
 
   async mkdir(dir: string, mode: number): Promise<void> {
@@ -94,24 +118,39 @@ export class ModelDisk implements StateFs {
     return this.memory.mkdir(dir, mode);
   }
 
+  async syncDir(dir: string): Promise<void> {
+    await turn();
+    return this.memory.syncDir(dir);
+  }
+
   async read(file: string): Promise<Buffer | null> {
     await turn();
     return this.memory.read(file);
   }
 
-  async replace(file: string, data: Buffer, mode: number): Promise<void> {
+  async create(file: string, mode: number): Promise<WriteFile> {
     await turn();
-    return this.memory.replace(file, data, mode);
+    return this.memory.create(file, mode);
   }
 
-  async keep(from: string, to: string): Promise<void> {
+  async rename(from: string, to: string): Promise<void> {
     await turn();
-    return this.memory.keep(from, to);
+    return this.memory.rename(from, to);
   }
 
-  async openAppend(file: string, mode: number): Promise<{ file: AppendFile; size: number }> {
+  async link(from: string, to: string): Promise<void> {
     await turn();
-    const opened = await this.memory.openAppend(file, mode);
+    return this.memory.link(from, to);
+  }
+
+  async remove(file: string): Promise<void> {
+    await turn();
+    return this.memory.remove(file);
+  }
+
+  async openAppend(file: string): Promise<{ file: AppendFile; size: number }> {
+    await turn();
+    const opened = await this.memory.openAppend(file);
     const inner = opened.file;
     const handle: AppendFile = {
       write: async (data) => {

@@ -27,6 +27,7 @@
 import {
   NoDataCapError,
   PeerNotFoundError,
+  StateUndoFailedError,
   StateWriteError,
   type CreatedPeer,
 } from '../../../../src/peers';
@@ -182,6 +183,10 @@ export class History {
 
   /** When the operation's answer reached its caller; Infinity: not before the crash. */
   answered(op: Op): number {
+    // 507 STATE_UNDO_FAILED says the refused change may be on disk until the journal rewrites
+    // itself: like a change in flight at the crash, it may be present or absent.
+    if (op.outcome?.ok === false && op.outcome.error instanceof StateUndoFailedError)
+      return Infinity;
     const at = op.toldBy ? (op.toldBy.outcome?.ok ? op.toldBy.answeredAt : null) : op.answeredAt;
     const crash = this.crashedAt ?? Infinity;
     return at !== null && at < crash ? at : Infinity;
@@ -393,6 +398,7 @@ export class History {
 
 export function errorCode(error: unknown): string {
   if (error instanceof StateWriteError) return '507 STATE_WRITE_FAILED';
+  if (error instanceof StateUndoFailedError) return '507 STATE_UNDO_FAILED';
   if (error instanceof PeerNotFoundError) return '404';
   if (error instanceof NoDataCapError) return '409 NO_DATA_CAP';
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);

@@ -129,6 +129,8 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
     crash: fc.record({
       unsyncedBytes: fc.constantFrom(0, 0, 1, 40, 100_000),
       restart: shape.restarts === true ? fc.boolean() : fc.constant(false),
+      // Half the power cuts land in a state ALICE found file systems leave (holes, lost names).
+      alice: fc.option(fc.nat(), { nil: null }),
     }),
     faults: shape.faults ? fc.array(fault, { maxLength: 2 }) : fc.constant([]),
   });

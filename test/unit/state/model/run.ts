@@ -10,6 +10,7 @@
  * kernel's state too (./daemon.ts `frozenKernel`), and nothing more is invoked; the old daemon then runs to its end on its own disk (only to learn the keys of creates
  * that were in flight, which the image does not see); then a reboot (or a restart) on the image, and the check.
  */
+import { StateWriteError } from '../../../../src/peers';
 import type { Daemon } from './daemon';
 import {
   FIRST_BOOT,
@@ -166,9 +167,19 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
       // The list that tells the daemon: one whose kernel read starts after the removal. A poll
       // that arrives while a read is in flight shares that read (DESIGN §5), which may have
       // started before the removal; so the list waits for it and then reads (window 0 here).
+      // A removal the daemon says it could not record (its state dir refused the write: logged
+      // as peer_forget_failed) is not told: it may come back at a reboot, as the log said.
       removal.toldBy = history.invoke('list', 'list', null, {}, async () => {
+        const logged = daemon.events.length;
         await service.snapshot();
-        return service.snapshot();
+        const read = await service.snapshot();
+        if (daemon.events.slice(logged).includes('peer_forget_failed')) {
+          throw new StateWriteError(
+            new Error('peer_forget_failed'),
+            'the removal behind the back may come back at a reboot',
+          );
+        }
+        return read;
       });
       return removal;
     }
