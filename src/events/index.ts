@@ -40,8 +40,16 @@ import { KernelWatcher } from './watcher';
 import { Webhooks, type DeliveryPolicy, type Send, type WebhookTarget } from './webhooks';
 
 export * from './types';
-export { EventHub, sseFrame, type Resumption } from './hub';
-export { EventStreams, KEEP_ALIVE_MS, MAX_BUFFERED_BYTES, type StreamSink } from './streams';
+export { EventHub, MAX_HISTORY_BYTES, sseFrame, type ResumePoint, type Resumption } from './hub';
+export {
+  EventStreams,
+  EventStreamsFullError,
+  KEEP_ALIVE_MS,
+  MAX_BUFFERED_BYTES,
+  MAX_STREAMS,
+  STALL_MS,
+  type StreamSink,
+} from './streams';
 export { KernelWatcher } from './watcher';
 export {
   DEFAULT_DELIVERY_POLICY,
@@ -82,9 +90,15 @@ export interface EventsOptions {
   send?: Send;
   /** The clock, ms since the epoch (Date.now; tests inject one). */
   now?: () => number;
+  /** `--max-event-streams` (64 when absent). */
+  maxStreams?: number;
+  /** `--event-stream-stall`, in ms (60 s when absent). */
+  streamStallMs?: number;
   /** Streams: keep-alive period and slow-reader bound (tests). */
   keepAliveMs?: number;
   maxBufferedBytes?: number;
+  /** The history's byte bound (tests; 16 MiB when absent). */
+  maxHistoryBytes?: number;
   /** Exhaustion times kept from an earlier run (a state dir's journal). */
   exhaustions?: readonly KnownExhaustion[];
   /**
@@ -131,6 +145,7 @@ export class Events {
       interfaceName: options.interfaceName,
       now: this.now,
       historySize: options.historySize,
+      maxHistoryBytes: options.maxHistoryBytes,
       observer: metrics?.hub,
       onListenerError: (error) =>
         options.logger.error(
@@ -146,6 +161,9 @@ export class Events {
       observer: metrics?.streams,
       keepAliveMs: options.keepAliveMs,
       maxBufferedBytes: options.maxBufferedBytes,
+      maxStreams: options.maxStreams,
+      stallMs: options.streamStallMs,
+      now: options.now,
     });
     this.watcher = new KernelWatcher({
       snapshot: options.snapshot,

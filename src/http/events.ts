@@ -8,12 +8,14 @@ import type { ValidateFunction } from 'ajv';
 import type { RequestHandler } from 'express';
 import {
   EVENT_TYPES,
+  EventStreamsFullError,
   RESET_EVENT,
   isEventType,
   type EventStreams,
   type EventType,
 } from '../events';
 import { ValidationError } from '../peers';
+import { HttpError } from './errors';
 import { ajv, check } from './schemas';
 
 export interface EventsQuery {
@@ -131,14 +133,34 @@ export const eventPayload: JsonSchema = {
   ],
 };
 
-/** The handler createApp serves EVENTS_ROUTE with. */
-export function eventStreamHandler(streams: Pick<EventStreams, 'open'>): RequestHandler {
+/** Seconds a client refused for a full set of streams is asked to wait (Retry-After). */
+export const STREAMS_FULL_RETRY_AFTER_S = 30;
+
+/**
+ * The handler createApp serves EVENTS_ROUTE with. With --max-event-streams open, one more is
+ * 503 EVENT_STREAMS_FULL (JSON, with Retry-After) before any header of a stream is sent.
+ */
+export function eventStreamHandler(
+  streams: Pick<EventStreams, 'open' | 'full' | 'maxStreams' | 'refused'>,
+): RequestHandler {
   return (req, res, next) => {
     let types: ReadonlySet<EventType> | null;
     try {
       types = parseTypes(check(eventsQuery, req.query, 'query'));
     } catch (error) {
       next(error);
+      return;
+    }
+    if (streams.full) {
+      streams.refused();
+      next(
+        new HttpError(
+          503,
+          'EVENT_STREAMS_FULL',
+          new EventStreamsFullError(streams.maxStreams).message,
+          { 'Retry-After': String(STREAMS_FULL_RETRY_AFTER_S) },
+        ),
+      );
       return;
     }
     const header = req.headers['last-event-id'];
