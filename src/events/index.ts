@@ -53,8 +53,10 @@ export {
 export { KernelWatcher } from './watcher';
 export {
   DEFAULT_DELIVERY_POLICY,
+  MAX_RESPONSE_BYTES,
   Webhooks,
   WebhooksFileError,
+  fetchSend,
   loadWebhooksFile,
   parseWebhooksText,
   retryDelayMs,
