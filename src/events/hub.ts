@@ -6,6 +6,7 @@
  * larger than the history's byte bound.
  */
 import { randomBytes } from 'node:crypto';
+import { wireName } from './catalog';
 import { RESET_EVENT, type EventInput, type EventType, type StoredEvent } from './types';
 
 /** What the hub reports, for /metrics (metrics.ts). */
@@ -110,7 +111,11 @@ export class EventHub {
       data.public_key = input.publicKey;
       data.ip_address = input.ipAddress ?? null;
     }
-    if (input.details) Object.assign(data, input.details);
+    // The domain's camelCase as the wire's snake_case (a field left out stays out).
+    const details: Readonly<Record<string, unknown>> = input.details ?? {};
+    for (const [name, value] of Object.entries(details)) {
+      if (value !== undefined) data[wireName(name)] = value;
+    }
     const id = `${this.run}.${seq}`;
     const json = JSON.stringify(data);
     const event: StoredEvent = {

@@ -35,11 +35,13 @@ import { ExhaustionLatch, type ExhaustionTime } from './exhaustion';
 import { EventHub } from './hub';
 import { createEventMetrics } from './metrics';
 import { EventStreams } from './streams';
-import type { EventInput } from './types';
+import { domainName } from './catalog';
+import type { EventInput, EventInputOf, EventType, EventValue } from './types';
 import { KernelWatcher } from './watcher';
 import { Webhooks, type DeliveryPolicy, type Send, type WebhookTarget } from './webhooks';
 
 export * from './types';
+export { EVENT_CATALOG, EVENT_PAYLOAD_SCHEMA, domainName, wireName } from './catalog';
 export { EventHub, MAX_HISTORY_BYTES, sseFrame, type ResumePoint, type Resumption } from './hub';
 export {
   EventStreams,
@@ -194,7 +196,7 @@ export class Events {
             ipAddress: change.ipAddress,
           });
         }
-        this.hub.publish({ ...change, details: { origin: 'api', ...change.details } });
+        this.hub.publish(fromPeerChange(change));
       },
     };
   }
@@ -202,23 +204,26 @@ export class Events {
   /** The kernel announced that a cap ran out (NFT_MSG_NEWOBJ to NFNLGRP_NFTABLES). */
   capExhausted(cap: CapExhaustion): void {
     if (!this.exhaustion.notice(cap.address, cap.publicKey, cap.quotaBytes, this.now())) return;
-    const input: EventInput = {
+    const input: EventInputOf<'peer.cap_exhausted'> = {
       type: 'peer.cap_exhausted',
       publicKey: cap.publicKey,
       ipAddress: cap.address,
-      details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+      details: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
     };
     this.hub.publish(input);
     this.throttled(input, cap.throttleBytesPerSecond);
   }
 
   /** A cap that throttles: its exhaustion is also `peer.throttled`, with the rate. */
-  private throttled(exhausted: EventInput, rate: number | null | undefined): void {
+  private throttled(
+    exhausted: EventInputOf<'peer.cap_exhausted'>,
+    rate: number | null | undefined,
+  ): void {
     if (rate === null || rate === undefined) return;
     this.hub.publish({
       ...exhausted,
       type: 'peer.throttled',
-      details: { ...exhausted.details, throttle_bytes_per_second: rate },
+      details: { ...exhausted.details, throttleBytesPerSecond: rate },
     });
   }
 
@@ -253,12 +258,12 @@ export class Events {
     const news = this.exhaustion.read(caps, owners, startedAt, takenAt);
     for (const address of news) {
       const cap = caps.get(address)!;
-      const input: EventInput = {
+      const input: EventInputOf<'peer.cap_exhausted'> = {
         type: 'peer.cap_exhausted',
         at: takenAt,
         publicKey: owners.get(address) ?? null,
         ipAddress: address,
-        details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+        details: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
       };
       this.hub.publish(input);
       this.throttled(input, cap.throttleBytesPerSecond);
@@ -271,6 +276,27 @@ export class Events {
     this.webhooks.close();
     this.watcher.setListening(false);
   }
+}
+
+/**
+ * A change PeerService made, as an event: its details (src/peers writes them in the wire's
+ * snake_case, typed loosely) in the catalog's camelCase, `origin` api unless it says otherwise
+ * (a billing-period reset says period). The catalog's schema holds what comes out to the
+ * wire (test/unit/http/events.test.ts checks every payload against it).
+ */
+export function fromPeerChange(change: PeerChange): EventInput {
+  const details: Record<string, EventValue> = { origin: 'api' };
+  for (const [name, value] of Object.entries(change.details ?? {}))
+    details[domainName(name)] = value;
+  // The one place loose details meet the catalog's types: PeerChangeType is a subset of
+  // EventType (checked here by the compiler), and each type's fields are the service's own.
+  const input: { type: EventType; publicKey: string; ipAddress: string | null; details: object } = {
+    type: change.type,
+    publicKey: change.publicKey,
+    ipAddress: change.ipAddress,
+    details,
+  };
+  return input as EventInput;
 }
 
 /** The latch's changes of known times, as the journal keeps them (by the cap's owner). */

@@ -84,7 +84,8 @@ function setup(
 /** Lets the sinks' callbacks and 'drain' events run (they are queued, not synchronous). */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-const publish = (hub: EventHub, type: EventType = 'interface.lost') => hub.publish({ type });
+const publish = (hub: EventHub, type: 'interface.lost' | 'interface.restored' = 'interface.lost') =>
+  hub.publish(type === 'interface.lost' ? { type, details: { reason: 'gone' } } : { type });
 
 describe('events: the streams (filtering, one serialization, keep-alive, slow readers)', () => {
   let clock: sinon.SinonFakeTimers;

@@ -89,7 +89,12 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('POSTs each event signed so that the standardwebhooks library verifies it; webhook-id is the event id', async () => {
     const w = setup();
     w.webhooks.setTargets([w.target('http://a.example/hook')]);
-    const event = w.hub.publish({ type: 'peer.created', publicKey: 'k', ipAddress: '10.8.0.2' });
+    const event = w.hub.publish({
+      type: 'peer.created',
+      publicKey: 'k',
+      ipAddress: '10.8.0.2',
+      details: { origin: 'api' },
+    });
     await clock.tickAsync(0);
     expect(w.received).to.have.length(1);
     const [got] = w.received;
@@ -106,7 +111,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('sends a target only the types it asked for', async () => {
     const w = setup();
     w.webhooks.setTargets([w.target('http://a.example/', ['interface.restored'])]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     w.hub.publish({ type: 'interface.restored' });
     await clock.tickAsync(0);
     expect(w.received.map((r) => JSON.parse(r.body).type)).to.deep.equal(['interface.restored']);
@@ -116,7 +121,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ jitter: 0 });
     w.answers.set('http://a.example/', [500, 'refuse', 503, 200]);
     w.webhooks.setTargets([w.target('http://a.example/')]);
-    const event = w.hub.publish({ type: 'interface.lost' });
+    const event = w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(60_000);
     expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal([
       event.id,
@@ -153,7 +158,8 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ concurrency: 100 });
     w.answers.set('http://a.example/', [...Array(20).fill(503)]);
     w.webhooks.setTargets([w.target('http://a.example/')]);
-    for (let i = 0; i < 20; i++) w.hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 20; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(5_000);
     const retries = w.received.slice(20).map((r) => r.at - T0);
     expect(retries).to.have.length(20);
@@ -165,7 +171,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ jitter: 0, giveUpAfterMs: 36 * 3_600_000 });
     w.answers.set('http://down.example/', Array(1000).fill('refuse'));
     w.webhooks.setTargets([w.target('http://down.example/')]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(35 * 3_600_000);
     expect(w.counts.gaveUp).to.equal(0);
     await clock.tickAsync(2 * 3_600_000);
@@ -187,7 +193,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     });
     w.answers.set('http://down.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://down.example/')]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(120_000);
     // Attempts at 0, 2 (1 s timeout + 1 s), 5, 10, 15, 20 s: none after 20 s from the first.
     expect(w.received.map((r) => r.at - T0)).to.deep.equal([
@@ -204,7 +210,8 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     w.answers.set('http://down.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://down.example/'), w.target('http://up.example/')]);
     const started = performance.now();
-    for (let i = 0; i < 20; i++) w.hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 20; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(performance.now() - started).to.be.below(100);
     await clock.tickAsync(0);
     const up = w.received.filter((r) => r.url === 'http://up.example/');
@@ -217,7 +224,8 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ queueSize: 5, concurrency: 1, timeoutMs: 60_000 });
     w.answers.set('http://slow.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://slow.example/')]);
-    for (let i = 0; i < 12; i++) w.hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 12; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(w.depths.get('http://slow.example/')).to.equal(5);
     expect(w.counts.dropped).to.equal(7);
     expect(w.warnings.filter((x) => x.event === 'webhook_queue_full')).to.have.length(1);
@@ -226,7 +234,9 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('delivers in event order to one target (one attempt at a time with concurrency 1)', async () => {
     const w = setup({ concurrency: 1 });
     w.webhooks.setTargets([w.target('http://a.example/')]);
-    const ids = [1, 2, 3].map(() => w.hub.publish({ type: 'interface.lost' }).id);
+    const ids = [1, 2, 3].map(
+      () => w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } }).id,
+    );
     await clock.tickAsync(0);
     expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal(ids);
   });
@@ -235,7 +245,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ timeoutMs: 1_000 });
     w.answers.set('http://gone.example/', Array(100).fill(500));
     w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://gone.example/')]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(0);
     w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://new.example/')]);
     w.hub.publish({ type: 'interface.restored' });
@@ -277,7 +287,7 @@ describe('events: webhooks over real HTTP', () => {
       logger: { info: () => {}, warn: () => {} },
     });
     webhooks.setTargets([{ url: `http://127.0.0.1:${port}/in`, secret: SECRET, types: null }]);
-    const event = hub.publish({ type: 'interface.lost' });
+    const event = hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     for (let i = 0; i < 100 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
     webhooks.close();
     server.close();
