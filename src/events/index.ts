@@ -49,6 +49,7 @@ export {
   KEEP_ALIVE_MS,
   MAX_BUFFERED_BYTES,
   MAX_STREAMS,
+  SLICE_BYTES,
   STALL_MS,
   type StreamSink,
 } from './streams';

@@ -65,6 +65,8 @@ export const MAX_STREAMS = 64;
 /** `--event-stream-stall`'s default (DESIGN §4). */
 export const STALL_MS = 60_000;
 export const RETRY_MS = 2_000;
+/** A replay is written in chunks of at most this many bytes, one per turn of the event loop. */
+export const SLICE_BYTES = 16 * 1024;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -94,6 +96,8 @@ interface Stream {
   client: string | null;
   /** While replaying: the seq of the next event to send from the history; null once live. */
   next: number | null;
+  /** A replay slice is due on the next turn of the event loop. */
+  scheduled: boolean;
   /** Since when the socket holds bytes it has not taken (ms), null when it took them all. */
   bufferedSince: number | null;
   closed: boolean;
@@ -165,13 +169,14 @@ export class EventStreams {
       client: options.client ?? null,
       next: resumption.kind === 'replay' ? resumption.after + 1 : null,
       bufferedSince: null,
+      scheduled: false,
       closed: false,
     };
     this.write(stream, this.retry);
     if (resumption.kind === 'reset') this.write(stream, this.hub.resetFrame(resumption.reason));
     sink.on('drain', () => {
       if (sink.writableLength === 0) stream.bufferedSince = null;
-      this.replay(stream);
+      this.nextSlice(stream);
     });
     sink.on('close', () => this.forget(stream));
     this.streams.add(stream);
@@ -199,36 +204,60 @@ export class EventStreams {
   }
 
   /**
-   * A replaying stream's next slice: the history's events from `next` on, while they fit in the
-   * bound (one at least on an empty buffer); live once it reached the last event published.
+   * A replaying stream's next slice: the history's events from `next` on, up to SLICE_BYTES
+   * and while they fit in the bound (one at least on an empty buffer), written as one chunk;
+   * live once it reached the last event published. The next slice comes on a later turn of the
+   * event loop, once the socket took this one ('drain') or at once when it did (a socket whose
+   * kernel buffers take megabytes would otherwise hold the loop, and every API request, for
+   * the whole replay).
    */
   private replay(stream: Stream): void {
-    while (stream.next !== null && !stream.closed) {
-      if (stream.next > this.hub.lastSeq) {
-        stream.next = null;
-        return;
-      }
+    if (stream.next === null || stream.closed || stream.scheduled) return;
+    const buffered = stream.sink.writableLength;
+    const frames: Buffer[] = [];
+    let bytes = 0;
+    while (stream.next <= this.hub.lastSeq) {
       const event = this.hub.eventAt(stream.next);
       if (event === undefined) {
         this.closeSlow(stream, 'history');
         return;
       }
-      if (!wants(stream, event)) {
-        stream.next += 1;
-        continue;
+      if (wants(stream, event)) {
+        const size = event.frame.length;
+        if (buffered + bytes > 0 && buffered + bytes + size > this.maxBufferedBytes) break;
+        if (bytes > 0 && bytes + size > SLICE_BYTES) break;
+        frames.push(event.frame);
+        bytes += size;
       }
-      const buffered = stream.sink.writableLength;
-      if (buffered > 0 && buffered + event.frame.length > this.maxBufferedBytes) return;
       stream.next += 1;
-      // false: the socket is full; its 'drain' sends the next slice.
-      if (!this.write(stream, event.frame)) return;
     }
+    const taken = frames.length > 0 && this.write(stream, Buffer.concat(frames, bytes));
+    if (stream.next > this.hub.lastSeq) {
+      stream.next = null;
+    } else if (taken) {
+      this.nextSlice(stream);
+    }
+    // Else the socket is full: its 'drain' (or, at the latest, the sweep) sends the next slice.
   }
 
+  /**
+   * The next slice on the event loop's next turn, after the I/O waiting (a socket that takes
+   * each write at once emits 'drain' on process.nextTick, which would chain the whole replay
+   * ahead of every request).
+   */
+  private nextSlice(stream: Stream): void {
+    if (stream.next === null || stream.scheduled) return;
+    stream.scheduled = true;
+    setImmediate(() => {
+      stream.scheduled = false;
+      this.replay(stream);
+    });
+  }
+
+  /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */
   private deliver(event: StoredEvent): void {
     for (const stream of this.streams) {
-      if (stream.next !== null) this.replay(stream);
-      else if (wants(stream, event)) this.bounded(stream, event.frame);
+      if (stream.next === null && wants(stream, event)) this.bounded(stream, event.frame);
     }
   }
 

@@ -1,7 +1,13 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import sinon from 'sinon';
-import { EventHub, EventStreams, EventStreamsFullError, type EventType } from '../../../src/events';
+import {
+  EventHub,
+  EventStreams,
+  EventStreamsFullError,
+  SLICE_BYTES,
+  type EventType,
+} from '../../../src/events';
 
 /** A socket-like sink: takes writes until `stall()`, then holds them unread (a slow reader). */
 class Sink extends Writable {
@@ -219,15 +225,34 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(sink.ids()).to.deep.equal(expected);
   });
 
-  it('a replaying reader the history runs away from is closed as a slow reader, logged and counted', () => {
+  it('lets other work run between slices of a replay, even to a reader that takes everything at once', async () => {
+    const { hub, streams } = setup({ historySize: 2000 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const bytes = () => sink.chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+    // The retry hint and one slice, not the 2000 events (about 170 KB) in one go.
+    expect(bytes()).to.be.at.most(SLICE_BYTES + 100);
+    // An API request's turn comes while the replay is still under way.
+    const midway = await new Promise<number>((resolve) =>
+      setImmediate(() => resolve(sink.ids().length)),
+    );
+    expect(midway).to.be.above(0).and.below(2000);
+    for (let round = 0; round < 1000 && sink.ids().length < 2000; round++) await settle();
+    expect(sink.ids()).to.deep.equal(Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`));
+  });
+
+  it('a replaying reader the history runs away from is closed as a slow reader at its next slice, logged and counted', async () => {
     const { hub, streams, slow, warnings } = setup({ maxBufferedBytes: 2048, historySize: 50 });
     for (let i = 0; i < 50; i++) publish(hub);
     const sink = new Sink();
     sink.stall();
     streams.open(sink, { types: null, lastEventId: 'r.0' });
-    expect(sink.destroyed).to.equal(false);
-    // 50 more events push what it still owes out of the history.
+    // 50 more events push what it still owes out of the history; it has nothing more of it yet.
     for (let i = 0; i < 50; i++) publish(hub);
+    expect(sink.destroyed).to.equal(false);
+    sink.resume();
+    await settle();
     expect(sink.destroyed).to.equal(true);
     expect(slow()).to.equal(1);
     expect(warnings[0]).to.include({ event: 'event_stream_slow_reader' });
