@@ -476,7 +476,9 @@ export const OPTIONS = {
     env: 'WG_PEERD_EVENT_HISTORY',
     value: 'N',
     default: '10000',
-    meaning: 'events kept for GET /api/events clients resuming with Last-Event-ID (1-1000000)',
+    meaning:
+      'events kept for GET /api/events clients resuming with Last-Event-ID (1-1000000), ' +
+      'and of them at most 16 MiB',
     parse: wholeNumber(1, 1_000_000),
   }),
   webhooksFile: option({

@@ -7,9 +7,11 @@
  * id the history no longer holds (older, from another daemon run, or not an id) gets exactly one
  * `reset` event (re-list, then go on). `?types=` filters a stream (`reset` always passes). An
  * event is serialized once, into one JSON text and one SSE frame, whatever the number of streams
- * and targets; a stream whose reader falls behind by more than a bound is closed with a log line
- * and a metric, never buffered without limit; a comment line every 15 s keeps idle streams open
- * through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
+ * and targets; the types and their details are defined once (catalog.ts). At most
+ * --max-event-streams streams are open; a stream whose reader falls behind by more than a bound,
+ * or leaves bytes untaken for --event-stream-stall, is closed with a log line and a metric,
+ * never buffered without limit, and a replay goes out in slices under the same bound; a comment
+ * line every 15 s keeps idle streams open through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
  * `sink`); connect, disconnect and behind-the-back changes come from the shared kernel read,
  * read only while someone listens and at most once per --list-max-age (watcher.ts);
  * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`), or
@@ -18,9 +20,9 @@
  * read reaches it through `exhaustionTimes` (the service's port), which answers when each cap
  * ran out (the list's exhausted_at); the sink's resets, cap changes and deletes clear that at once.
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
- * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
- * time, and a bounded queue per target whose drops are counted; a target that is down slows
- * nothing else.
+ * with a timeout per attempt, the first retry within 30 s then exponential backoff with jitter
+ * for --webhook-retry-for, and a bounded queue per target whose drops are counted; a target that
+ * is down slows nothing else.
  */
 import type { Registry } from 'prom-client';
 import type {

@@ -6,12 +6,12 @@
  * never take every connection from the API. A live stream whose reader falls behind by more
  * than `maxBufferedBytes` (what its socket has not taken yet) is closed, logged and counted,
  * never buffered further. A resumption (`Last-Event-ID`) replays from the hub's history in
- * slices under the same bound: a slice is written until the socket asks to wait (or the bound
- * is reached), the next on 'drain', and the
- * events published meanwhile are read from the history in order, so the stream joins the live
- * ones only once it caught up (a reader so slow the history dropped what it still owed is closed
- * like a slow one). A stream whose socket has held unsent bytes for `stallMs`
- * (`--event-stream-stall`) without once taking them all is closed, logged and counted too.
+ * slices of at most SLICE_BYTES under the same bound, one per turn of the event loop, the next
+ * once the socket took the last ('drain'); the events published meanwhile are read from the
+ * history in order, so the stream joins the live ones only once it caught up (a reader so slow
+ * that the history dropped what it still owed is closed like a slow one). A stream whose socket
+ * has held unsent bytes for `stallMs` (`--event-stream-stall`) without once taking them all is
+ * closed, logged and counted too.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
