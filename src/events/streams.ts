@@ -74,8 +74,10 @@ const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 export class EventStreamsFullError extends Error {
   constructor(readonly maxStreams: number) {
     super(
-      `${maxStreams} event streams are open, the most --max-event-streams allows; ` +
-        'retry later, or close a stream this client no longer reads',
+      maxStreams === 0
+        ? 'Event streams are off on this daemon (--max-event-streams 0); use webhooks or poll the list'
+        : `${maxStreams} event streams are open, the most --max-event-streams allows; ` +
+            'retry later, or close a stream this client no longer reads',
     );
     this.name = 'EventStreamsFullError';
   }

@@ -287,6 +287,15 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(streams.size).to.equal(2);
   });
 
+  it('with maxStreams 0 (--max-connections 1) refuses every stream, saying they are off', () => {
+    const { streams } = setup({ maxStreams: 0 });
+    expect(streams.full).to.equal(true);
+    expect(() => streams.open(new Sink(), { types: null })).to.throw(
+      EventStreamsFullError,
+      'Event streams are off on this daemon (--max-event-streams 0)',
+    );
+  });
+
   it('closes a stream whose reader left bytes untaken for the stall bound, logs and counts it', () => {
     const { hub, streams, stalled, open, warnings } = setup({
       stallMs: 60_000,
