@@ -343,7 +343,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     logger,
     registry: metrics.registry,
     webhookTargets,
-    webhookPolicy: deps.webhookPolicy,
+    webhookPolicy: { giveUpAfterMs: config.webhookRetryForMs, ...deps.webhookPolicy },
+    maxStreams: config.maxEventStreams,
+    streamStallMs: config.eventStreamStallS * 1000,
     // exhausted_at survives a restart only where the journal keeps it (README "API").
     ...(store === null ? {} : keptExhaustions(store, logger)),
   });
@@ -456,6 +458,15 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     'wg-peerd is serving',
   );
   const now = deps.now ?? (() => new Date());
+  if (tokens === null) {
+    const who = isLoopback(config.listen.host)
+      ? 'every local process, of any user,'
+      : `every process that reaches ${formatListen(config.listen)}`;
+    logger.warn(
+      { event: 'no_token', listen: formatListen(config.listen) },
+      `no token is configured: ${who} has admin rights over the API; give --token-file PATH or WG_PEERD_TOKEN`,
+    );
+  }
   if (tls === null && !isLoopback(config.listen.host)) {
     logger.warn(
       { event: 'plain_http', listen: formatListen(config.listen) },

@@ -1,6 +1,6 @@
 /**
  * The events room's series on /metrics (the daemon's prom-client registry): open streams,
- * streams closed for falling behind, events by type, webhook deliveries by target and outcome,
+ * streams closed for falling behind or stalling, streams refused over --max-event-streams, events by type, webhook deliveries by target and outcome,
  * deliveries given up or dropped, queue depths.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -12,6 +12,8 @@ import type { AttemptOutcome, WebhooksObserver } from './webhooks';
 export const EVENT_METRIC = {
   streams: 'wg_peerd_event_streams',
   slowClosed: 'wg_peerd_event_streams_slow_closed_total',
+  stalledClosed: 'wg_peerd_event_streams_stalled_closed_total',
+  refused: 'wg_peerd_event_streams_refused_total',
   events: 'wg_peerd_events_total',
   deliveries: 'wg_peerd_webhook_deliveries_total',
   givenUp: 'wg_peerd_webhook_given_up_total',
@@ -37,6 +39,16 @@ export function createEventMetrics(registry: Registry): EventMetrics {
   const slowClosed = new Counter({
     name: EVENT_METRIC.slowClosed,
     help: 'Event streams closed because their reader fell too far behind',
+    registers,
+  });
+  const stalledClosed = new Counter({
+    name: EVENT_METRIC.stalledClosed,
+    help: 'Event streams closed because their reader left bytes untaken for --event-stream-stall',
+    registers,
+  });
+  const refused = new Counter({
+    name: EVENT_METRIC.refused,
+    help: 'GET /api/events answered 503: --max-event-streams streams were open',
     registers,
   });
   const events = new Counter({
@@ -76,6 +88,8 @@ export function createEventMetrics(registry: Registry): EventMetrics {
     streams: {
       open: (count) => streams.set(count),
       slowReaderClosed: () => slowClosed.inc(),
+      stalledClosed: () => stalledClosed.inc(),
+      refused: () => refused.inc(),
     },
     webhooks: {
       attempt: (target, outcome) => deliveries.inc({ target, outcome }),

@@ -2,11 +2,13 @@
  * Webhooks (DESIGN §3): every event, or the types a target asks for, POSTed to each target of
  * `--webhooks-file` and signed per the Standard Webhooks specification with the npm
  * `standardwebhooks` library (`webhook-id` = the event id, `webhook-timestamp`,
- * `webhook-signature`). Each attempt times out; a failed one is retried, the first retry within
- * 30 s, then with exponential backoff, until a bounded time after the first attempt. Each target
- * has its own bounded queue and its own few attempts in flight, so a target that is down fills
- * only its own queue (new events over the bound are dropped and counted) and slows neither the
- * API nor another target.
+ * `webhook-signature`). Each attempt times out and reads at most 64 KiB of the answer; a failed
+ * one is retried, the first retry within 30 s, then with exponential backoff and jitter, until
+ * `--webhook-retry-for` after the first attempt (36 h by default). Plain http: to another host
+ * is warned of once per target. Each target has its own bounded queue and its own few attempts
+ * in flight, so a target that is down fills only its own queue (new events over the bound are
+ * dropped and counted) and slows neither the API nor another target. The targets file is
+ * refused with one line naming the file and line, never quoting a field that may hold a secret.
  */
 import { Webhook } from 'standardwebhooks';
 import type { EventHub } from './hub';
@@ -55,9 +57,69 @@ function checkSecret(secret: string, where: string): string {
   return secret;
 }
 
+/** Event types a message may quote: only what looks like one, never a secret put there. */
+const TYPE_LIKE = /^[a-z]{1,20}\.[a-z_]{1,40}$/;
+
+/** Whether `text` is, or holds, a secret of the Standard Webhooks form. */
+const holdsSecret = (text: string): boolean => /whsec_/i.test(text);
+
+/**
+ * The URL field of a line, checked: http: or https:, no credentials (fetch cannot send them and
+ * they would be logged), no secret (a swapped line, or one pasted into the query).
+ */
+function checkUrl(field: string, at: string): URL {
+  if (/^whsec_/i.test(field)) {
+    throw new WebhooksFileError(
+      `${at}: the first field holds a secret (whsec_...) where the URL belongs; a line is "<url> <secret> [<type>,<type>...]"`,
+    );
+  }
+  if (holdsSecret(field)) {
+    throw new WebhooksFileError(
+      `${at}: the URL holds a secret (whsec_...); the secret goes in the second field, never in the URL`,
+    );
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(field);
+  } catch {
+    throw new WebhooksFileError(
+      `${at}: the first field is not a URL; a line is "<url> <secret> [<type>,<type>...]", like https://hooks.example/in`,
+    );
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new WebhooksFileError(`${at}: the URL must be http: or https:`);
+  }
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new WebhooksFileError(
+      `${at}: the URL carries a user name or password (user:pass@), which is never sent and would be logged; the receiver checks the signature made with the secret instead`,
+    );
+  }
+  return parsed;
+}
+
+function checkTypes(field: string, at: string): Set<EventType> {
+  if (holdsSecret(field)) {
+    throw new WebhooksFileError(
+      `${at}: the third field holds a secret (whsec_...); a line is "<url> <secret> [<type>,<type>...]"`,
+    );
+  }
+  const types = new Set<EventType>();
+  for (const type of field.split(',')) {
+    if (!isEventType(type)) {
+      const named = TYPE_LIKE.test(type) ? `unknown event type ${JSON.stringify(type)}` : 'a type';
+      throw new WebhooksFileError(
+        `${at}: ${named} that is not an event type; the types are ${EVENT_TYPES.join(', ')}`,
+      );
+    }
+    types.add(type);
+  }
+  return types;
+}
+
 /**
  * One target a line: `<url> <secret> [<type>,<type>…]`; blank lines and `#` comments are
- * ignored. `where` names the file in messages.
+ * ignored. `where` names the file in messages. A refused line is named by its number and what
+ * is wrong, never by its text: no message quotes a field that may hold the secret.
  */
 export function parseWebhooksText(text: string, where: string): WebhookTarget[] {
   const targets: WebhookTarget[] = [];
@@ -66,31 +128,12 @@ export function parseWebhooksText(text: string, where: string): WebhookTarget[] 
     if (line === '' || line.startsWith('#')) return;
     const at = `${where} line ${index + 1}`;
     const fields = line.split(/\s+/);
-    if (fields.length < 2 || fields.length > 3) {
+    const [url, secret, typeList] = fields as [string, string | undefined, string | undefined];
+    const parsed = checkUrl(url, at);
+    if (secret === undefined || fields.length > 3) {
       throw new WebhooksFileError(`${at}: expected "<url> <secret> [<type>,<type>...]"`);
     }
-    const [url, secret, typeList] = fields as [string, string, string | undefined];
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new WebhooksFileError(`${at}: ${JSON.stringify(url)} is not a URL`);
-    }
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      throw new WebhooksFileError(`${at}: the URL must be http: or https:`);
-    }
-    let types: Set<EventType> | null = null;
-    if (typeList !== undefined) {
-      types = new Set();
-      for (const type of typeList.split(',')) {
-        if (!isEventType(type)) {
-          throw new WebhooksFileError(
-            `${at}: unknown event type ${JSON.stringify(type)}; the types are ${EVENT_TYPES.join(', ')}`,
-          );
-        }
-        types.add(type);
-      }
-    }
+    const types = typeList === undefined ? null : checkTypes(typeList, at);
     targets.push({ url: parsed.href, secret: checkSecret(secret, at), types });
   });
   return targets;
@@ -137,7 +180,15 @@ export interface DeliveryPolicy {
   backoffFactor: number;
   /** No delay is longer than this. */
   maxDelayMs: number;
-  /** No attempt starts later than this after the first one: then the event is given up. */
+  /**
+   * Each delay is drawn from [1 - jitter, 1] times the backoff's (0: none), so the retries of
+   * many events to a target that comes back do not arrive in one burst.
+   */
+  jitter: number;
+  /**
+   * No attempt starts later than this after the first one (`--webhook-retry-for`): then the
+   * event is given up.
+   */
   giveUpAfterMs: number;
   /** Events waiting per target (retries included); a new one over it is dropped. */
   queueSize: number;
@@ -145,20 +196,40 @@ export interface DeliveryPolicy {
   concurrency: number;
 }
 
+/**
+ * DESIGN §3 and §4: the first retry within 30 s, then doubling up to an hour between attempts,
+ * for 36 h (`--webhook-retry-for`; the Standard Webhooks example schedule spans about a day and
+ * a half): about 45 attempts for an event whose target stays down.
+ */
 export const DEFAULT_DELIVERY_POLICY: Readonly<DeliveryPolicy> = {
   timeoutMs: 10_000,
   firstRetryMs: 5_000,
   backoffFactor: 2,
-  maxDelayMs: 10 * 60_000,
-  giveUpAfterMs: 60 * 60_000,
-  queueSize: 1_000,
+  maxDelayMs: 60 * 60_000,
+  jitter: 0.5,
+  giveUpAfterMs: 36 * 60 * 60_000,
+  queueSize: 10_000,
   concurrency: 4,
 };
 
-/** The delay before retry number `retry` (1 = the first retry). */
-export function retryDelayMs(policy: DeliveryPolicy, retry: number): number {
-  return Math.min(policy.maxDelayMs, policy.firstRetryMs * policy.backoffFactor ** (retry - 1));
+/**
+ * The delay before retry number `retry` (1 = the first retry): exponential backoff capped at
+ * maxDelayMs, less a random part of up to `jitter` of it (`random` in [0, 1)).
+ */
+export function retryDelayMs(
+  policy: DeliveryPolicy,
+  retry: number,
+  random: () => number = Math.random,
+): number {
+  const backoff = Math.min(
+    policy.maxDelayMs,
+    policy.firstRetryMs * policy.backoffFactor ** (retry - 1),
+  );
+  return Math.round(backoff * (1 - policy.jitter * random()));
 }
+
+/** What is read of a receiver's answer at most; the rest is not waited for. */
+export const MAX_RESPONSE_BYTES = 64 * 1024;
 
 /** The outcome of one attempt. */
 export type AttemptOutcome = 'success' | 'http_error' | 'timeout' | 'network_error';
@@ -181,8 +252,19 @@ export const fetchSend: Send = async (request) => {
     signal: request.signal,
     redirect: 'manual',
   });
-  // Read (and drop) the body so the connection can be reused.
-  await response.arrayBuffer();
+  // Read (and drop) at most MAX_RESPONSE_BYTES of the body: a receiver's answer is only its
+  // status, and a short one leaves the connection reusable; a longer one is cut off.
+  const reader = response.body?.getReader();
+  let read = 0;
+  while (reader !== undefined) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    read += chunk.value.byteLength;
+    if (read >= MAX_RESPONSE_BYTES) {
+      await reader.cancel();
+      break;
+    }
+  }
   return response.status;
 };
 
@@ -203,6 +285,8 @@ export interface WebhooksLogger {
 export interface WebhooksOptions {
   policy?: Partial<DeliveryPolicy>;
   send?: Send;
+  /** The jitter's random numbers in [0, 1) (Math.random; tests fix them). */
+  random?: () => number;
   /** Milliseconds since the epoch, for webhook-timestamp. */
   now?: () => number;
   logger: WebhooksLogger;
@@ -239,7 +323,8 @@ class TargetQueue {
   constructor(
     readonly target: WebhookTarget,
     private readonly policy: DeliveryPolicy,
-    private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now'>> & WebhooksOptions,
+    private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now' | 'random'>> &
+      WebhooksOptions,
   ) {
     this.label = targetLabel(target.url);
     this.signer = new Webhook(target.secret);
@@ -342,7 +427,7 @@ class TargetQueue {
     reason: string | null,
   ): void {
     if (this.closed) return;
-    const delay = retryDelayMs(this.policy, delivery.attempts);
+    const delay = retryDelayMs(this.policy, delivery.attempts, this.options.random);
     const due = this.options.now() + delay;
     const detail = {
       target: this.label,
@@ -389,8 +474,11 @@ class TargetQueue {
 export class Webhooks {
   private queues: TargetQueue[] = [];
   private readonly policy: DeliveryPolicy;
-  private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now'>> & WebhooksOptions;
+  private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now' | 'random'>> &
+    WebhooksOptions;
   private unsubscribe: (() => void) | null = null;
+  /** Targets warned of for plain http: to another host, once each for the daemon's life. */
+  private readonly warnedPlain = new Set<string>();
 
   constructor(
     private readonly hub: EventHub,
@@ -398,7 +486,12 @@ export class Webhooks {
   ) {
     this.policy = { ...DEFAULT_DELIVERY_POLICY, ...options.policy };
     // Not a spread: an option given as undefined (Events passes its own through) keeps the default.
-    this.options = { ...options, send: options.send ?? fetchSend, now: options.now ?? Date.now };
+    this.options = {
+      ...options,
+      send: options.send ?? fetchSend,
+      now: options.now ?? Date.now,
+      random: options.random ?? Math.random,
+    };
   }
 
   get targetCount(): number {
@@ -419,7 +512,9 @@ export class Webhooks {
         old.delete(key);
         kept.push(existing);
       } else {
-        kept.push(new TargetQueue(target, this.policy, this.options));
+        const queue = new TargetQueue(target, this.policy, this.options);
+        this.warnPlain(queue.label, target.url);
+        kept.push(queue);
       }
     }
     for (const queue of old.values()) queue.close();
@@ -434,6 +529,18 @@ export class Webhooks {
     }
   }
 
+  /** Plain http: to a host other than this one: the payloads travel in clear (once a target). */
+  private warnPlain(label: string, url: string): void {
+    const { protocol, hostname } = new URL(url);
+    if (protocol !== 'http:' || isLoopbackHost(hostname) || this.warnedPlain.has(label)) return;
+    this.warnedPlain.add(label);
+    this.options.logger.warn(
+      { event: 'webhook_plain_http', target: label },
+      `webhook target ${label} is plain http: to another host: every event travels in clear ` +
+        '(the signature still proves it comes from wg-peerd); use https:',
+    );
+  }
+
   /** Per target label, events waiting or in flight. */
   depths(): Record<string, number> {
     return Object.fromEntries(this.queues.map((queue) => [queue.label, queue.depth]));
@@ -442,6 +549,15 @@ export class Webhooks {
   close(): void {
     this.setTargets([]);
   }
+}
+
+/** localhost, 127.0.0.0/8 and [::1]: a receiver on this host (URL.hostname brackets IPv6). */
+function isLoopbackHost(hostname: string): boolean {
+  return (
+    hostname === 'localhost' ||
+    hostname === '[::1]' ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+  );
 }
 
 /** What a failed attempt's error says: fetch puts the system error (ECONNREFUSED) in `cause`. */
