@@ -15,10 +15,12 @@
  * per peer and per field, the "not certainly overwritten" rule); ALICE (Pillai et al., "All File
  * Systems Are Not Created Equal", OSDI '14) for the states a crash may leave. The crash states
  * and the disk faults are in ONE adapter, test/unit/state/model/disk.ts (`crashImage`,
- * `ModelDisk`): today a prefix of each file's unsynced bytes survives, and EIO/ENOSPC/EROFS fail the
- * n-th write, fdatasync or truncate of the journal. The ALICE states (unsynced data cut at any
- * byte, zero-filled holes in unsynced appended pages, renames not yet durable) and the double's
- * own fault injection plug in there.
+ * `ModelDisk`): half the power cuts land in one of the states ALICE found file systems leave
+ * (test/support/memory-fs.ts, whose own test checks them one by one against that list: unsynced
+ * appended data cut at any byte, zero-filled holes in unsynced appended pages, directory
+ * operations and renames not yet durable, fdatasync'd data kept), the other half keep a prefix of
+ * each file's unsynced bytes; kill -9 keeps all that was written. EIO, ENOSPC and EROFS fail the
+ * n-th write, fdatasync or truncate of the journal, EMFILE and EIO the n-th call of a compaction.
  *
  * Seeded and deterministic: the seed is in the titles; WG_PEERD_MODEL_SEED and
  * WG_PEERD_MODEL_RUNS override the seed and the number of cases of every property, and

@@ -13,6 +13,8 @@
  *   bytes cut at any byte, zero-filled holes in unsynced pages, directory operations not yet
  *   durable), chosen by a seed (`alice`), or, without one, a prefix of each file's unsynced bytes;
  *   kill -9 and a restart keep everything done (the page cache outlives the process).
+ * - A fault with `call: 'open'` fails the n-th call a compaction makes (create, rename, directory
+ *   sync, open: EMFILE or EIO), counted apart from the journal's writes.
  */
 import type { AppendFile, FileInfo, StateFs, WriteFile } from '../../../../src/state/files';
 import { MemoryFs } from '../../../support/memory-fs';
@@ -32,10 +34,15 @@ export interface CrashChoice {
 export type FaultCall = 'write' | 'sync' | 'truncate';
 
 export interface DiskFault {
-  /** Index, from arm(), of the journal call that fails. */
+  /**
+   * Index, from arm(), of the journal call that fails: of its writes, fdatasyncs and truncates;
+   * with `call: 'open'`, of the calls a compaction makes (create, rename, directory sync, open),
+   * counted apart.
+   */
   at: number;
-  /** For a write; a failed sync or truncate is EIO. */
-  code: 'EIO' | 'ENOSPC' | 'EROFS';
+  call?: 'open';
+  /** For a write or an open; a failed sync or truncate is EIO. */
+  code: 'EIO' | 'ENOSPC' | 'EROFS' | 'EMFILE';
   /** For a write: the fraction of its bytes that reach the file before it fails (0 to 1). */
   written: number;
 }
@@ -74,6 +81,8 @@ export class ModelDisk implements StateFs {
   readonly memory: MemoryFs;
   /** Journal calls since arm(); null: faults not armed (start-up, restore). */
   private calls: number | null = null;
+  /** Compaction calls since arm(); null: not armed. */
+  private opens: number | null = null;
   private faults: readonly DiskFault[] = [];
   /** Faults that fired: the call, its kind and errno, for the trace. */
   readonly fired: string[] = [];
@@ -85,14 +94,25 @@ export class ModelDisk implements StateFs {
   /** From now on, the journal calls count, and the listed ones fail. */
   arm(faults: readonly DiskFault[]): void {
     this.calls = 0;
+    this.opens = 0;
     this.faults = faults;
+  }
+
+  /** The fault for the next compaction call (create, rename, directory sync, open), if due. */
+  private openFault(kind: string, file: string): void {
+    if (this.opens === null) return;
+    const index = this.opens++;
+    const fault = this.faults.find((f) => f.call === 'open' && f.at === index);
+    if (fault === undefined) return;
+    this.fired.push(`${kind} #${index}: ${fault.code}`);
+    throw errno(fault.code, `${kind} ${file}`);
   }
 
   /** The fault for the next journal call of this kind, if one is due. */
   private fault(kind: FaultCall): DiskFault | undefined {
     if (this.calls === null) return undefined;
     const index = this.calls++;
-    const fault = this.faults.find((f) => f.at === index);
+    const fault = this.faults.find((f) => f.call === undefined && f.at === index);
     if (fault === undefined) return undefined;
     const code = kind === 'write' ? fault.code : 'EIO';
     this.fired.push(`${kind} #${index}: ${code}`);
@@ -120,6 +140,7 @@ export class ModelDisk implements StateFs {
 
   async syncDir(dir: string): Promise<void> {
     await turn();
+    this.openFault('syncDir', dir);
     return this.memory.syncDir(dir);
   }
 
@@ -130,11 +151,13 @@ export class ModelDisk implements StateFs {
 
   async create(file: string, mode: number): Promise<WriteFile> {
     await turn();
+    this.openFault('create', file);
     return this.memory.create(file, mode);
   }
 
   async rename(from: string, to: string): Promise<void> {
     await turn();
+    this.openFault('rename', to);
     return this.memory.rename(from, to);
   }
 
@@ -150,6 +173,7 @@ export class ModelDisk implements StateFs {
 
   async openAppend(file: string): Promise<{ file: AppendFile; size: number }> {
     await turn();
+    this.openFault('open', file);
     const opened = await this.memory.openAppend(file);
     const inner = opened.file;
     const handle: AppendFile = {

@@ -118,11 +118,23 @@ export function programs(shape: ProgramShape): fc.Arbitrary<Program> {
       ? fc.constant(ONE_AT_A_TIME)
       : fc.oneof({ weight: 4, arbitrary: fc.nat({ max: 3 }) }, fc.constant(15));
   const step = fc.record({ gap, command });
-  const fault: fc.Arbitrary<DiskFault> = fc.record({
-    at: fc.nat({ max: 24 }),
-    code: fc.constantFrom<DiskFault['code']>('EIO', 'ENOSPC', 'EROFS'),
-    written: fc.constantFrom(0, 0.5, 1),
-  });
+  const fault: fc.Arbitrary<DiskFault> = fc.oneof(
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        at: fc.nat({ max: 24 }),
+        code: fc.constantFrom<DiskFault['code']>('EIO', 'ENOSPC', 'EROFS'),
+        written: fc.constantFrom(0, 0.5, 1),
+      }),
+    },
+    // A compaction's calls (after a failed cut-back, the journal rewrites itself): EMFILE, EIO.
+    fc.record({
+      at: fc.nat({ max: 3 }),
+      call: fc.constant<'open'>('open'),
+      code: fc.constantFrom<DiskFault['code']>('EMFILE', 'EIO'),
+      written: fc.constant(0),
+    }),
+  );
   const round: fc.Arbitrary<RoundProgram> = fc.record({
     steps: fc.array(step, { minLength: 1, maxLength: shape.maxSteps }),
     crashAt: fc.nat({ max: shape.oneAtATime === true ? ONE_AT_A_TIME * shape.maxSteps : 150 }),
