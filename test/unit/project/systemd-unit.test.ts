@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { OPTIONS, parseConfig } from '../../../src/config';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 const UNIT = path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.service');
@@ -209,9 +210,19 @@ describe('contrib/systemd: Type=notify, the watchdog, hardening, the template (i
   });
 });
 
+/** The `VAR=value` lines of the environment file, commented out (`#VAR=`) or not. */
+function defaultFileLines(): Array<{ name: string; value: string; commented: boolean }> {
+  const text = readFileSync(path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.default'), 'utf8');
+  return [...text.matchAll(/^(#?)([A-Z][A-Z0-9_]*)=(.*)$/gm)].map((m) => ({
+    name: m[2]!,
+    value: m[3]!,
+    commented: m[1] === '#',
+  }));
+}
+
+// Issue 32: the environment file lacked 7 of the 20 settings while the README said all were there.
 describe('contrib/systemd/wg-peerd.default', () => {
   it('sets only variables wg-peerd knows, or WG_PEERD_ARGS of the unit', () => {
-    const text = readFileSync(path.join(ROOT, 'contrib', 'systemd', 'wg-peerd.default'), 'utf8');
     const help = spawnSync(
       process.execPath,
       [path.join(ROOT, 'dist', 'src', 'main.js'), '--help'],
@@ -219,11 +230,40 @@ describe('contrib/systemd/wg-peerd.default', () => {
         encoding: 'utf8',
       },
     ).stdout;
-    const names = [...text.matchAll(/^#?(WG_PEERD_[A-Z_]+)=/gm)].map((m) => m[1]!);
+    const names = defaultFileLines().map((line) => line.name);
     expect(names.length).to.be.greaterThan(4);
     for (const name of names) {
       if (name !== 'WG_PEERD_ARGS') expect(help, name).to.contain(name);
     }
+  });
+
+  it('has every setting of the option table once, and WG_PEERD_ARGS', () => {
+    const names = defaultFileLines().map((line) => line.name);
+    const table = Object.values(OPTIONS).map((option) => option.env);
+    expect(table).to.have.length.greaterThan(19);
+    expect([...names].sort()).to.deep.equal([...table, 'WG_PEERD_ARGS'].sort());
+  });
+
+  it('shows each setting that has a default commented out at exactly that default', () => {
+    const lines = new Map(defaultFileLines().map((line) => [line.name, line]));
+    for (const option of Object.values(OPTIONS)) {
+      const line = lines.get(option.env)!;
+      if (option.default === null || !line.commented) continue;
+      expect(line.value, option.env).to.equal(option.default);
+    }
+  });
+
+  it('is a configuration wg-peerd starts with as it stands (the lines not commented out)', () => {
+    const env = Object.fromEntries(
+      defaultFileLines()
+        .filter((line) => !line.commented && line.name !== 'WG_PEERD_ARGS')
+        .map((line) => [line.name, line.value]),
+    );
+    expect(Object.keys(env)).to.include.members(['WG_PEERD_INTERFACE', 'WG_PEERD_LISTEN']);
+    const outcome = parseConfig([], env, () => {
+      throw new Error('no token file is named by a variable');
+    });
+    expect(outcome.kind).to.equal('run');
   });
 });
 
