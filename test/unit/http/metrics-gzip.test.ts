@@ -54,9 +54,7 @@ interface Raw {
 }
 
 /** The app's /metrics on a real socket, read raw (supertest would gunzip on its own). */
-async function serve(
-  snapshot: () => Promise<PeerSnapshot>,
-): Promise<{
+async function serve(snapshot: () => Promise<PeerSnapshot>): Promise<{
   get: (acceptEncoding?: string) => Promise<Raw>;
   close: () => void;
   count: () => number;
