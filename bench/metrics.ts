@@ -8,14 +8,20 @@
  * during a render waits at most).
  *
  * Then the gzip form of the last render (src/http/metrics-gzip.ts: what a scrape with
- * `Accept-Encoding: gzip` costs once per kernel read): megabytes and milliseconds.
+ * `Accept-Encoding: gzip` costs once per kernel read): megabytes and milliseconds. Then whole
+ * scrapes of GET /metrics over HTTP on loopback (createMetrics behind Express, as the daemon
+ * serves it, without the kernel read): plain and gzip, each the first scrape of a snapshot
+ * (render, and compress) and a second one sharing it, with the bytes on the wire.
  *
  * Options: BENCH_PEERS (default 50000), BENCH_ROUNDS (default 5), BENCH_FULL=1 (every peer
  * handshaked, limited and capped with a billing period that has reset: the most series).
  */
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { renderPeerMetrics } from '../src/http/metrics';
+import express from 'express';
+import { createMetrics, renderPeerMetrics } from '../src/http/metrics';
 import { finalRun } from '../src/http/metrics-gzip';
 import type { KernelDataCap, LimitState, WireGuardPeer } from '../src/kernel/types';
 import type { PeerSnapshot } from '../src/peers';
@@ -97,4 +103,39 @@ async function main(): Promise<void> {
   }
 }
 
-void main();
+/** One GET /metrics: milliseconds to the last byte, and the bytes received. */
+function scrapeOnce(port: number, gzip: boolean): Promise<{ ms: number; bytes: number }> {
+  const started = performance.now();
+  const headers = gzip ? { 'Accept-Encoding': 'gzip' } : {};
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: '/metrics', headers }, (res) => {
+        let bytes = 0;
+        res.on('data', (chunk: Buffer) => (bytes += chunk.length));
+        res.on('end', () => resolve({ ms: performance.now() - started, bytes }));
+      })
+      .on('error', reject);
+  });
+}
+
+async function scrapes(): Promise<void> {
+  let current = snapshot();
+  const metrics = createMetrics({ service: { snapshot: async () => current }, perPeer: true });
+  const app = express();
+  app.get('/metrics', metrics.handler);
+  const server = http.createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  for (const gzip of [false, true]) {
+    current = snapshot(); // a new kernel read: nothing rendered yet
+    const first = await scrapeOnce(port, gzip);
+    const second = await scrapeOnce(port, gzip);
+    console.log(
+      `scrape ${gzip ? 'gzip ' : 'plain'}: ${(first.bytes / 1e6).toFixed(1)} MB; first of a ` +
+        `snapshot ${first.ms.toFixed(0)} ms, second ${second.ms.toFixed(0)} ms`,
+    );
+  }
+  server.close();
+}
+
+void main().then(scrapes);
