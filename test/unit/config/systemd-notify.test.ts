@@ -86,24 +86,24 @@ describe('systemd notifications over a real unix datagram socket (issue 32)', fu
     const notify = notifier({ NOTIFY_SOCKET: socket.address, WATCHDOG_USEC: '200000' });
     expect(notify.watchdogIntervalMs).to.equal(100);
     const pings = () => socket.received.filter((r) => r.message === 'WATCHDOG=1');
-    while (pings().length < 4) await new Promise((resolve) => setTimeout(resolve, 20));
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    while (pings().length < 6) await sleep(20);
+    // The mean interval: one ping read late by the receiver moves two gaps, not the mean.
     const times = pings().map((r) => r.at);
-    for (let i = 1; i < times.length; i += 1) {
-      const gap = times[i]! - times[i - 1]!;
-      // Timers run late on a loaded machine, never early.
-      expect(gap, `gap ${i}`).to.be.within(0.07, 0.6);
-    }
+    const mean = (times[5]! - times[0]!) / 5;
+    // Timers run late on a loaded machine, never early.
+    expect(mean).to.be.within(0.09, 0.25);
     // A hung event loop sends nothing: systemd's watchdog then kills and restarts the daemon.
-    const before = pings().length;
-    const blockedUntil = Date.now() + 450;
+    const blockedUntil = Date.now() + 1000;
     while (Date.now() < blockedUntil) {
       // busy: no timer can run
     }
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    const after = pings();
-    // At most the one overdue ping, sent once the loop turns again.
-    expect(after.length - before).to.be.at.most(1);
-    expect(after[after.length - 1]!.at - after[before - 1]!.at).to.be.above(0.4);
+    const after = pings().length;
+    await sleep(300);
+    expect(pings().length, 'pings again once the loop turns').to.be.above(after);
+    const all = pings().map((r) => r.at);
+    const longest = Math.max(...all.slice(1).map((at, i) => at - all[i]!));
+    expect(longest).to.be.above(0.8);
   });
 
   it('sends no WATCHDOG=1 when WATCHDOG_PID names another process (an inherited variable)', () => {
