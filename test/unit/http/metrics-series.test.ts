@@ -87,12 +87,26 @@ describe('metrics: series per peer, as the README and --help say (issue 32)', ()
     expect(await seriesPerPeer(false)).to.deep.equal({ full: 0, bare: 0 });
   });
 
-  it('says "up to 16 series per peer" in the README and in the flag\'s help, and what a 50,000-peer host should choose', () => {
+  it("says in the README and in the flag's help the count it exports, and what a 50,000-peer host should choose", async () => {
+    const { full } = await seriesPerPeer(true);
+    const stated = (text: string): number => {
+      const match = /up to (\d+) series per peer/.exec(text);
+      expect(match, text.slice(0, 80)).to.not.equal(null);
+      return Number(match![1]);
+    };
     const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    expect(readme).to.contain('up to 16 series per peer');
+    expect(stated(readme)).to.equal(full);
+    expect(stated(OPTIONS.metricsPerPeer.meaning)).to.equal(full);
+    // The README's breakdown adds up to it: every peer, handshake, dual stack, limit, cap.
+    const parts =
+      /(\d+) for every peer .*?, (\d+) more once .*?, (\d+) more for a dual-stack peer, (\d+) more\s+with a speed limit and (\d+) more with a data cap/s.exec(
+        readme,
+      );
+    expect(parts).to.not.equal(null);
+    expect(parts!.slice(1).reduce((sum, n) => sum + Number(n), 0)).to.equal(full);
+    expect(Number(parts![1])).to.equal((await seriesPerPeer(true)).bare);
     expect(readme).to.match(/50,000 peers[^.]*`--metrics-per-peer false`/);
     expect(readme).to.not.match(/eight per peer/);
-    expect(OPTIONS.metricsPerPeer.meaning).to.contain('up to 16 series per peer');
     expect(OPTIONS.metricsPerPeer.meaning).to.match(/false above 10,000 peers/);
   });
 });
