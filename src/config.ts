@@ -468,7 +468,8 @@ export const OPTIONS = {
     env: 'WG_PEERD_METRICS_PER_PEER',
     value: 'BOOL',
     default: 'true',
-    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
+    meaning:
+      'per-peer series on GET /metrics, up to 16 series per peer (false: only the aggregates; choose false above 10,000 peers)',
     parse: parseBoolean,
   }),
   eventHistory: option({

@@ -36,7 +36,7 @@ import {
 } from './http';
 import type { Kernel } from './kernel/types';
 import type { CapExhaustedNotice, CapWatch } from './kernel/quota/exhaustion';
-import { createLogger, type Logger } from './log';
+import { createLogger, isJournalStream, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
 import {
   InterfaceNotWireGuardError,
@@ -52,6 +52,7 @@ import { restoreFromState, type RestoreSummary } from './peers/restore';
 import { StateDirError, StateStore, readBootId, runStateCommand, type StateFs } from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
+import { SystemdNotifier, statusWhile, type StartNotices } from './systemd-notify';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
 export const EXIT_CONFIG = 2;
@@ -84,6 +85,8 @@ export interface DaemonDeps {
   readBootId?: () => Promise<string>;
   /** The state directory's file system (the real one when absent); for tests. */
   stateFs?: StateFs;
+  /** systemd's notifications (src/systemd-notify.ts): STATUS while restoring, READY=1. */
+  notify?: StartNotices;
   /** The kernel's notices of exhausted caps (peer.cap_exhausted); none when absent. */
   watchCaps?: (
     ifname: string,
@@ -321,6 +324,12 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     },
   );
 
+  if (deps.notify !== undefined && store !== null) {
+    const saved = store.state.peers.size;
+    const what = `restoring ${saved} saved peers of ${config.interfaceName}`;
+    statusWhile(deps.notify, gate, (seconds) => `${what} (${seconds} s)`);
+  }
+
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
   const readiness = new ReadinessCheck(
@@ -457,6 +466,10 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     },
     'wg-peerd is serving',
   );
+  // The interface, its peers, limits and caps are back and the API answers: systemd may start
+  // what comes After= the unit (Type=notify, contrib/systemd).
+  const serving = formatListen({ host: address.address, port: address.port });
+  deps.notify?.ready(`serving ${config.interfaceName} on ${serving}`);
   const now = deps.now ?? (() => new Date());
   if (tokens === null) {
     const who = isLoopback(config.listen.host)
@@ -484,6 +497,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const shutdown = (): Promise<void> => {
     stopped ??= new Promise<void>((resolve) => {
       logger.info({}, 'shutting down: finishing requests in flight');
+      deps.notify?.stopping();
       const graceMs = deps.graceMs ?? SHUTDOWN_GRACE_MS;
       const force = setTimeout(() => {
         logger.warn({ graceMs }, 'requests still running after the grace period: closing them');
@@ -649,10 +663,18 @@ async function cli(): Promise<void> {
       running.daemon.reloadTls();
     }
   });
+  const notify = new SystemdNotifier({
+    onError: (error) =>
+      logger.warn(
+        { event: 'systemd_notify_failed', error: error.message },
+        `cannot notify systemd (NOTIFY_SOCKET): ${error.message}`,
+      ),
+  });
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, {
       logger,
+      notify,
       // Loaded only once the configuration is good: a bad flag never needs the native addon.
       openKernel: async () => (await import('./kernel')).openKernel(),
       watchCaps: async (...args) => (await import('./kernel')).watchCapExhaustion(...args),
@@ -660,7 +682,12 @@ async function cli(): Promise<void> {
   } catch (error) {
     const status = error instanceof StartupError ? error.exitStatus : EXIT_FAILURE;
     logger.fatal({ exitStatus: status }, messageOf(error));
-    process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    // Under systemd standard output (the log) and standard error are one journal stream: the
+    // fatal line is in the journal once. Anywhere else it is also said in words on stderr.
+    const journal = process.env['JOURNAL_STREAM'];
+    if (!(isJournalStream(journal, 1) && isJournalStream(journal, 2))) {
+      process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    }
     process.exit(status);
   }
   running.daemon = daemon;

@@ -32,6 +32,7 @@ type SnapshotPeer = PeerSnapshot['device']['peers'][number];
 
 export type ListFilter = FilterStatus | null;
 export type BodyEncoding = 'identity' | 'gzip' | 'br';
+const ALL_ENCODINGS: ReadonlySet<BodyEncoding> = new Set(['identity', 'gzip', 'br']);
 
 const gzip = promisify(zlib.gzip);
 const brotli = promisify(zlib.brotliCompress);
@@ -223,9 +224,13 @@ export class PreviousBodies {
 /**
  * The encoding to answer with (RFC 9110 §12.5.3): br or gzip when the client accepts it with
  * q > 0 (an explicit "q=0" refuses; "*" covers what is not listed), the higher q winning and br
- * on a tie (smaller at the same cost); identity otherwise.
+ * on a tie (smaller at the same cost); identity otherwise. `offered` narrows the choice (GET
+ * /metrics offers gzip alone).
  */
-export function negotiateEncoding(acceptEncoding: string | undefined): BodyEncoding {
+export function negotiateEncoding(
+  acceptEncoding: string | undefined,
+  offered: ReadonlySet<BodyEncoding> = ALL_ENCODINGS,
+): BodyEncoding {
   if (acceptEncoding === undefined || acceptEncoding === '') return 'identity';
   const weights = new Map<string, number>();
   for (const part of acceptEncoding.split(',')) {
@@ -241,8 +246,8 @@ export function negotiateEncoding(acceptEncoding: string | undefined): BodyEncod
     weights.set(name === 'x-gzip' ? 'gzip' : name, q);
   }
   const star = weights.get('*') ?? 0;
-  const br = weights.get('br') ?? star;
-  const gz = weights.get('gzip') ?? star;
+  const br = offered.has('br') ? (weights.get('br') ?? star) : 0;
+  const gz = offered.has('gzip') ? (weights.get('gzip') ?? star) : 0;
   if (br > 0 && br >= gz) return 'br';
   if (gz > 0) return 'gzip';
   return 'identity';
