@@ -22,6 +22,7 @@ import {
   replaceFile,
 } from './files';
 import { JOURNAL_MODE, Journal, type JournalStats, StateReadOnlyError } from './journal';
+import { OUTBOX_FILE, Outbox, OutboxFileError, type OutboxOpened } from './outbox';
 import {
   JournalCorruptError,
   type SavedCap,
@@ -352,6 +353,25 @@ export class StateStore {
     }
     if (count > 0) await this.journal.append({ t: 'usage', u: changed });
     return count;
+  }
+
+  get outboxPath(): string {
+    return path.join(this.dir, this.interfaceName, OUTBOX_FILE);
+  }
+
+  /**
+   * The webhook outbox beside the journal (outbox.ts): its pending deliveries loaded, the file
+   * rewritten compacted. A symbolic link or a file others may read refuses (StateDirError).
+   */
+  async openOutbox(): Promise<OutboxOpened> {
+    try {
+      return await Outbox.open(this.fsys, this.outboxPath);
+    } catch (error) {
+      if (error instanceof OutboxFileError || error instanceof UnsafeFileError) {
+        throw new StateDirError(error.message);
+      }
+      throw error;
+    }
   }
 
   close(): Promise<void> {
