@@ -2,7 +2,8 @@
  * The state directory (`--state-dir`): per interface, a journal of what the daemon would need to
  * put the host back after a reboot, and the server's private key when the daemon created the
  * interface. Layout: `DIR/<interface>/journal` (`journal.prev`: the generation before the last
- * compaction) and `DIR/<interface>/server.key` (base64, mode 0600). The directory is the
+ * compaction), `DIR/<interface>/server.key` (base64, mode 0600) and, with webhooks,
+ * `DIR/<interface>/outbox` (their pending deliveries, outbox.ts). The directory is the
  * daemon's alone: a state dir or file that group or others may read, or that another user owns,
  * refuses the start, as does a journal damaged before its last batch (salvage.ts keeps what is
  * good) or one that describes another interface; the start then changes nothing on disk. A torn
