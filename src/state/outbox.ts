@@ -211,6 +211,7 @@ export class Outbox {
 
   /** Resolves once the entry is on disk. */
   add(entry: OutboxEntry): Promise<void> {
+    if (this.closed) return Promise.reject(new Error(`the outbox ${this.path} is closed`));
     const { target, id, type, json, queuedAt } = entry;
     return this.enqueue({ t: 'add', g: target, id, ty: type, q: queuedAt, b: json });
   }
@@ -221,7 +222,7 @@ export class Outbox {
     return this.enqueue({ t: 'done', g: target, id });
   }
 
-  /** Waits for every write asked so far, then closes the file; later writes are ignored. */
+  /** Waits for every write asked so far, then closes the file; a later add rejects, a later removal is dropped. */
   async close(): Promise<void> {
     while (this.flushing) await this.flushing;
     this.closed = true;
