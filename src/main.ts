@@ -49,7 +49,14 @@ import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
-import { StateDirError, StateStore, readBootId, runStateCommand, type StateFs } from './state';
+import {
+  type Outbox,
+  StateDirError,
+  StateStore,
+  readBootId,
+  runStateCommand,
+  type StateFs,
+} from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
 import { SystemdNotifier, statusWhile, type StartNotices } from './systemd-notify';
@@ -224,6 +231,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // The state directory is checked before anything changes in the kernel: a bad one (exposed,
   // damaged, another interface's) refuses the start with one line.
   let store: StateStore | null = null;
+  // With webhooks, their pending deliveries are an outbox beside the journal (at least once).
+  let outbox: Outbox | null = null;
   if (config.stateDir !== null) {
     try {
       store = await StateStore.open({
@@ -232,6 +241,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         ...(deps.stateFs === undefined ? {} : { fs: deps.stateFs }),
       });
       logStateOpened(store, logger);
+      if (config.webhooksFile !== null) outbox = await openOutbox(store, logger);
     } catch (error) {
       kernel.close();
       throw new StartupError(
@@ -267,6 +277,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     );
   } catch (error) {
     kernel.close();
+    await outbox?.close().catch(() => undefined);
     await store?.close().catch(() => undefined);
     const status =
       error instanceof InterfaceNotWireGuardError || error instanceof StateDirError
@@ -353,6 +364,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     registry: metrics.registry,
     webhookTargets,
     webhookPolicy: { giveUpAfterMs: config.webhookRetryForMs, ...deps.webhookPolicy },
+    ...(outbox === null ? {} : { webhookOutbox: outbox }),
     maxStreams: config.maxEventStreams,
     streamStallMs: config.eventStreamStallS * 1000,
     // exhausted_at survives a restart only where the journal keeps it (README "API").
@@ -438,6 +450,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     server.close();
     server.closeAllConnections();
     kernel.close();
+    await outbox?.close().catch(() => undefined);
     await store?.close().catch(() => undefined);
     throw new StartupError(
       `cannot restore the saved state of ${config.interfaceName}: ${messageOf(error)}`,
@@ -514,6 +527,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         // The last usage checkpoint (a clean reboot loses no counted byte), then the journal.
         void (async () => {
           await checkpoints?.stop();
+          // What is pending stays in the outbox: the next start delivers it once more.
+          await outbox?.close().catch(() => undefined);
           await store?.close().catch((error: unknown) => {
             logger.error(
               { event: 'state_close_failed', error: messageOf(error) },
@@ -591,6 +606,34 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     return true;
   };
   return { address, shutdown, reloadTokens, reloadWebhooks, reloadTls };
+}
+
+/**
+ * The webhook outbox of the state directory: a file that must not be used refuses the start
+ * (StateDirError); one that cannot be read or written leaves delivery in memory, said at warn.
+ */
+async function openOutbox(store: StateStore, logger: Logger): Promise<Outbox | null> {
+  try {
+    const { outbox, damaged } = await store.openOutbox();
+    if (damaged !== null) {
+      logger.warn(
+        { event: 'webhook_outbox_torn', interface: store.interfaceName, ...damaged },
+        `the webhook outbox ${store.outboxPath} held ${damaged.lines} damaged lines (a write a crash cut): skipped`,
+      );
+    }
+    return outbox;
+  } catch (error) {
+    if (error instanceof StateDirError) throw error;
+    logger.warn(
+      {
+        event: 'webhook_outbox_unavailable',
+        interface: store.interfaceName,
+        error: messageOf(error),
+      },
+      `the webhook outbox ${store.outboxPath} cannot be used (${messageOf(error)}): pending webhook deliveries live in memory only, a restart loses them`,
+    );
+    return null;
+  }
 }
 
 /** What the start says of the state directory it opened: a dropped torn tail, read-only. */

@@ -22,7 +22,8 @@
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
  * with a timeout per attempt, the first retry within 30 s then exponential backoff with jitter
  * for --webhook-retry-for, and a bounded queue per target whose drops are counted; a target that
- * is down slows nothing else.
+ * is down slows nothing else. With a state dir they are at least once: pending deliveries are a
+ * durable outbox (`webhookOutbox`) delivered once more after a restart or a crash.
  */
 import type { Registry } from 'prom-client';
 import type {
@@ -40,7 +41,13 @@ import { EventStreams } from './streams';
 import { domainName } from './catalog';
 import type { EventInput, EventInputOf, EventType, EventValue } from './types';
 import { KernelWatcher } from './watcher';
-import { Webhooks, type DeliveryPolicy, type Send, type WebhookTarget } from './webhooks';
+import {
+  Webhooks,
+  type DeliveryOutbox,
+  type DeliveryPolicy,
+  type Send,
+  type WebhookTarget,
+} from './webhooks';
 
 export * from './types';
 export { EVENT_CATALOG, EVENT_PAYLOAD_SCHEMA, domainName, wireName } from './catalog';
@@ -63,10 +70,14 @@ export {
   WebhooksFileError,
   fetchSend,
   loadWebhooksFile,
+  outboxKeyOf,
   parseWebhooksText,
   retryDelayMs,
   targetLabel,
+  type DeliveryOutbox,
   type DeliveryPolicy,
+  type OutboxDepth,
+  type PendingDelivery,
   type WebhookTarget,
 } from './webhooks';
 export { EVENT_METRIC, createEventMetrics } from './metrics';
@@ -95,6 +106,8 @@ export interface EventsOptions {
   /** Tests shorten the delivery timings. */
   webhookPolicy?: Partial<DeliveryPolicy>;
   send?: Send;
+  /** With a state dir: the webhook outbox (pending deliveries survive restarts and crashes). */
+  webhookOutbox?: DeliveryOutbox;
   /** The clock, ms since the epoch (Date.now; tests inject one). */
   now?: () => number;
   /** `--max-event-streams` (64 when absent). */
@@ -147,7 +160,11 @@ export class Events {
       this.exhaustion.seed(address, publicKey, { quotaBytes, at });
     }
     this.exhaustionTimes = { read: (read) => this.capsFound(read) };
-    const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
+    const metrics = options.registry
+      ? createEventMetrics(options.registry, {
+          outbox: () => this.webhooks.outboxDepths(),
+        })
+      : undefined;
     this.hub = new EventHub({
       interfaceName: options.interfaceName,
       now: this.now,
@@ -186,6 +203,7 @@ export class Events {
       observer: metrics?.webhooks,
       policy: options.webhookPolicy,
       send: options.send,
+      outbox: options.webhookOutbox,
     });
     this.hub.onListenerCount((count) => this.watcher.setListening(count > 0));
     this.webhooks.setTargets(options.webhookTargets ?? []);

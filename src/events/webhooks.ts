@@ -9,7 +9,15 @@
  * in flight, so a target that is down fills only its own queue (new events over the bound are
  * dropped and counted) and slows neither the API nor another target. The targets file is
  * refused with one line naming the file and line, never quoting a field that may hold a secret.
+ * Delivery is at least once: with a state dir (`outbox`), each event is on disk in the outbox
+ * before its first attempt and leaves it once answered 2xx or given up, so what is pending at a
+ * restart, a kill -9 or a power cut is delivered once more at the next start, with the same
+ * `webhook-id` and body, signed anew at the attempt's time (a receiver checks the timestamp's
+ * age), its retry window counted from when it was first queued. An outbox write that fails
+ * delivers the event from memory, logged and counted. Without a state dir, pending deliveries
+ * live in memory only.
  */
+import { createHash } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import type { EventHub } from './hub';
 import { EVENT_TYPES, isEventType, type EventType, type StoredEvent } from './types';
@@ -275,11 +283,49 @@ export interface WebhooksObserver {
   queueDepth(target: string, depth: number): void;
   /** A target is gone (SIGHUP): its series may go too. */
   removed(target: string): void;
+  /** Writing an entry or a tombstone to the outbox failed (the event is delivered from memory). */
+  outboxWriteFailed?(target: string): void;
 }
 
 export interface WebhooksLogger {
   info(object: Record<string, unknown>, message: string): void;
   warn(object: Record<string, unknown>, message: string): void;
+}
+
+/** A pending delivery as the outbox keeps it (src/state/outbox.ts, wired by main.ts). */
+export interface PendingDelivery {
+  /** The target's outbox key (outboxKeyOf: a hash of its URL, never the URL or the secret). */
+  target: string;
+  /** The event id: `webhook-id`. */
+  id: string;
+  type: string;
+  /** The body, as first sent. */
+  json: string;
+  /** When it was queued, ms since the epoch: its retry window counts from here. */
+  queuedAt: number;
+}
+
+/**
+ * The durable outbox (with --state-dir): an event is added before its first attempt (the
+ * promise resolves once it is on disk) and removed once answered 2xx or given up; what is
+ * pending at start is delivered once more.
+ */
+export interface DeliveryOutbox {
+  /** What was pending when it was opened, in the order queued. */
+  pending(): readonly PendingDelivery[];
+  add(entry: PendingDelivery): Promise<void>;
+  remove(target: string, id: string): Promise<void>;
+  /** Per outbox key: entries pending and when the oldest was queued. */
+  stats(): ReadonlyMap<string, { depth: number; oldestAt: number }>;
+}
+
+/** One target's outbox as /metrics shows it. */
+export interface OutboxDepth {
+  /** targetLabel: the URL without credentials or query. */
+  target: string;
+  depth: number;
+  /** When the oldest pending delivery was queued, ms since the epoch. */
+  oldestAt: number;
 }
 
 export interface WebhooksOptions {
@@ -291,6 +337,8 @@ export interface WebhooksOptions {
   now?: () => number;
   logger: WebhooksLogger;
   observer?: WebhooksObserver;
+  /** With a state dir: pending deliveries survive restarts and crashes. */
+  outbox?: DeliveryOutbox;
 }
 
 /** A target as metrics and logs name it: without credentials or query (either may hold a secret). */
@@ -299,68 +347,225 @@ export function targetLabel(url: string): string {
   return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
 }
 
+/**
+ * A target's key in the outbox: a hash of its URL, so the file names no URL (whose query may
+ * hold a token) and a target whose secret or types change keeps its pending deliveries.
+ */
+export function outboxKeyOf(url: string): string {
+  return createHash('sha256').update(url).digest('hex').slice(0, 24);
+}
+
+/** What a delivery sends: the event's id, type and body (also as an outbox entry holds them). */
+interface Deliverable {
+  readonly id: string;
+  readonly type: string;
+  readonly json: string;
+}
+
 interface Delivery {
-  event: StoredEvent;
+  event: Deliverable;
+  /** Its place among this daemon's deliveries (retries go in this order). */
+  order: number;
   /** Attempts made so far. */
   attempts: number;
-  /** When the first attempt started (the retry bound counts from it). */
-  firstAt: number;
+  /** When the retry window opened: the first attempt, or when an outbox entry was queued. */
+  firstAt: number | null;
+  queuedAt: number;
+  /** Its outbox entry is on disk (to be removed once delivered or given up). */
+  durable: boolean;
   timer: NodeJS.Timeout | null;
 }
+
+type QueueOptions = Required<Pick<WebhooksOptions, 'send' | 'now' | 'random'>> &
+  WebhooksOptions & { nextOrder: () => number };
 
 /** One target's queue: deliveries due now in event order, and those waiting for a retry. */
 class TargetQueue {
   readonly label: string;
+  readonly key: string;
   private readonly signer: Webhook;
   private readonly ready: Delivery[] = [];
   private readonly waiting = new Set<Delivery>();
   private inFlight = 0;
+  /** Events being written to the outbox before their first attempt. */
+  private writing = 0;
   private closed = false;
+  /**
+   * Closed: where its deliveries still pending go. `forget`: removed from the outbox (a target
+   * removed at SIGHUP); `keep`: left there (shutdown); a queue: the target's new settings.
+   */
+  private heir: TargetQueue | 'forget' | 'keep' = 'keep';
   /** Logged once per run of drops, not once per event. */
   private dropping = false;
   private failing = false;
+  private outboxFailing = false;
 
   constructor(
     readonly target: WebhookTarget,
     private readonly policy: DeliveryPolicy,
-    private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now' | 'random'>> &
-      WebhooksOptions,
+    private readonly options: QueueOptions,
   ) {
     this.label = targetLabel(target.url);
+    this.key = outboxKeyOf(target.url);
     this.signer = new Webhook(target.secret);
     this.report();
   }
 
   get depth(): number {
-    return this.ready.length + this.waiting.size + this.inFlight;
+    return this.ready.length + this.waiting.size + this.inFlight + this.writing;
   }
 
   offer(event: StoredEvent): void {
     if (this.closed) return;
     if (this.target.types !== null && !this.target.types.has(event.type)) return;
-    if (this.depth >= this.policy.queueSize) {
-      this.options.observer?.dropped(this.label);
-      if (!this.dropping) {
-        this.dropping = true;
-        this.options.logger.warn(
-          { event: 'webhook_queue_full', target: this.label, queueSize: this.policy.queueSize },
-          `webhook target ${this.label} is ${this.policy.queueSize} events behind: new events for it are dropped until it catches up`,
-        );
-      }
+    if (this.full()) return;
+    const delivery: Delivery = {
+      event,
+      order: this.options.nextOrder(),
+      attempts: 0,
+      firstAt: null,
+      queuedAt: this.options.now(),
+      durable: false,
+      timer: null,
+    };
+    const outbox = this.options.outbox;
+    if (outbox === undefined) {
+      this.enqueue(delivery);
       return;
     }
-    this.dropping = false;
-    this.ready.push({ event, attempts: 0, firstAt: 0, timer: null });
+    // On disk before the first attempt; a failed write still delivers from memory.
+    this.writing += 1;
+    const entry = { target: this.key, id: event.id, type: event.type, json: event.json };
+    outbox
+      .add({ ...entry, queuedAt: delivery.queuedAt })
+      .then(
+        () => {
+          delivery.durable = true;
+          this.outboxFailing = false;
+        },
+        (error: unknown) => this.outboxFailed(error, event.id),
+      )
+      .finally(() => {
+        this.writing -= 1;
+        this.enqueue(delivery);
+      });
+    this.report();
+  }
+
+  /** Deliveries the outbox held at start (or a closed queue of the same URL handed over). */
+  adopt(deliveries: readonly Delivery[]): void {
+    for (const delivery of deliveries) {
+      if (delivery.timer) clearTimeout(delivery.timer);
+      delivery.timer = null;
+      this.ready.push(delivery);
+    }
+    this.ready.sort((a, b) => a.order - b.order);
     this.pump();
     this.report();
   }
 
-  close(): void {
+  /**
+   * The outbox's entries for this target at start, oldest first: each delivered once more,
+   * its retry window counted from when it was first queued; those over the bound are dropped.
+   */
+  restore(entries: readonly PendingDelivery[]): void {
+    const room = Math.max(0, this.policy.queueSize - this.depth);
+    const over = entries.slice(room);
+    if (over.length > 0) {
+      for (const entry of over) {
+        this.options.observer?.dropped(this.label);
+        this.forgetEntry(entry.id);
+      }
+      this.options.logger.warn(
+        {
+          event: 'webhook_outbox_dropped',
+          target: this.label,
+          dropped: over.length,
+          queueSize: this.policy.queueSize,
+        },
+        `the webhook outbox held ${entries.length} events for ${this.label}, more than its queue of ${this.policy.queueSize}: the ${over.length} newest are dropped`,
+      );
+    }
+    this.adopt(
+      entries.slice(0, room).map((entry) => ({
+        event: { id: entry.id, type: entry.type, json: entry.json },
+        order: this.options.nextOrder(),
+        attempts: 0,
+        firstAt: entry.queuedAt,
+        queuedAt: entry.queuedAt,
+        durable: true,
+        timer: null,
+      })),
+    );
+  }
+
+  /**
+   * Stops delivering. `heir`: see the field; what it had queued goes there at once, what is in
+   * flight or being written once that ends.
+   */
+  close(heir: TargetQueue | 'forget' | 'keep'): void {
     this.closed = true;
+    this.heir = heir;
+    const pending = [...this.ready, ...this.waiting];
     for (const delivery of this.waiting) if (delivery.timer) clearTimeout(delivery.timer);
     this.waiting.clear();
     this.ready.length = 0;
+    this.release(pending);
     this.options.observer?.removed(this.label);
+  }
+
+  /** A closed queue's pending deliveries, to its heir. */
+  private release(deliveries: readonly Delivery[]): void {
+    if (deliveries.length === 0) return;
+    if (this.heir instanceof TargetQueue) this.heir.adopt(deliveries);
+    else if (this.heir === 'forget') for (const delivery of deliveries) this.forget(delivery);
+  }
+
+  private full(): boolean {
+    if (this.depth < this.policy.queueSize) {
+      this.dropping = false;
+      return false;
+    }
+    this.options.observer?.dropped(this.label);
+    if (!this.dropping) {
+      this.dropping = true;
+      this.options.logger.warn(
+        { event: 'webhook_queue_full', target: this.label, queueSize: this.policy.queueSize },
+        `webhook target ${this.label} is ${this.policy.queueSize} events behind: new events for it are dropped until it catches up`,
+      );
+    }
+    return true;
+  }
+
+  private enqueue(delivery: Delivery): void {
+    if (this.closed) {
+      this.release([delivery]);
+      return;
+    }
+    this.ready.push(delivery);
+    this.pump();
+    this.report();
+  }
+
+  /** Delivered or given up: its outbox entry goes (a failure means one more delivery later). */
+  private forget(delivery: Delivery): void {
+    if (delivery.durable) this.forgetEntry(delivery.event.id);
+  }
+
+  private forgetEntry(id: string): void {
+    this.options.outbox
+      ?.remove(this.key, id)
+      .catch((error: unknown) => this.outboxFailed(error, id));
+  }
+
+  private outboxFailed(error: unknown, id: string): void {
+    this.options.observer?.outboxWriteFailed?.(this.label);
+    if (this.outboxFailing) return;
+    this.outboxFailing = true;
+    this.options.logger.warn(
+      { event: 'webhook_outbox_write_failed', target: this.label, id, reason: reasonOf(error) },
+      `writing the webhook outbox for ${this.label} failed (${reasonOf(error)}): events are delivered from memory, and one pending at a crash or restart may be lost or delivered twice`,
+    );
   }
 
   private pump(): void {
@@ -377,7 +582,7 @@ class TargetQueue {
 
   private async attempt(delivery: Delivery): Promise<void> {
     const now = this.options.now();
-    if (delivery.attempts === 0) delivery.firstAt = now;
+    delivery.firstAt ??= now;
     delivery.attempts += 1;
     const { event } = delivery;
     const headers = {
@@ -408,6 +613,7 @@ class TargetQueue {
     }
     this.options.observer?.attempt(this.label, outcome);
     if (outcome === 'success') {
+      this.forget(delivery);
       if (this.failing) {
         this.failing = false;
         this.options.logger.info(
@@ -426,7 +632,10 @@ class TargetQueue {
     status: number | null,
     reason: string | null,
   ): void {
-    if (this.closed) return;
+    if (this.closed) {
+      this.release([delivery]);
+      return;
+    }
     const delay = retryDelayMs(this.policy, delivery.attempts, this.options.random);
     const due = this.options.now() + delay;
     const detail = {
@@ -438,7 +647,8 @@ class TargetQueue {
       reason,
       attempts: delivery.attempts,
     };
-    if (due - delivery.firstAt > this.policy.giveUpAfterMs) {
+    if (due - (delivery.firstAt ?? 0) > this.policy.giveUpAfterMs) {
+      this.forget(delivery);
       this.options.observer?.gaveUp(this.label);
       this.options.logger.warn(
         { event: 'webhook_given_up', ...detail },
@@ -458,7 +668,7 @@ class TargetQueue {
       this.waiting.delete(delivery);
       this.ready.push(delivery);
       // Retries go in event order among the deliveries due.
-      this.ready.sort((a, b) => a.event.seq - b.event.seq);
+      this.ready.sort((a, b) => a.order - b.order);
       this.pump();
       this.report();
     }, delay);
@@ -474,11 +684,13 @@ class TargetQueue {
 export class Webhooks {
   private queues: TargetQueue[] = [];
   private readonly policy: DeliveryPolicy;
-  private readonly options: Required<Pick<WebhooksOptions, 'send' | 'now' | 'random'>> &
-    WebhooksOptions;
+  private readonly options: QueueOptions;
   private unsubscribe: (() => void) | null = null;
   /** Targets warned of for plain http: to another host, once each for the daemon's life. */
   private readonly warnedPlain = new Set<string>();
+  private order = 0;
+  /** The outbox's entries at start, until the first setTargets hands them to their targets. */
+  private loaded: readonly PendingDelivery[] | null;
 
   constructor(
     private readonly hub: EventHub,
@@ -491,7 +703,9 @@ export class Webhooks {
       send: options.send ?? fetchSend,
       now: options.now ?? Date.now,
       random: options.random ?? Math.random,
+      nextOrder: () => ++this.order,
     };
+    this.loaded = options.outbox?.pending() ?? null;
   }
 
   get targetCount(): number {
@@ -500,10 +714,13 @@ export class Webhooks {
 
   /**
    * Sets the targets (start, SIGHUP): a target whose URL, secret and types are unchanged keeps
-   * its queue; a removed one is dropped with what it had queued.
+   * its queue; one whose URL stays but whose secret or types change takes over its pending
+   * deliveries; a removed one is dropped with what it had queued (from the outbox too). The
+   * first call hands each target what the outbox held for it.
    */
   setTargets(targets: readonly WebhookTarget[]): void {
     const kept: TargetQueue[] = [];
+    const fresh = new Map<string, TargetQueue>();
     const old = new Map(this.queues.map((queue) => [keyOf(queue.target), queue]));
     for (const target of targets) {
       const key = keyOf(target);
@@ -515,10 +732,12 @@ export class Webhooks {
         const queue = new TargetQueue(target, this.policy, this.options);
         this.warnPlain(queue.label, target.url);
         kept.push(queue);
+        if (!fresh.has(queue.key)) fresh.set(queue.key, queue);
       }
     }
-    for (const queue of old.values()) queue.close();
+    for (const queue of old.values()) queue.close(fresh.get(queue.key) ?? 'forget');
     this.queues = kept;
+    this.restoreLoaded();
     if (kept.length > 0 && this.unsubscribe === null) {
       this.unsubscribe = this.hub.subscribe((event) => {
         for (const queue of this.queues) queue.offer(event);
@@ -526,6 +745,44 @@ export class Webhooks {
     } else if (kept.length === 0 && this.unsubscribe !== null) {
       this.unsubscribe();
       this.unsubscribe = null;
+    }
+  }
+
+  /** The outbox's entries at start, to their targets; those of a target no longer listed go. */
+  private restoreLoaded(): void {
+    const loaded = this.loaded;
+    if (loaded === null) return;
+    this.loaded = null;
+    const byKey = new Map<string, PendingDelivery[]>();
+    for (const entry of loaded) {
+      const list = byKey.get(entry.target) ?? [];
+      list.push(entry);
+      byKey.set(entry.target, list);
+    }
+    for (const queue of this.queues) {
+      const entries = byKey.get(queue.key);
+      if (entries === undefined) continue;
+      byKey.delete(queue.key);
+      queue.restore(entries);
+    }
+    let orphans = 0;
+    for (const [key, entries] of byKey) {
+      orphans += entries.length;
+      for (const entry of entries) {
+        this.options.outbox?.remove(key, entry.id).catch(() => undefined);
+      }
+    }
+    if (orphans > 0) {
+      this.options.logger.warn(
+        { event: 'webhook_outbox_orphans', dropped: orphans },
+        `the webhook outbox held ${orphans} pending events for targets no longer in --webhooks-file: dropped`,
+      );
+    }
+    if (loaded.length > orphans) {
+      this.options.logger.info(
+        { event: 'webhook_outbox_restored', pending: loaded.length - orphans },
+        `the webhook outbox held ${loaded.length - orphans} pending events: each is delivered once more (same webhook-id)`,
+      );
     }
   }
 
@@ -546,8 +803,34 @@ export class Webhooks {
     return Object.fromEntries(this.queues.map((queue) => [queue.label, queue.depth]));
   }
 
+  /** Per target, its outbox's depth and oldest entry (none without a state dir). */
+  outboxDepths(): OutboxDepth[] {
+    const stats = this.options.outbox?.stats();
+    if (stats === undefined) return [];
+    const seen = new Set<string>();
+    const depths: OutboxDepth[] = [];
+    for (const queue of this.queues) {
+      if (seen.has(queue.label)) continue;
+      seen.add(queue.label);
+      const stat = stats.get(queue.key);
+      depths.push({
+        target: queue.label,
+        depth: stat?.depth ?? 0,
+        oldestAt: stat?.oldestAt ?? Number.NaN,
+      });
+    }
+    return depths;
+  }
+
+  /**
+   * Shutdown: stops delivering; what is pending stays in the outbox (delivered at the next
+   * start) or, without one, is lost.
+   */
   close(): void {
-    this.setTargets([]);
+    for (const queue of this.queues) queue.close('keep');
+    this.queues = [];
+    this.unsubscribe?.();
+    this.unsubscribe = null;
   }
 }
 

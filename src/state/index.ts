@@ -3,3 +3,4 @@ export * from './files';
 export * from './journal';
 export * from './store';
 export * from './salvage';
+export * from './outbox';

@@ -2,7 +2,8 @@
  * The state directory (`--state-dir`): per interface, a journal of what the daemon would need to
  * put the host back after a reboot, and the server's private key when the daemon created the
  * interface. Layout: `DIR/<interface>/journal` (`journal.prev`: the generation before the last
- * compaction) and `DIR/<interface>/server.key` (base64, mode 0600). The directory is the
+ * compaction), `DIR/<interface>/server.key` (base64, mode 0600) and, with webhooks,
+ * `DIR/<interface>/outbox` (their pending deliveries, outbox.ts). The directory is the
  * daemon's alone: a state dir or file that group or others may read, or that another user owns,
  * refuses the start, as does a journal damaged before its last batch (salvage.ts keeps what is
  * good) or one that describes another interface; the start then changes nothing on disk. A torn
@@ -22,6 +23,7 @@ import {
   replaceFile,
 } from './files';
 import { JOURNAL_MODE, Journal, type JournalStats, StateReadOnlyError } from './journal';
+import { OUTBOX_FILE, Outbox, OutboxFileError, type OutboxOpened } from './outbox';
 import {
   JournalCorruptError,
   type SavedCap,
@@ -352,6 +354,25 @@ export class StateStore {
     }
     if (count > 0) await this.journal.append({ t: 'usage', u: changed });
     return count;
+  }
+
+  get outboxPath(): string {
+    return path.join(this.dir, this.interfaceName, OUTBOX_FILE);
+  }
+
+  /**
+   * The webhook outbox beside the journal (outbox.ts): its pending deliveries loaded, the file
+   * rewritten compacted. A symbolic link or a file others may read refuses (StateDirError).
+   */
+  async openOutbox(): Promise<OutboxOpened> {
+    try {
+      return await Outbox.open(this.fsys, this.outboxPath);
+    } catch (error) {
+      if (error instanceof OutboxFileError || error instanceof UnsafeFileError) {
+        throw new StateDirError(error.message);
+      }
+      throw error;
+    }
   }
 
   close(): Promise<void> {
