@@ -9,6 +9,13 @@
  * derived without the view), and the unit tests hold the two equal, so a field added to the
  * view must be written in `peerJson` below (the one place that lists the fields) and in the
  * oracle, or the tests fail.
+ *
+ * A partial body (issue 29, `?fields=`: schemas.ts parses and normalizes the field set) is built
+ * the same way, once per read, filter and field set: each peer's piece is its fragment's view
+ * written through the field set's writers (PEER_WRITERS, CAP_WRITERS: the fields a second time,
+ * held equal to `peerJson` by test/unit/http/list-fields.test.ts) and memoized on the fragment.
+ * At most MAX_FIELD_SETS_PER_READ field sets keep bodies per read, so no client makes the
+ * daemon keep an unbounded number of bodies.
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
