@@ -255,17 +255,28 @@ interface Piece {
 interface Fragment extends Piece {
   /** The peer's JSON. Text, not a Buffer of its own: 50,000 small Buffers are slices of Node's
    * 8 KiB pools, and one live fragment keeps its whole pool alive, so memory would grow with
-   * every read that changes some peers. */
+   * every read that changes some peers. Written when a full body first needs it (`written`):
+   * a read answered only with partial bodies (`?fields=`) writes no peer's full JSON. */
   json: string;
-  /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice). */
+  /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice);
+   * -1 until the JSON is written. */
   bytes: number;
   view: PeerView;
+}
+
+/** The fragment with its full JSON written (once per fragment). */
+function written(fragment: Fragment): Fragment {
+  if (fragment.bytes < 0) {
+    fragment.json = peerJson(fragment.view);
+    fragment.bytes = Buffer.byteLength(fragment.json, 'utf8');
+  }
+  return fragment;
 }
 
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
 const fragments = new WeakMap<SnapshotPeer, Fragment>();
 
-/** The peer's fragment (`peerJson`), from the memo when its view is still current. */
+/** The peer's fragment (its view, and its `peerJson` once written), from the memo when its view is still current. */
 function fragmentOf(
   peer: SnapshotPeer,
   snapshot: PeerSnapshot,
@@ -278,8 +289,7 @@ function fragmentOf(
   // The tunnel address depends on the peer object alone: known once its fragment is.
   const view = viewOf(peer, snapshot, known === undefined ? undefined : known.view.ip);
   if (filter !== null && view.status !== filter) return null;
-  const json = peerJson(view);
-  const fragment: Fragment = { json, bytes: Buffer.byteLength(json, 'utf8'), view };
+  const fragment: Fragment = { json: '', bytes: -1, view };
   fragments.set(peer, fragment);
   return fragment;
 }
@@ -309,7 +319,7 @@ export async function buildListBody(
     (peer) => {
       const fragment = fragmentOf(peer, snapshot, filter);
       if (fragment === null) return;
-      const piece = projection === null ? fragment : projection.pieceOf(fragment);
+      const piece = projection === null ? written(fragment) : projection.pieceOf(fragment);
       parts.push(piece);
       size += piece.bytes;
     },
