@@ -14,10 +14,13 @@
  *   interval takes that from the polls.
  * - What it saves was read no earlier than the start of the list read in flight when it was due
  *   (or within the freshness window), and no later than one interval after it was due. So a
- *   crash loses one interval of counting plus the time between two list reads (at most one more
- *   interval; a few seconds at 50,000 peers on hardware under polling). The last checkpoint, at
- *   shutdown, never waits. Its time (`lastAt`) is when the counts were read (the read's start),
- *   so a count that had settled before that time is in it.
+ *   crash loses what was counted since the start of the last saved read: without polling at
+ *   most one interval plus one read; under polling at most two intervals plus the window and one
+ *   read (a checkpoint that waited the whole interval saves counts read one interval late, and a
+ *   crash just before the next one saves loses both). The last checkpoint, at shutdown, never
+ *   waits. Its time (`lastAt`) is when the counts were read (the read's start), so a count that
+ *   had settled before that time is in it.
+ * - It never saves a read that started before the last one it saved (usage never goes back).
  * - A count read before a change to its cap ended is not saved (./usage-fence.ts): a reset's
  *   zero is never overwritten by the count before it.
  * - Only counters that changed since the last save are written (StateStore.checkpointUsage), so
