@@ -12,21 +12,19 @@
  * (a cut write, a page of zeros) is skipped and counted in `damaged`. No entry is ever lost that
  * an `add` resolved for, short of a removal. A write that fails rejects its batch and cuts the
  * file back; if the cut fails too, the next write first rewrites the file from memory. The file
- * is compacted (the pending adds only, a new file renamed over the old one) at open and when it
- * has grown past COMPACT_GROWTH times that. A read-only file system (EROFS) loads what is there
- * and rejects every write (StateReadOnlyError). What an entry holds is opaque here: the events
- * room decides (src/events/webhooks.ts); nothing here knows HTTP.
+ * is compacted (the pending adds only, a new file renamed over the old one, no `.prev` kept) at
+ * open and when it has grown past COMPACT_GROWTH times that: batch-file.ts's machinery, shared
+ * with the journal. A read-only file system (EROFS) loads what is there and rejects every write
+ * (StateReadOnlyError). What an entry holds is opaque here: the events room decides
+ * (src/events/webhooks.ts); nothing here knows HTTP.
  */
-import path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { type AppendFile, type StateFs, errnoOf, writeNewFile } from './files';
-import { StateReadOnlyError } from './journal';
+import { BatchFile } from './batch-file';
+import type { StateFs } from './files';
 
 export const OUTBOX_FILE = 'outbox';
 /** It holds events' payloads (peers' keys and addresses): the daemon's alone. */
 export const OUTBOX_MODE = 0o600;
-const COMPACT_GROWTH = 4;
-const COMPACT_MIN_BYTES = 1 << 20;
 
 /** One pending delivery: an event for one target. */
 export interface OutboxEntry {
@@ -124,12 +122,6 @@ export function decodeOutbox(bytes: Buffer): {
   return { records, seq, damaged: bad === 0 ? null : { lines: bad, bytes: badBytes } };
 }
 
-interface Pending {
-  records: OutboxRecord[];
-  resolve: () => void;
-  reject: (error: unknown) => void;
-}
-
 const keyOf = (target: string, id: string): string => `${target} ${id}`;
 
 export class Outbox {
@@ -137,23 +129,34 @@ export class Outbox {
   private readonly entries = new Map<string, OutboxEntry>();
   /** Per target, its entries in the order queued (the first is the oldest). */
   private readonly byTarget = new Map<string, Map<string, OutboxEntry>>();
-  private file: AppendFile | null = null;
-  private size = 0;
-  private compactedSize = 0;
-  private seq: number | null;
-  private queue: Pending[] = [];
-  private flushing: Promise<void> | null = null;
-  private broken: unknown = null;
-  private readOnlyReason: string | null = null;
-  private closed = false;
-  private flushes = 0;
+  private readonly file: BatchFile<OutboxRecord>;
 
   private constructor(
-    private readonly fs: StateFs,
+    fs: StateFs,
     readonly path: string,
     seq: number | null,
   ) {
-    this.seq = seq;
+    this.file = new BatchFile<OutboxRecord>(
+      fs,
+      path,
+      {
+        apply: (record) => this.apply(record),
+        // The pending adds only: a compaction drops every answered entry and its tombstone.
+        snapshot: () =>
+          this.pending().map((e) => ({
+            t: 'add',
+            g: e.target,
+            id: e.id,
+            ty: e.type,
+            q: e.queuedAt,
+            b: e.json,
+          })),
+        encode: encodeBatch,
+        mode: OUTBOX_MODE,
+        keepPrevious: false,
+      },
+      seq,
+    );
   }
 
   /**
@@ -175,17 +178,13 @@ export class Outbox {
     const decoded = decodeOutbox((await fs.read(file)) ?? Buffer.alloc(0));
     const outbox = new Outbox(fs, file, decoded.seq);
     for (const record of decoded.records) outbox.apply(record);
-    try {
-      await outbox.compact();
-    } catch (error) {
-      if (!outbox.readOnlyAfter(error)) throw error;
-    }
+    await outbox.file.open();
     return { outbox, damaged: decoded.damaged };
   }
 
   /** Why the outbox takes no writes (EROFS), or null. */
   get readOnly(): string | null {
-    return this.readOnlyReason;
+    return this.file.readOnly;
   }
 
   /** Every pending entry, in the order queued. */
@@ -206,41 +205,30 @@ export class Outbox {
 
   /** Disk flushes since open (the group commit's measure). */
   get flushCount(): number {
-    return this.flushes;
+    return this.file.flushes;
   }
 
   /** Resolves once the entry is on disk. */
   add(entry: OutboxEntry): Promise<void> {
-    if (this.closed) return Promise.reject(new Error(`the outbox ${this.path} is closed`));
+    if (this.file.closed) return Promise.reject(new Error(`the outbox ${this.path} is closed`));
     const { target, id, type, json, queuedAt } = entry;
     return this.enqueue({ t: 'add', g: target, id, ty: type, q: queuedAt, b: json });
   }
 
   /** Delivered or given up: a tombstone, on disk when this resolves (nothing for an unknown entry). */
   remove(target: string, id: string): Promise<void> {
-    if (this.closed || !this.entries.has(keyOf(target, id))) return Promise.resolve();
+    if (this.file.closed || !this.entries.has(keyOf(target, id))) return Promise.resolve();
     return this.enqueue({ t: 'done', g: target, id });
   }
 
   /** Waits for every write asked so far, then closes the file; a later add rejects, a later removal is dropped. */
-  async close(): Promise<void> {
-    while (this.flushing) await this.flushing;
-    this.closed = true;
-    await this.file?.close();
-    this.file = null;
+  close(): Promise<void> {
+    return this.file.close();
   }
 
   private enqueue(record: OutboxRecord): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    if (this.readOnlyReason !== null) {
-      return Promise.reject(
-        new StateReadOnlyError(path.dirname(path.dirname(this.path)), this.readOnlyReason),
-      );
-    }
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ records: [record], resolve, reject });
-      this.flushing ??= this.flushLoop();
-    });
+    if (this.file.closed) return Promise.resolve();
+    return this.file.append([record]);
   }
 
   private apply(record: OutboxRecord): void {
@@ -266,105 +254,5 @@ export class Outbox {
       target?.delete(record.id);
       if (target?.size === 0) this.byTarget.delete(record.g);
     }
-  }
-
-  private async flushLoop(): Promise<void> {
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue;
-        this.queue = [];
-        await this.flush(batch);
-        if (this.size > Math.max(COMPACT_GROWTH * this.compactedSize, COMPACT_MIN_BYTES)) {
-          await this.compact().catch(() => undefined);
-        }
-      }
-    } finally {
-      this.flushing = null;
-    }
-  }
-
-  private async flush(batch: Pending[]): Promise<void> {
-    const fail = (error: unknown): void => {
-      for (const pending of batch) pending.reject(error);
-    };
-    if (this.readOnlyReason !== null) {
-      fail(new StateReadOnlyError(path.dirname(path.dirname(this.path)), this.readOnlyReason));
-      return;
-    }
-    if (this.broken !== null || this.file === null) {
-      try {
-        await this.compact();
-      } catch (error) {
-        this.readOnlyAfter(error);
-        fail(error);
-        return;
-      }
-    }
-    const file = this.file!;
-    const seq = this.seq === null ? 0 : this.seq + 1;
-    const records = batch.flatMap((pending) => pending.records);
-    const data = encodeBatch(records, seq);
-    try {
-      await file.write(data);
-      await file.sync();
-    } catch (error) {
-      this.readOnlyAfter(error);
-      try {
-        await file.truncate(this.size);
-      } catch (truncateError) {
-        // A half line may stay and would swallow the next batch's first line: rewrite first.
-        this.broken = truncateError;
-      }
-      fail(error);
-      return;
-    }
-    this.seq = seq;
-    this.size += data.length;
-    this.flushes++;
-    for (const record of records) this.apply(record);
-    for (const pending of batch) pending.resolve();
-  }
-
-  private readOnlyAfter(error: unknown): boolean {
-    if (errnoOf(error) !== 'EROFS') return false;
-    this.readOnlyReason ??= error instanceof Error ? error.message : String(error);
-    return true;
-  }
-
-  /** The pending adds as one batch in a new file renamed over the old one, then appended to. */
-  private async compact(): Promise<void> {
-    const seq = this.seq === null ? 0 : this.seq + 1;
-    const records: OutboxRecord[] = this.pending().map((e) => ({
-      t: 'add',
-      g: e.target,
-      id: e.id,
-      ty: e.type,
-      q: e.queuedAt,
-      b: e.json,
-    }));
-    const temporary = await writeNewFile(
-      this.fs,
-      this.path,
-      encodeBatch(records, seq),
-      OUTBOX_MODE,
-    );
-    await this.fs.rename(temporary, this.path);
-    const previous = this.file;
-    try {
-      await this.fs.syncDir(path.dirname(this.path));
-      const opened = await this.fs.openAppend(this.path);
-      this.file = opened.file;
-      this.size = opened.size;
-      this.compactedSize = opened.size;
-    } catch (error) {
-      this.file = null;
-      this.broken = error;
-      this.seq = seq;
-      await previous?.close().catch(() => undefined);
-      throw error;
-    }
-    this.seq = seq;
-    this.broken = null;
-    await previous?.close().catch(() => undefined);
   }
 }
