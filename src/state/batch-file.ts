@@ -160,7 +160,17 @@ export class BatchFile<R> {
     while (this.flushing) await this.flushing;
     change();
     if (this.readOnlyReason !== null) return;
-    await this.compact();
+    // The compaction holds the flush slot: an append made meanwhile waits for the new
+    // generation, never written to the old one that the rename orphans.
+    let release: () => void = () => undefined;
+    this.flushing = new Promise<void>((resolve) => (release = resolve));
+    try {
+      await this.compact();
+    } finally {
+      this.flushing = null;
+      release();
+      if (this.queue.length > 0) this.flushing = this.flushLoop();
+    }
   }
 
   /**

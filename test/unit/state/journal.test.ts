@@ -131,6 +131,32 @@ describe('state/journal: batches, torn tails and damage (issue 28)', () => {
     );
   });
 
+  it('keeps an append made while a replaceState compacts: it waits for the new generation', async () => {
+    const fs = new MemoryFs();
+    const store = await open(fs);
+    await store.commitCreates([{ publicKey: key(1), allowedIps: ['10.8.0.2/32'] }]);
+    const next = { ...store.state, peers: new Map(store.state.peers) };
+    // The compaction is held just before its rename; the append is issued meanwhile.
+    const rename = fs.rename.bind(fs);
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    fs.rename = async (from, to) => {
+      await gate;
+      return rename(from, to);
+    };
+    const turns = async (): Promise<void> => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    const replaced = store.replaceState(next);
+    await turns();
+    const appended = store.recordLimit(key(1), 125_000);
+    await turns();
+    release();
+    await Promise.all([replaced, appended]);
+    const after = await open(fs.crashed());
+    expect(after.state.peers.get(key(1))?.limit).to.equal(125_000);
+  });
+
   it('counts the dropped bytes in wg_peerd_state_torn_tail_bytes_total, once', async () => {
     const { fs } = await acknowledged(1);
     fs.put(JOURNAL, `${fs.text(JOURNAL)}${'\0'.repeat(300)}`);
