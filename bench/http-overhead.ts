@@ -13,6 +13,12 @@
  * No kernel needed. Run: npx tsc -p tsconfig.json && node dist/bench/http-overhead.js
  * Options: BENCH_SIZES (default "1000,10000"), BENCH_ROUNDS (3), BENCH_DURATION_S (5),
  * BENCH_ACCEPT_ENCODING (none by default; e.g. "gzip" to poll the compressed body).
+ *
+ * Issue 29's capped host and partial responses: BENCH_CAPPED=1 gives every peer a data cap
+ * (a tenth with a monthly period, a tenth throttling after it, 1% suspended, 1% used up), and
+ * BENCH_FIELDS (e.g. "public_key,status,data_cap.used_bytes") adds two servers polled at
+ * `/api/peers?fields=…`: P the daemon (through Express: the fast path takes plain URLs only)
+ * and CP the replay of P's body; the body sizes of both lists are printed.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +26,9 @@ import { spawn } from 'node:child_process';
 import { ListBodies, createApp, createHttpServer, createMetrics, createServer } from '../src/http';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard/dump';
+import type { KernelDataCap, WireGuardDevice } from '../src/kernel/types';
+import { PeerService, tunnelAddressOf, type PeerServiceOptions } from '../src/peers';
+import { checkListQuery } from '../src/http/schemas';
 import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
@@ -29,6 +38,8 @@ const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ACCEPT_ENCODING = process.env.BENCH_ACCEPT_ENCODING ?? '';
+const CAPPED = process.env.BENCH_CAPPED === '1';
+const FIELDS = process.env.BENCH_FIELDS ?? '';
 
 function listening(server: http.Server): Promise<number> {
   return new Promise((resolve) =>
@@ -43,8 +54,49 @@ interface Run {
   cpuUs: number;
 }
 
+/**
+ * A service over `device` (test/support/service-over.ts) whose kernel also lists a cap for every
+ * peer: a tenth with a monthly period, a tenth throttling after the cap, 1% suspended, 1% used
+ * up (the time it ran out known).
+ */
+function cappedServiceOver(device: WireGuardDevice, listMaxAgeMs: number): PeerService {
+  const caps = new Map<string, KernelDataCap>();
+  const suspended = new Map<string, string>();
+  device.peers.forEach((peer, i) => {
+    const ip = tunnelAddressOf(peer);
+    if (ip === null) return;
+    const cap: KernelDataCap = {
+      quotaBytes: 10_000_000_000 + i,
+      usedBytes: i * 4_099,
+      enforced: true,
+    };
+    if (i % 10 === 1) {
+      cap.plan = {
+        period: 'month',
+        periodStart: { at: Date.parse('2026-01-31T08:00:00Z'), offsetMinutes: 120 },
+        periodFrom: Date.parse('2026-10-31T08:00:00Z'),
+        previousUsedBytes: 123_456_789,
+      };
+    }
+    if (i % 10 === 2) cap.throttleBytesPerSecond = 100_000;
+    if (i % 100 === 3) cap.usedBytes = cap.quotaBytes;
+    if (i % 100 === 4) suspended.set(ip, peer.publicKey);
+    caps.set(ip, cap);
+  });
+  const kernel = {
+    wireguard: { getDevice: async () => device },
+    shaper: { listLimits: async () => new Map() },
+    quota: { listCaps: async () => new Map(caps) },
+    suspension: { listSuspended: async () => new Map(suspended) },
+    link: {},
+    changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
+  } as unknown as PeerServiceOptions['kernel'];
+  const silent = { info() {}, warn() {}, error() {}, debug() {} };
+  return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs });
+}
+
 /** autocannon in a process of its own, so the client does not share the servers' thread. */
-function load(port: number): Promise<Run> {
+function load(port: number, path = '/api/peers'): Promise<Run> {
   return new Promise((resolve, reject) => {
     const headers = ACCEPT_ENCODING === '' ? [] : ['-H', `accept-encoding=${ACCEPT_ENCODING}`];
     const cpu = process.cpuUsage();
@@ -58,7 +110,7 @@ function load(port: number): Promise<Run> {
         '-d',
         String(DURATION_S),
         ...headers,
-        `http://127.0.0.1:${port}/api/peers`,
+        `http://127.0.0.1:${port}${path}`,
       ],
       { stdio: ['ignore', 'pipe', 'ignore'] },
     );
@@ -84,7 +136,7 @@ function load(port: number): Promise<Run> {
 async function main(): Promise<void> {
   for (const size of SIZES) {
     const device = decodeDeviceDump('wgx', generatedDump(size));
-    const service = serviceOver(device, 3_600_000);
+    const service = CAPPED ? cappedServiceOver(device, 3_600_000) : serviceOver(device, 3_600_000);
     const identity = await buildListBody(await service.snapshot(), null);
     const encoding = negotiateEncoding(ACCEPT_ENCODING === '' ? undefined : ACCEPT_ENCODING);
     // The daemon's own logger, silent: a successful poll's line is at debug, off as by default.
@@ -109,22 +161,48 @@ async function main(): Promise<void> {
       'Content-Length': body.length,
     };
     if (encoding !== 'identity') replayHeaders['Content-Encoding'] = encoding;
-    const replay = http.createServer((_req, res) => {
-      res.writeHead(200, replayHeaders);
-      res.end(body);
-    });
+    const replayOf = (bytes: Buffer): http.Server =>
+      http.createServer((_req, res) => {
+        res.writeHead(200, { ...replayHeaders, 'Content-Length': bytes.length });
+        res.end(bytes);
+      });
+    const replay = replayOf(body);
     const servers = [
-      { name: 'A daemon', port: await listening(daemon), runs: [] as Run[] },
-      { name: 'E express alone', port: await listening(express), runs: [] as Run[] },
-      { name: 'C replay', port: await listening(replay), runs: [] as Run[] },
+      { name: 'A daemon', port: await listening(daemon), path: '/api/peers', runs: [] as Run[] },
+      {
+        name: 'E express alone',
+        port: await listening(express),
+        path: '/api/peers',
+        runs: [] as Run[],
+      },
+      { name: 'C replay', port: await listening(replay), path: '/api/peers', runs: [] as Run[] },
     ];
-    for (const server of servers) await load(server.port); // warm-up
+    const closing = [daemon, express, replay];
+    let partialNote = '';
+    if (FIELDS !== '') {
+      const path = `/api/peers?fields=${FIELDS}`;
+      const { fields } = checkListQuery({ fields: FIELDS });
+      const snapshot = await service.snapshot();
+      const partialIdentity = await api.listBodies.body(snapshot, null, 'identity', fields);
+      const partial = await api.listBodies.body(snapshot, null, encoding, fields);
+      const partialReplay = replayOf(partial);
+      closing.push(partialReplay);
+      servers.push(
+        { name: 'P daemon ?fields=', port: servers[0]!.port, path, runs: [] },
+        { name: 'CP replay ?fields=', port: await listening(partialReplay), path, runs: [] },
+      );
+      partialNote =
+        `; ?fields=${FIELDS}: ${(partialIdentity.length / 1e6).toFixed(2)} MB ` +
+        `(${((100 * partialIdentity.length) / identity.length).toFixed(1)}% of the full body), ` +
+        `${(partial.length / 1e6).toFixed(2)} MB sent as ${encoding}`;
+    }
+    for (const server of servers) await load(server.port, server.path); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
-      for (const server of servers) server.runs.push(await load(server.port));
+      for (const server of servers) server.runs.push(await load(server.port, server.path));
     }
     const rate = (i: number): number => median(servers[i]!.runs.map((r) => r.rate));
     console.log(
-      `${size} peers (${(identity.length / 1e6).toFixed(2)} MB, ${(body.length / 1e6).toFixed(2)} MB sent as ${encoding}), median of ${ROUNDS}:`,
+      `${size} peers${CAPPED ? ', every one capped' : ''} (${(identity.length / 1e6).toFixed(2)} MB, ${(body.length / 1e6).toFixed(2)} MB sent as ${encoding}${partialNote}), median of ${ROUNDS}:`,
     );
     for (const server of servers) {
       const rates = server.runs.map((r) => r.rate.toFixed(0)).join(' ');
@@ -137,7 +215,12 @@ async function main(): Promise<void> {
     console.log(
       `  A/C ${(rate(0) / rate(2)).toFixed(2)}, E/C ${(rate(1) / rate(2)).toFixed(2)}, A/E ${(rate(0) / rate(1)).toFixed(2)}`,
     );
-    for (const server of [daemon, express, replay]) server.close();
+    if (FIELDS !== '') {
+      console.log(
+        `  P/A ${(rate(3) / rate(0)).toFixed(1)} (polls/s with ?fields= over the full list's), P/CP ${(rate(3) / rate(4)).toFixed(2)}`,
+      );
+    }
+    for (const server of closing) server.close();
   }
 }
 

@@ -14,6 +14,10 @@
  *   socket.start(cb)              poll for readability; cb(err, datagram) per datagram or error
  *   socket.ref() / socket.unref() keep / stop keeping the event loop alive while polling
  *   socket.close()                stop polling and close the descriptor (idempotent)
+ *   sendUnixDatagram(address, buffer)   one datagram on a fresh AF_UNIX SOCK_DGRAM socket to a
+ *                                 path, or to an abstract name written "@name" (sd_notify's
+ *                                 $NOTIFY_SOCKET: Node's dgram knows UDP only); non-blocking,
+ *                                 so a full receiver fails with EAGAIN instead of stalling
  *
  * Errors thrown or delivered carry `errno` (positive number), `code` ("ENOBUFS") and `syscall`.
  */
@@ -23,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -339,6 +345,39 @@ static napi_value socket_close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value send_unix_datagram(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  size_t length = 0;
+  bool is_buffer = false;
+  if (argc < 2 || napi_is_buffer(env, argv[1], &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_value_string_utf8(env, argv[0], addr.sun_path, sizeof addr.sun_path, &length) !=
+          napi_ok) {
+    napi_throw_type_error(env, NULL, "sendUnixDatagram(address, buffer) takes a string and a Buffer");
+    return NULL;
+  }
+  /* The whole address must fit, and its terminating NUL for a path (length counts no NUL). */
+  if (length == 0 || length >= sizeof addr.sun_path - 1) return throw_errno(env, ENAMETOOLONG, "sendto");
+  /* "@name": the abstract namespace, a leading NUL and no terminating one (unix(7)). */
+  socklen_t addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + length);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
+  else addr_len += 1;
+  void *data;
+  size_t size;
+  CHECK(env, napi_get_buffer_info(env, argv[1], &data, &size));
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return throw_errno(env, errno, "socket");
+  ssize_t sent = sendto(fd, data, size, MSG_NOSIGNAL, (struct sockaddr *)&addr, addr_len);
+  int err = errno;
+  close(fd);
+  if (sent < 0) return throw_errno(env, err, "sendto");
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor methods[] = {
       {"portId", NULL, socket_port_id, NULL, NULL, NULL, napi_default, NULL},
@@ -353,6 +392,10 @@ static napi_value init(napi_env env, napi_value exports) {
   CHECK(env, napi_define_class(env, "Socket", NAPI_AUTO_LENGTH, socket_new, NULL,
                                sizeof methods / sizeof methods[0], methods, &cls));
   CHECK(env, napi_set_named_property(env, exports, "Socket", cls));
+  napi_value send_fn;
+  CHECK(env, napi_create_function(env, "sendUnixDatagram", NAPI_AUTO_LENGTH, send_unix_datagram,
+                                  NULL, &send_fn));
+  CHECK(env, napi_set_named_property(env, exports, "sendUnixDatagram", send_fn));
   return exports;
 }
 

@@ -265,6 +265,60 @@ function parseStateDir(text: string, what: string): string {
   return text;
 }
 
+/** --event-stream-stall: at most an hour. */
+export const EVENT_STREAM_STALL_MAX_S = 3600;
+/** --webhook-retry-for: from a minute (a few retries) to 30 days. */
+export const WEBHOOK_RETRY_FOR_MIN_MS = 60_000;
+export const WEBHOOK_RETRY_FOR_MAX_MS = 30 * 86_400_000;
+
+const DURATION_UNITS: Readonly<Record<string, number>> = {
+  d: 86_400_000,
+  h: 3_600_000,
+  m: 60_000,
+  s: 1000,
+};
+
+/**
+ * A parse of durations written as whole numbers with units, largest first: `36h`, `90m`,
+ * `1d12h`, `45s`; to milliseconds from `minMs` to `maxMs`.
+ */
+export function parseDuration(
+  minMs: number,
+  maxMs: number,
+): (text: string, what: string) => number {
+  const show = (ms: number) => formatDuration(ms);
+  return (text, what) => {
+    const parts = /^(?:(\d{1,6})d)?(?:(\d{1,6})h)?(?:(\d{1,6})m)?(?:(\d{1,6})s)?$/.exec(text);
+    const ms =
+      parts === null || text === ''
+        ? NaN
+        : ['d', 'h', 'm', 's'].reduce(
+            (sum, unit, i) => sum + Number(parts[i + 1] ?? 0) * DURATION_UNITS[unit]!,
+            0,
+          );
+    if (!(ms >= minMs && ms <= maxMs)) {
+      throw new ConfigError(
+        `${what} must be a duration from ${show(minMs)} to ${show(maxMs)} in d, h, m and s ` +
+          `(like 36h or 1d12h), not "${text}"`,
+      );
+    }
+    return ms;
+  };
+}
+
+/** Milliseconds as the largest whole units that make them up: 129600000 → 1d12h. */
+export function formatDuration(ms: number): string {
+  let rest = Math.floor(ms / 1000) * 1000;
+  let text = '';
+  for (const [unit, size] of Object.entries(DURATION_UNITS)) {
+    if (rest >= size) {
+      text += `${Math.floor(rest / size)}${unit}`;
+      rest %= size;
+    }
+  }
+  return text === '' ? '0s' : text;
+}
+
 /** Ties a row's default to its parse, for the type of Config. */
 function option<T, D extends string | null>(row: Option<T, D>): Option<T, D> {
   return row;
@@ -414,7 +468,8 @@ export const OPTIONS = {
     env: 'WG_PEERD_METRICS_PER_PEER',
     value: 'BOOL',
     default: 'true',
-    meaning: 'per-peer series on GET /metrics (false: only the aggregates)',
+    meaning:
+      'per-peer series on GET /metrics, up to 16 series per peer (false: only the aggregates; choose false above 10,000 peers)',
     parse: parseBoolean,
   }),
   eventHistory: option({
@@ -422,7 +477,9 @@ export const OPTIONS = {
     env: 'WG_PEERD_EVENT_HISTORY',
     value: 'N',
     default: '10000',
-    meaning: 'events kept for GET /api/events clients resuming with Last-Event-ID (1-1000000)',
+    meaning:
+      'events kept for GET /api/events clients resuming with Last-Event-ID (1-1000000), ' +
+      'and of them at most 16 MiB',
     parse: wholeNumber(1, 1_000_000),
   }),
   webhooksFile: option({
@@ -433,6 +490,34 @@ export const OPTIONS = {
     meaning:
       'webhook targets, one a line: <url> <whsec_secret> [<type>,...]; mode 0600; re-read on SIGHUP',
     parse: (text: string) => text,
+  }),
+  maxEventStreams: option({
+    flag: '--max-event-streams',
+    env: 'WG_PEERD_MAX_EVENT_STREAMS',
+    value: 'N',
+    default: '64',
+    meaning:
+      'open GET /api/events streams at most (0-65534; 0: none), below --max-connections so ' +
+      'the API keeps room (the default drops to fit); one more is answered 503',
+    parse: wholeNumber(0, 65534),
+  }),
+  eventStreamStallS: option({
+    flag: '--event-stream-stall',
+    env: 'WG_PEERD_EVENT_STREAM_STALL',
+    value: 'S',
+    default: '60',
+    meaning: `an event stream whose reader has not taken what was sent within this many seconds (1-${EVENT_STREAM_STALL_MAX_S}) is closed`,
+    parse: wholeNumber(1, EVENT_STREAM_STALL_MAX_S, 'a whole number of seconds'),
+  }),
+  webhookRetryForMs: option({
+    flag: '--webhook-retry-for',
+    env: 'WG_PEERD_WEBHOOK_RETRY_FOR',
+    value: 'DURATION',
+    default: '36h',
+    meaning:
+      'how long a webhook delivery is retried (backoff with jitter, the first retry within ' +
+      '30 s): 1m to 30d, like 36h, 90m or 1d12h',
+    parse: parseDuration(WEBHOOK_RETRY_FOR_MIN_MS, WEBHOOK_RETRY_FOR_MAX_MS),
   }),
   stateDir: option({
     flag: '--state-dir',
@@ -528,6 +613,9 @@ export function helpText(): string {
     '',
     ...blocks.flat(),
     ...commands,
+    '',
+    'A journal the start refuses as damaged (stop the daemon, run as its user):',
+    '  wg-peerd state salvage --state-dir DIR [--interface NAME]',
     '',
   ].join('\n');
 }
@@ -643,6 +731,77 @@ function loadTls(
 }
 
 /**
+ * Names of the `WG_PEERD_` family that are no setting of the daemon but set around it by the
+ * project's own files: the systemd unit's environment file splits WG_PEERD_ARGS into flags
+ * (contrib/systemd), and the test VM and release scripts (scripts/vm, scripts/release) pass
+ * their knobs through the environment of the processes they start.
+ */
+const NOT_SETTINGS =
+  /^WG_PEERD_(?:ARGS|PREFIX|README|DEBIAN_MIRROR|VM(?:_[A-Z0-9_]+)?|TEST_[A-Z0-9_]+)$/;
+
+/** Levenshtein distance of two names. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row.push(Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost));
+    }
+    previous = row;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * DESIGN §4: a non-empty `WG_PEERD_*` variable that is no setting stops the start (systemd's
+ * stance on unknown settings), naming the nearest known variable; when the name is a flag's in
+ * variable form (WG_PEERD_TOKEN_FILE for --token-file), the message says what that flag's
+ * variable holds instead.
+ */
+function checkVariableNames(env: Environment): void {
+  const rows: Array<Option<unknown>> = Object.values(OPTIONS);
+  const known = new Set<string>(rows.map((row) => row.env));
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('WG_PEERD_') || known.has(name) || NOT_SETTINGS.test(name)) continue;
+    if (env[name] === undefined || env[name] === '') continue;
+    let nearest = rows[0]!;
+    for (const row of rows) {
+      if (editDistance(name, row.env) < editDistance(name, nearest.env)) nearest = row;
+    }
+    const flagForm = rows.find(
+      (row) => `WG_PEERD_${row.flag.slice(2).toUpperCase().replace(/-/g, '_')}` === name,
+    );
+    const hint =
+      flagForm?.envHolds === undefined
+        ? ''
+        : ` It holds ${flagForm.envHolds}; a path goes as ${flagForm.flag} ${flagForm.value}`;
+    throw new ConfigError(
+      `unknown environment variable ${name} (wg-peerd --help lists them): ` +
+        `did you mean ${nearest.env}?${hint}`,
+    );
+  }
+}
+
+/**
+ * --max-event-streams below --max-connections, so a full set of streams leaves the API room: a
+ * value given that is not below is refused; the default is lowered to fit (to 0, no streams, at
+ * --max-connections 1).
+ */
+function fitStreams(config: Config, given: Map<Key, Given>, env: Environment): number {
+  const named = (key: Key): string | null =>
+    given.get(key)?.flag ?? (env[OPTIONS[key].env] ? OPTIONS[key].env : null);
+  const streams = named('maxEventStreams');
+  if (streams === null) return Math.min(config.maxEventStreams, config.maxConnections - 1);
+  if (config.maxEventStreams < config.maxConnections) return config.maxEventStreams;
+  throw new ConfigError(
+    `${streams} (${config.maxEventStreams}) must be below ` +
+      `${named('maxConnections') ?? '--max-connections'} (${config.maxConnections}): event ` +
+      'streams may not take every connection from the API; lower the one or raise the other',
+  );
+}
+
+/**
  * argv without node and script. Throws ConfigError with one line a person can act on.
  */
 export function parseConfig(
@@ -652,6 +811,7 @@ export function parseConfig(
 ): ParseOutcome {
   const given = readArguments(argv);
   if (!(given instanceof Map)) return given;
+  checkVariableNames(env);
   const { adminTokens, readTokens, tlsCert, tlsKey, tlsClientCa, ...settings } = settingsOf(
     given,
     env,
@@ -666,6 +826,7 @@ export function parseConfig(
   }
   const tls = loadTls(tlsCert, tlsKey, tlsClientCa, readTokenFile);
   const config: Config = { ...settings, tokens, tokenSources, tls };
+  config.maxEventStreams = fitStreams(config, given, env);
 
   // Read tokens alone count as authentication: the API then lists for read tokens and refuses
   // every change (no admin token exists), which is a safe monitoring-only deployment.

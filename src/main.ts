@@ -36,7 +36,7 @@ import {
 } from './http';
 import type { Kernel } from './kernel/types';
 import type { CapExhaustedNotice, CapWatch } from './kernel/quota/exhaustion';
-import { createLogger, type Logger } from './log';
+import { createLogger, isJournalStream, type Logger } from './log';
 import { NativeAddonMissingError } from './netlink/native';
 import {
   InterfaceNotWireGuardError,
@@ -49,9 +49,17 @@ import { loadTlsFiles, validityWarning, type TlsMaterial } from './tls-files';
 import { UsageCheckpoints } from './peers/checkpoint';
 import { UsageFence } from './peers/usage-fence';
 import { restoreFromState, type RestoreSummary } from './peers/restore';
-import { StateDirError, StateStore, readBootId } from './state';
+import {
+  type Outbox,
+  StateDirError,
+  StateStore,
+  readBootId,
+  runStateCommand,
+  type StateFs,
+} from './state';
 import { registerStateMetrics } from './http/state-metrics';
 import { loadTokens, readTokenFileFromDisk, type ReadTokenFile } from './token-files';
+import { SystemdNotifier, statusWhile, type StartNotices } from './systemd-notify';
 
 /** Exit status for configuration the daemon cannot start with (DESIGN §4). */
 export const EXIT_CONFIG = 2;
@@ -82,6 +90,10 @@ export interface DaemonDeps {
   webhookPolicy?: Partial<DeliveryPolicy>;
   /** The kernel's boot id (/proc/sys/kernel/random/boot_id when absent); for tests. */
   readBootId?: () => Promise<string>;
+  /** The state directory's file system (the real one when absent); for tests. */
+  stateFs?: StateFs;
+  /** systemd's notifications (src/systemd-notify.ts): STATUS while restoring, READY=1. */
+  notify?: StartNotices;
   /** The kernel's notices of exhausted caps (peer.cap_exhausted); none when absent. */
   watchCaps?: (
     ifname: string,
@@ -219,9 +231,17 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   // The state directory is checked before anything changes in the kernel: a bad one (exposed,
   // damaged, another interface's) refuses the start with one line.
   let store: StateStore | null = null;
+  // With webhooks, their pending deliveries are an outbox beside the journal (at least once).
+  let outbox: Outbox | null = null;
   if (config.stateDir !== null) {
     try {
-      store = await StateStore.open({ dir: config.stateDir, interfaceName: config.interfaceName });
+      store = await StateStore.open({
+        dir: config.stateDir,
+        interfaceName: config.interfaceName,
+        ...(deps.stateFs === undefined ? {} : { fs: deps.stateFs }),
+      });
+      logStateOpened(store, logger);
+      if (config.webhooksFile !== null) outbox = await openOutbox(store, logger);
     } catch (error) {
       kernel.close();
       throw new StartupError(
@@ -257,6 +277,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     );
   } catch (error) {
     kernel.close();
+    await outbox?.close().catch(() => undefined);
     await store?.close().catch(() => undefined);
     const status =
       error instanceof InterfaceNotWireGuardError || error instanceof StateDirError
@@ -298,6 +319,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
             interfaceName: config.interfaceName,
             ifindex: iface.ifindex,
             created: iface.created,
+            adopted: iface.adopted,
             bootId,
             logger,
           }),
@@ -313,9 +335,20 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     },
   );
 
+  if (deps.notify !== undefined && store !== null) {
+    const saved = store.state.peers.size;
+    const what = `restoring ${saved} saved peers of ${config.interfaceName}`;
+    statusWhile(deps.notify, gate, (seconds) => `${what} (${seconds} s)`);
+  }
+
   // The metrics need the service (its snapshot) and the service their observer: `service` is
   // only read when /metrics is scraped, after both exist.
-  const readiness = new ReadinessCheck(kernel, config.interfaceName, () => !restoreDone);
+  const readiness = new ReadinessCheck(
+    kernel,
+    config.interfaceName,
+    () => !restoreDone,
+    () => store?.readOnly ?? null,
+  );
   const metrics = createMetrics({
     service: { snapshot: () => service.snapshot() },
     perPeer: config.metricsPerPeer,
@@ -330,7 +363,10 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     logger,
     registry: metrics.registry,
     webhookTargets,
-    webhookPolicy: deps.webhookPolicy,
+    webhookPolicy: { giveUpAfterMs: config.webhookRetryForMs, ...deps.webhookPolicy },
+    ...(outbox === null ? {} : { webhookOutbox: outbox }),
+    maxStreams: config.maxEventStreams,
+    streamStallMs: config.eventStreamStallS * 1000,
     // exhausted_at survives a restart only where the journal keeps it (README "API").
     ...(store === null ? {} : keptExhaustions(store, logger)),
   });
@@ -376,6 +412,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
       journalBytes: () => saved.stats().bytes,
       checkpoints: () => checkpoints.stats,
       restoredPeers: () => restored?.restoredPeers ?? null,
+      tornTailBytes: () => saved.tornTail?.bytes ?? 0,
     });
   }
   const { admin, read } = config.tokens;
@@ -395,6 +432,9 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     limits: { maxConnections: config.maxConnections },
     tls,
   });
+  // An adopted interface's peers are saved before the API answers anything (issue 28); a
+  // failure is reported below, as any failed restore.
+  if (iface.adopted !== null) await restoring.catch(() => undefined);
   try {
     await listen(server, config);
   } catch (error) {
@@ -410,6 +450,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     server.close();
     server.closeAllConnections();
     kernel.close();
+    await outbox?.close().catch(() => undefined);
     await store?.close().catch(() => undefined);
     throw new StartupError(
       `cannot restore the saved state of ${config.interfaceName}: ${messageOf(error)}`,
@@ -438,7 +479,20 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     },
     'wg-peerd is serving',
   );
+  // The interface, its peers, limits and caps are back and the API answers: systemd may start
+  // what comes After= the unit (Type=notify, contrib/systemd).
+  const serving = formatListen({ host: address.address, port: address.port });
+  deps.notify?.ready(`serving ${config.interfaceName} on ${serving}`);
   const now = deps.now ?? (() => new Date());
+  if (tokens === null) {
+    const who = isLoopback(config.listen.host)
+      ? 'every local process, of any user,'
+      : `every process that reaches ${formatListen(config.listen)}`;
+    logger.warn(
+      { event: 'no_token', listen: formatListen(config.listen) },
+      `no token is configured: ${who} has admin rights over the API; give --token-file PATH or WG_PEERD_TOKEN`,
+    );
+  }
   if (tls === null && !isLoopback(config.listen.host)) {
     logger.warn(
       { event: 'plain_http', listen: formatListen(config.listen) },
@@ -456,6 +510,7 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   const shutdown = (): Promise<void> => {
     stopped ??= new Promise<void>((resolve) => {
       logger.info({}, 'shutting down: finishing requests in flight');
+      deps.notify?.stopping();
       const graceMs = deps.graceMs ?? SHUTDOWN_GRACE_MS;
       const force = setTimeout(() => {
         logger.warn({ graceMs }, 'requests still running after the grace period: closing them');
@@ -472,6 +527,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
         // The last usage checkpoint (a clean reboot loses no counted byte), then the journal.
         void (async () => {
           await checkpoints?.stop();
+          // What is pending stays in the outbox: the next start delivers it once more.
+          await outbox?.close().catch(() => undefined);
           await store?.close().catch((error: unknown) => {
             logger.error(
               { event: 'state_close_failed', error: messageOf(error) },
@@ -551,6 +608,53 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
   return { address, shutdown, reloadTokens, reloadWebhooks, reloadTls };
 }
 
+/**
+ * The webhook outbox of the state directory: a file that must not be used refuses the start
+ * (StateDirError); one that cannot be read or written leaves delivery in memory, said at warn.
+ */
+async function openOutbox(store: StateStore, logger: Logger): Promise<Outbox | null> {
+  try {
+    const { outbox, damaged } = await store.openOutbox();
+    if (damaged !== null) {
+      logger.warn(
+        { event: 'webhook_outbox_torn', interface: store.interfaceName, ...damaged },
+        `the webhook outbox ${store.outboxPath} held ${damaged.lines} damaged lines (a write a crash cut): skipped`,
+      );
+    }
+    return outbox;
+  } catch (error) {
+    if (error instanceof StateDirError) throw error;
+    logger.warn(
+      {
+        event: 'webhook_outbox_unavailable',
+        interface: store.interfaceName,
+        error: messageOf(error),
+      },
+      `the webhook outbox ${store.outboxPath} cannot be used (${messageOf(error)}): pending webhook deliveries live in memory only, a restart loses them`,
+    );
+    return null;
+  }
+}
+
+/** What the start says of the state directory it opened: a dropped torn tail, read-only. */
+function logStateOpened(store: StateStore, logger: Logger): void {
+  const torn = store.tornTail;
+  if (torn !== null) {
+    logger.warn(
+      { event: 'state_torn_tail', interface: store.interfaceName, ...torn },
+      `the journal ended in a batch a crash cut (never acknowledged): dropped ${torn.bytes} ` +
+        `bytes, ${torn.records} records`,
+    );
+  }
+  if (store.readOnly !== null) {
+    logger.warn(
+      { event: 'state_read_only', interface: store.interfaceName, reason: store.readOnly },
+      `the state directory is read-only (${store.readOnly}): the saved state is restored, ` +
+        'every change answers 507 until its file system is repaired and wg-peerd restarted',
+    );
+  }
+}
+
 /** What the log says of the certificate served: whose it is, until when, which one. */
 function certificateFields(material: TlsMaterial): Record<string, string> {
   const { subject, notAfter, fingerprint256 } = material.certificate;
@@ -602,10 +706,18 @@ async function cli(): Promise<void> {
       running.daemon.reloadTls();
     }
   });
+  const notify = new SystemdNotifier({
+    onError: (error) =>
+      logger.warn(
+        { event: 'systemd_notify_failed', error: error.message },
+        `cannot notify systemd (NOTIFY_SOCKET): ${error.message}`,
+      ),
+  });
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, {
       logger,
+      notify,
       // Loaded only once the configuration is good: a bad flag never needs the native addon.
       openKernel: async () => (await import('./kernel')).openKernel(),
       watchCaps: async (...args) => (await import('./kernel')).watchCapExhaustion(...args),
@@ -613,7 +725,12 @@ async function cli(): Promise<void> {
   } catch (error) {
     const status = error instanceof StartupError ? error.exitStatus : EXIT_FAILURE;
     logger.fatal({ exitStatus: status }, messageOf(error));
-    process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    // Under systemd standard output (the log) and standard error are one journal stream: the
+    // fatal line is in the journal once. Anywhere else it is also said in words on stderr.
+    const journal = process.env['JOURNAL_STREAM'];
+    if (!(isJournalStream(journal, 1) && isJournalStream(journal, 2))) {
+      process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
+    }
     process.exit(status);
   }
   running.daemon = daemon;
@@ -631,7 +748,13 @@ async function cli(): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
-if (require.main === module) {
+if (require.main === module && process.argv[2] === 'state') {
+  // `wg-peerd state salvage --state-dir DIR`: an offline repair, no daemon (src/state/salvage.ts).
+  void runStateCommand(process.argv.slice(3), {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+  }).then((status) => process.exit(status));
+} else if (require.main === module) {
   cli().catch((error: unknown) => {
     process.stderr.write(`wg-peerd: ${messageOf(error)}\n`);
     process.exit(EXIT_FAILURE);

@@ -17,6 +17,7 @@
 # internet) and a client namespace `client` (192.0.2.2, default route via the router). The
 # router has no route to the VPN's 10.8.0.0/24: a client reaches 1.1.1.1 only through the
 # tunnel, IP forwarding and the README's masquerade. `ping` is busybox's (the host has none).
+# /var/lib is an empty tmpfs (the daemon's state dir goes there).
 #
 # Output: "ok N - ..." / "not ok N - ..." per block and check, then "N passed, N failed".
 set -uo pipefail
@@ -69,6 +70,9 @@ ip -n client addr add 192.0.2.2/24 dev eth0
 ip -n client link set lo up
 ip -n client link set eth0 up
 ip -n client route add default via 192.0.2.1
+# The README's daemon keeps its state in /var/lib/wg-peerd. The guest's root is the host's,
+# read-only: a fresh host's /var/lib is writable, so here it is a tmpfs of its own.
+mount -t tmpfs -o mode=755 tmpfs /var/lib
 set +e
 [ "$(command -v wg-peerd)" = "$prefix/bin/wg-peerd" ]
 result $? "wg-peerd on PATH is the installed copy ($prefix/bin/wg-peerd: $(wg-peerd --version))"

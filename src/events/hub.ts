@@ -1,8 +1,12 @@
 /**
- * The hub: gives each event its id, serializes it once, keeps the last `historySize` events and
- * hands every new one to the live listeners (the streams and the webhook targets) in order.
+ * The hub: gives each event its id, serializes it once, keeps the last `historySize` events
+ * (`--event-history`), and of them no more than `maxHistoryBytes` of frames, and hands every
+ * new one to the live listeners (the streams and the webhook targets) in order. A resumption
+ * is owed only what the history holds: anything older is one `reset`, so no replay is ever
+ * larger than the history's byte bound.
  */
 import { randomBytes } from 'node:crypto';
+import { wireName } from './catalog';
 import { RESET_EVENT, type EventInput, type EventType, type StoredEvent } from './types';
 
 /** What the hub reports, for /metrics (metrics.ts). */
@@ -14,6 +18,8 @@ export interface HubOptions {
   interfaceName: string;
   /** Events kept for resumption (`--event-history`), at least 1. */
   historySize: number;
+  /** Bytes of frames the history keeps at most (the newest event always). */
+  maxHistoryBytes?: number;
   /** Milliseconds since the epoch. */
   now?: () => number;
   /** This daemon run's id prefix; a random one by default (ids of another run get `reset`). */
@@ -24,6 +30,13 @@ export interface HubOptions {
 }
 
 export type EventListener = (event: StoredEvent) => void;
+
+/** The history's byte bound by default: 10,000 events of up to 1.6 KiB. */
+export const MAX_HISTORY_BYTES = 16 * 1024 * 1024;
+
+/** Where a stream with a Last-Event-ID starts: live, after a seq still held, or a reset. */
+export type ResumePoint =
+  { kind: 'live' } | { kind: 'replay'; after: number } | { kind: 'reset'; reason: string };
 
 /** What a stream that connects with a Last-Event-ID gets. */
 export type Resumption =
@@ -40,12 +53,16 @@ export class EventHub {
   readonly run: string;
   readonly interfaceName: string;
   readonly historySize: number;
+  readonly maxHistoryBytes: number;
   private readonly now: () => number;
   private readonly observer: HubObserver | undefined;
   private readonly onListenerError: (error: unknown) => void;
   /** The history as a ring indexed by seq % historySize. */
   private readonly ring: Array<StoredEvent | undefined>;
   private seq = 0;
+  /** The oldest seq the history holds (seq + 1 when it holds none). */
+  private oldest = 1;
+  private historyBytes = 0;
   private readonly listeners = new Set<EventListener>();
   private readonly countWatchers = new Set<(count: number) => void>();
 
@@ -55,6 +72,7 @@ export class EventHub {
     }
     this.interfaceName = options.interfaceName;
     this.historySize = options.historySize;
+    this.maxHistoryBytes = options.maxHistoryBytes ?? MAX_HISTORY_BYTES;
     this.now = options.now ?? Date.now;
     this.run = options.run ?? `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
     if (!/^[a-z0-9]+$/.test(this.run)) throw new TypeError(`run must be [a-z0-9]+: ${this.run}`);
@@ -68,9 +86,16 @@ export class EventHub {
     return `${this.run}.${this.seq}`;
   }
 
-  /** The oldest seq still in the history (1 when nothing was dropped yet). */
-  private get oldestSeq(): number {
-    return Math.max(1, this.seq - this.historySize + 1);
+  /** The seq of the last event published, 0 before the first. */
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  /** The event of `seq` while the history holds it. */
+  eventAt(seq: number): StoredEvent | undefined {
+    if (seq < this.oldest || seq > this.seq) return undefined;
+    const event = this.ring[seq % this.historySize];
+    return event?.seq === seq ? event : undefined;
   }
 
   /** Ids, serializes once, keeps and fans out one event; returns it as stored. */
@@ -86,7 +111,11 @@ export class EventHub {
       data.public_key = input.publicKey;
       data.ip_address = input.ipAddress ?? null;
     }
-    if (input.details) Object.assign(data, input.details);
+    // The domain's camelCase as the wire's snake_case (a field left out stays out).
+    const details: Readonly<Record<string, unknown>> = input.details ?? {};
+    for (const [name, value] of Object.entries(details)) {
+      if (value !== undefined) data[wireName(name)] = value;
+    }
     const id = `${this.run}.${seq}`;
     const json = JSON.stringify(data);
     const event: StoredEvent = {
@@ -98,7 +127,7 @@ export class EventHub {
       frame: sseFrame(id, input.type, json),
     };
     this.seq = seq;
-    this.ring[seq % this.historySize] = event;
+    this.keep(event);
     this.observer?.published(input.type);
     for (const listener of this.listeners) {
       try {
@@ -110,12 +139,42 @@ export class EventHub {
     return event;
   }
 
+  /** Puts `event` in the ring, dropping the oldest past the count and byte bounds. */
+  private keep(event: StoredEvent): void {
+    const slot = event.seq % this.historySize;
+    const replaced = this.ring[slot];
+    if (replaced !== undefined) {
+      this.historyBytes -= replaced.frame.length;
+      this.oldest = Math.max(this.oldest, replaced.seq + 1);
+    }
+    this.ring[slot] = event;
+    this.historyBytes += event.frame.length;
+    while (this.historyBytes > this.maxHistoryBytes && this.oldest < event.seq) {
+      const dropped = this.oldest % this.historySize;
+      this.historyBytes -= this.ring[dropped]?.frame.length ?? 0;
+      this.ring[dropped] = undefined;
+      this.oldest += 1;
+    }
+  }
+
   /**
    * What a client that last saw `lastEventId` misses: nothing to replay without an id (live
    * only), the events after it while the history still holds them all, else one reset (an id
    * of another run, one older than the history, one not issued yet, or not an id at all).
    */
   resume(lastEventId: string | undefined): Resumption {
+    const point = this.resumeAfter(lastEventId);
+    if (point.kind !== 'replay') return point;
+    const events: StoredEvent[] = [];
+    for (let seq = point.after + 1; seq <= this.seq; seq++) {
+      const event = this.eventAt(seq);
+      if (event !== undefined) events.push(event);
+    }
+    return { kind: 'replay', events };
+  }
+
+  /** `resume` without the events: where a replay starts, read from the history as it goes. */
+  resumeAfter(lastEventId: string | undefined): ResumePoint {
     if (lastEventId === undefined || lastEventId === '') return { kind: 'live' };
     const match = ID.exec(lastEventId);
     if (!match) return { kind: 'reset', reason: 'Last-Event-ID is not an event id of wg-peerd' };
@@ -126,18 +185,15 @@ export class EventHub {
     if (after > this.seq) {
       return { kind: 'reset', reason: 'Last-Event-ID names an event not issued yet' };
     }
-    if (after + 1 < this.oldestSeq) {
+    if (after + 1 < this.oldest) {
       return {
         kind: 'reset',
-        reason: `events after Last-Event-ID are no longer in the history (it keeps ${this.historySize})`,
+        reason:
+          `events after Last-Event-ID are no longer in the history (it keeps ${this.historySize} ` +
+          `events, at most ${this.maxHistoryBytes} bytes)`,
       };
     }
-    const events: StoredEvent[] = [];
-    for (let seq = after + 1; seq <= this.seq; seq++) {
-      const event = this.ring[seq % this.historySize];
-      if (event?.seq === seq) events.push(event);
-    }
-    return { kind: 'replay', events };
+    return { kind: 'replay', after };
   }
 
   /**

@@ -7,9 +7,11 @@
  * id the history no longer holds (older, from another daemon run, or not an id) gets exactly one
  * `reset` event (re-list, then go on). `?types=` filters a stream (`reset` always passes). An
  * event is serialized once, into one JSON text and one SSE frame, whatever the number of streams
- * and targets; a stream whose reader falls behind by more than a bound is closed with a log line
- * and a metric, never buffered without limit; a comment line every 15 s keeps idle streams open
- * through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
+ * and targets; the types and their details are defined once (catalog.ts). At most
+ * --max-event-streams streams are open; a stream whose reader falls behind by more than a bound,
+ * or leaves bytes untaken for --event-stream-stall, is closed with a log line and a metric,
+ * never buffered without limit, and a replay goes out in slices under the same bound; a comment
+ * line every 15 s keeps idle streams open through proxies. Sources: PeerService publishes the changes it makes when it makes them (the
  * `sink`); connect, disconnect and behind-the-back changes come from the shared kernel read,
  * read only while someone listens and at most once per --list-max-age (watcher.ts);
  * `peer.cap_exhausted` comes from the kernel's own nf_tables notification (`capExhausted`), or
@@ -18,9 +20,10 @@
  * read reaches it through `exhaustionTimes` (the service's port), which answers when each cap
  * ran out (the list's exhausted_at); the sink's resets, cap changes and deletes clear that at once.
  * Webhooks deliver the same events signed per Standard Webhooks (`webhook-id` = the event id),
- * with a timeout per attempt, the first retry within 30 s then exponential backoff for a bounded
- * time, and a bounded queue per target whose drops are counted; a target that is down slows
- * nothing else.
+ * with a timeout per attempt, the first retry within 30 s then exponential backoff with jitter
+ * for --webhook-retry-for, and a bounded queue per target whose drops are counted; a target that
+ * is down slows nothing else. With a state dir they are at least once: pending deliveries are a
+ * durable outbox (`webhookOutbox`) delivered once more after a restart or a crash.
  */
 import type { Registry } from 'prom-client';
 import type {
@@ -35,23 +38,46 @@ import { ExhaustionLatch, type ExhaustionTime } from './exhaustion';
 import { EventHub } from './hub';
 import { createEventMetrics } from './metrics';
 import { EventStreams } from './streams';
-import type { EventInput } from './types';
+import { domainName } from './catalog';
+import type { EventInput, EventInputOf, EventType, EventValue } from './types';
 import { KernelWatcher } from './watcher';
-import { Webhooks, type DeliveryPolicy, type Send, type WebhookTarget } from './webhooks';
+import {
+  Webhooks,
+  type DeliveryOutbox,
+  type DeliveryPolicy,
+  type Send,
+  type WebhookTarget,
+} from './webhooks';
 
 export * from './types';
-export { EventHub, sseFrame, type Resumption } from './hub';
-export { EventStreams, KEEP_ALIVE_MS, MAX_BUFFERED_BYTES, type StreamSink } from './streams';
+export { EVENT_CATALOG, EVENT_PAYLOAD_SCHEMA, domainName, wireName } from './catalog';
+export { EventHub, MAX_HISTORY_BYTES, sseFrame, type ResumePoint, type Resumption } from './hub';
+export {
+  EventStreams,
+  EventStreamsFullError,
+  KEEP_ALIVE_MS,
+  MAX_BUFFERED_BYTES,
+  MAX_STREAMS,
+  SLICE_BYTES,
+  STALL_MS,
+  type StreamSink,
+} from './streams';
 export { KernelWatcher } from './watcher';
 export {
   DEFAULT_DELIVERY_POLICY,
+  MAX_RESPONSE_BYTES,
   Webhooks,
   WebhooksFileError,
+  fetchSend,
   loadWebhooksFile,
+  outboxKeyOf,
   parseWebhooksText,
   retryDelayMs,
   targetLabel,
+  type DeliveryOutbox,
   type DeliveryPolicy,
+  type OutboxDepth,
+  type PendingDelivery,
   type WebhookTarget,
 } from './webhooks';
 export { EVENT_METRIC, createEventMetrics } from './metrics';
@@ -80,11 +106,19 @@ export interface EventsOptions {
   /** Tests shorten the delivery timings. */
   webhookPolicy?: Partial<DeliveryPolicy>;
   send?: Send;
+  /** With a state dir: the webhook outbox (pending deliveries survive restarts and crashes). */
+  webhookOutbox?: DeliveryOutbox;
   /** The clock, ms since the epoch (Date.now; tests inject one). */
   now?: () => number;
+  /** `--max-event-streams` (64 when absent). */
+  maxStreams?: number;
+  /** `--event-stream-stall`, in ms (60 s when absent). */
+  streamStallMs?: number;
   /** Streams: keep-alive period and slow-reader bound (tests). */
   keepAliveMs?: number;
   maxBufferedBytes?: number;
+  /** The history's byte bound (tests; 16 MiB when absent). */
+  maxHistoryBytes?: number;
   /** Exhaustion times kept from an earlier run (a state dir's journal). */
   exhaustions?: readonly KnownExhaustion[];
   /**
@@ -126,11 +160,16 @@ export class Events {
       this.exhaustion.seed(address, publicKey, { quotaBytes, at });
     }
     this.exhaustionTimes = { read: (read) => this.capsFound(read) };
-    const metrics = options.registry ? createEventMetrics(options.registry) : undefined;
+    const metrics = options.registry
+      ? createEventMetrics(options.registry, {
+          outbox: () => this.webhooks.outboxDepths(),
+        })
+      : undefined;
     this.hub = new EventHub({
       interfaceName: options.interfaceName,
       now: this.now,
       historySize: options.historySize,
+      maxHistoryBytes: options.maxHistoryBytes,
       observer: metrics?.hub,
       onListenerError: (error) =>
         options.logger.error(
@@ -146,6 +185,9 @@ export class Events {
       observer: metrics?.streams,
       keepAliveMs: options.keepAliveMs,
       maxBufferedBytes: options.maxBufferedBytes,
+      maxStreams: options.maxStreams,
+      stallMs: options.streamStallMs,
+      now: options.now,
     });
     this.watcher = new KernelWatcher({
       snapshot: options.snapshot,
@@ -161,6 +203,7 @@ export class Events {
       observer: metrics?.webhooks,
       policy: options.webhookPolicy,
       send: options.send,
+      outbox: options.webhookOutbox,
     });
     this.hub.onListenerCount((count) => this.watcher.setListening(count > 0));
     this.webhooks.setTargets(options.webhookTargets ?? []);
@@ -174,7 +217,7 @@ export class Events {
             ipAddress: change.ipAddress,
           });
         }
-        this.hub.publish({ ...change, details: { origin: 'api', ...change.details } });
+        this.hub.publish(fromPeerChange(change));
       },
     };
   }
@@ -182,23 +225,26 @@ export class Events {
   /** The kernel announced that a cap ran out (NFT_MSG_NEWOBJ to NFNLGRP_NFTABLES). */
   capExhausted(cap: CapExhaustion): void {
     if (!this.exhaustion.notice(cap.address, cap.publicKey, cap.quotaBytes, this.now())) return;
-    const input: EventInput = {
+    const input: EventInputOf<'peer.cap_exhausted'> = {
       type: 'peer.cap_exhausted',
       publicKey: cap.publicKey,
       ipAddress: cap.address,
-      details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+      details: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
     };
     this.hub.publish(input);
     this.throttled(input, cap.throttleBytesPerSecond);
   }
 
   /** A cap that throttles: its exhaustion is also `peer.throttled`, with the rate. */
-  private throttled(exhausted: EventInput, rate: number | null | undefined): void {
+  private throttled(
+    exhausted: EventInputOf<'peer.cap_exhausted'>,
+    rate: number | null | undefined,
+  ): void {
     if (rate === null || rate === undefined) return;
     this.hub.publish({
       ...exhausted,
       type: 'peer.throttled',
-      details: { ...exhausted.details, throttle_bytes_per_second: rate },
+      details: { ...exhausted.details, throttleBytesPerSecond: rate },
     });
   }
 
@@ -233,12 +279,12 @@ export class Events {
     const news = this.exhaustion.read(caps, owners, startedAt, takenAt);
     for (const address of news) {
       const cap = caps.get(address)!;
-      const input: EventInput = {
+      const input: EventInputOf<'peer.cap_exhausted'> = {
         type: 'peer.cap_exhausted',
         at: takenAt,
         publicKey: owners.get(address) ?? null,
         ipAddress: address,
-        details: { quota_bytes: cap.quotaBytes, used_bytes: cap.usedBytes },
+        details: { quotaBytes: cap.quotaBytes, usedBytes: cap.usedBytes },
       };
       this.hub.publish(input);
       this.throttled(input, cap.throttleBytesPerSecond);
@@ -251,6 +297,27 @@ export class Events {
     this.webhooks.close();
     this.watcher.setListening(false);
   }
+}
+
+/**
+ * A change PeerService made, as an event: its details (src/peers writes them in the wire's
+ * snake_case, typed loosely) in the catalog's camelCase, `origin` api unless it says otherwise
+ * (a billing-period reset says period). The catalog's schema holds what comes out to the
+ * wire (test/unit/http/events.test.ts checks every payload against it).
+ */
+export function fromPeerChange(change: PeerChange): EventInput {
+  const details: Record<string, EventValue> = { origin: 'api' };
+  for (const [name, value] of Object.entries(change.details ?? {}))
+    details[domainName(name)] = value;
+  // The one place loose details meet the catalog's types: PeerChangeType is a subset of
+  // EventType (checked here by the compiler), and each type's fields are the service's own.
+  const input: { type: EventType; publicKey: string; ipAddress: string | null; details: object } = {
+    type: change.type,
+    publicKey: change.publicKey,
+    ipAddress: change.ipAddress,
+    details,
+  };
+  return input as EventInput;
 }
 
 /** The latch's changes of known times, as the journal keeps them (by the cap's owner). */

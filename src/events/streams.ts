@@ -1,8 +1,17 @@
 /**
- * The open Server-Sent Events streams. Each event's frame is built once by the hub and the same
- * Buffer is written to every stream that wants its type; one timer writes the keep-alive
- * comment to all of them. A stream whose reader falls behind by more than `maxBufferedBytes`
- * (what its socket has not taken yet) is closed, logged and counted, never buffered further.
+ * The open Server-Sent Events streams, each held to a bound of memory and time whoever reads it.
+ * Each event's frame is built once by the hub and the same Buffer is written to every stream
+ * that wants its type; one timer writes the keep-alive comment to all of them. At most
+ * `maxStreams` streams are open (`--max-event-streams`): one more is refused (`full`), so streams
+ * never take every connection from the API. A live stream whose reader falls behind by more
+ * than `maxBufferedBytes` (what its socket has not taken yet) is closed, logged and counted,
+ * never buffered further. A resumption (`Last-Event-ID`) replays from the hub's history in
+ * slices of at most SLICE_BYTES under the same bound, one per turn of the event loop, the next
+ * once the socket took the last ('drain'); the events published meanwhile are read from the
+ * history in order, so the stream joins the live ones only once it caught up (a reader so slow
+ * that the history dropped what it still owed is closed like a slow one). A stream whose socket
+ * has held unsent bytes for `stallMs` (`--event-stream-stall`) without once taking them all is
+ * closed, logged and counted too.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -25,6 +34,10 @@ export interface StreamsObserver {
   open(count: number): void;
   /** A stream was closed because its reader fell behind. */
   slowReaderClosed(): void;
+  /** A stream was closed because its reader took nothing of its buffer for the stall bound. */
+  stalledClosed?(): void;
+  /** A stream was refused: `maxStreams` were open. */
+  refused?(): void;
 }
 
 export interface StreamsOptions {
@@ -32,8 +45,14 @@ export interface StreamsOptions {
   keepAliveMs?: number;
   /** How far behind a reader may fall, in bytes not yet taken by its socket. */
   maxBufferedBytes?: number;
+  /** Streams open at most (`--max-event-streams`). */
+  maxStreams?: number;
+  /** How long a socket may hold unsent bytes before its stream is closed (`--event-stream-stall`). */
+  stallMs?: number;
   /** EventSource's reconnection delay, sent once at the start of every stream. */
   retryMs?: number;
+  /** Milliseconds, for the stall bound (Date.now). */
+  now?: () => number;
   logger: StreamLogger;
   observer?: StreamsObserver;
 }
@@ -41,9 +60,28 @@ export interface StreamsOptions {
 export const KEEP_ALIVE_MS = 15_000;
 /** About 1,000 events of 250 bytes; the frames are shared, so this is the queue, not copies. */
 export const MAX_BUFFERED_BYTES = 256 * 1024;
+/** `--max-event-streams`' default (DESIGN §4). */
+export const MAX_STREAMS = 64;
+/** `--event-stream-stall`'s default (DESIGN §4). */
+export const STALL_MS = 60_000;
 export const RETRY_MS = 2_000;
+/** A replay is written in chunks of at most this many bytes, one per turn of the event loop. */
+export const SLICE_BYTES = 16 * 1024;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
+
+/** `open` on a full set of streams. */
+export class EventStreamsFullError extends Error {
+  constructor(readonly maxStreams: number) {
+    super(
+      maxStreams === 0
+        ? 'Event streams are off on this daemon (--max-event-streams 0); use webhooks or poll the list'
+        : `${maxStreams} event streams are open, the most --max-event-streams allows; ` +
+            'retry later, or close a stream this client no longer reads',
+    );
+    this.name = 'EventStreamsFullError';
+  }
+}
 
 export interface OpenOptions {
   /** Only these types (and `reset`); null: all. */
@@ -58,20 +96,28 @@ interface Stream {
   sink: StreamSink;
   types: ReadonlySet<EventType> | null;
   client: string | null;
-  /** Buffered bytes allowed now: the bound, plus the replay until the socket took it. */
-  allowance: number;
+  /** While replaying: the seq of the next event to send from the history; null once live. */
+  next: number | null;
+  /** A replay slice is due on the next turn of the event loop. */
+  scheduled: boolean;
+  /** Since when the socket holds bytes it has not taken (ms), null when it took them all. */
+  bufferedSince: number | null;
   closed: boolean;
 }
 
 export class EventStreams {
+  readonly maxStreams: number;
   private readonly streams = new Set<Stream>();
   private readonly keepAliveMs: number;
   private readonly maxBufferedBytes: number;
+  private readonly stallMs: number;
   private readonly retry: Buffer;
+  private readonly now: () => number;
   private readonly logger: StreamLogger;
   private readonly observer: StreamsObserver | undefined;
   private unsubscribe: (() => void) | null = null;
   private keepAlive: NodeJS.Timeout | null = null;
+  private sweep: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly hub: EventHub,
@@ -79,7 +125,10 @@ export class EventStreams {
   ) {
     this.keepAliveMs = options.keepAliveMs ?? KEEP_ALIVE_MS;
     this.maxBufferedBytes = options.maxBufferedBytes ?? MAX_BUFFERED_BYTES;
+    this.maxStreams = options.maxStreams ?? MAX_STREAMS;
+    this.stallMs = options.stallMs ?? STALL_MS;
     this.retry = Buffer.from(`retry: ${options.retryMs ?? RETRY_MS}\n\n`, 'utf8');
+    this.now = options.now ?? Date.now;
     this.logger = options.logger;
     this.observer = options.observer;
   }
@@ -88,40 +137,64 @@ export class EventStreams {
     return this.streams.size;
   }
 
+  /** Bytes written to the open streams that their sockets have not taken yet. */
+  get bufferedBytes(): number {
+    let sum = 0;
+    for (const stream of this.streams) sum += stream.sink.writableLength;
+    return sum;
+  }
+
+  /** True when one more stream would be refused. */
+  get full(): boolean {
+    return this.streams.size >= this.maxStreams;
+  }
+
+  /** Counts a stream refused by the caller because `full` was true (an HTTP 503). */
+  refused(): void {
+    this.observer?.refused?.();
+  }
+
   /**
    * Starts a stream on `sink` (whose headers the caller has sent): the retry hint, then what a
-   * resumption owes it (the missed events, or one `reset`), then the live events.
+   * resumption owes it (the missed events, in slices, or one `reset`), then the live events.
+   * Throws EventStreamsFullError when `maxStreams` are open (ask `full` before the headers).
    */
-  open(sink: StreamSink, options: OpenOptions): Resumption {
-    const resumption = this.hub.resume(options.lastEventId);
+  open(sink: StreamSink, options: OpenOptions): Resumption['kind'] {
+    if (this.full) {
+      this.refused();
+      throw new EventStreamsFullError(this.maxStreams);
+    }
+    const resumption = this.hub.resumeAfter(options.lastEventId);
     const stream: Stream = {
       sink,
       types: options.types,
       client: options.client ?? null,
-      allowance: this.maxBufferedBytes,
+      next: resumption.kind === 'replay' ? resumption.after + 1 : null,
+      bufferedSince: null,
+      scheduled: false,
       closed: false,
     };
-    sink.write(this.retry);
-    if (resumption.kind === 'reset') sink.write(this.hub.resetFrame(resumption.reason));
-    if (resumption.kind === 'replay') {
-      for (const event of resumption.events) {
-        if (wants(stream, event)) sink.write(event.frame);
-      }
-    }
-    // The replay is what the client asked for: it may exceed the bound until the socket took it.
-    stream.allowance = this.maxBufferedBytes + sink.writableLength;
+    this.write(stream, this.retry);
+    if (resumption.kind === 'reset') this.write(stream, this.hub.resetFrame(resumption.reason));
     sink.on('drain', () => {
-      stream.allowance = this.maxBufferedBytes;
+      if (sink.writableLength === 0) stream.bufferedSince = null;
+      this.nextSlice(stream);
     });
     sink.on('close', () => this.forget(stream));
     this.streams.add(stream);
     this.observer?.open(this.streams.size);
     if (this.unsubscribe === null) this.unsubscribe = this.hub.subscribe((e) => this.deliver(e));
     if (this.keepAlive === null) {
-      this.keepAlive = setInterval(() => this.writeAll(KEEP_ALIVE, null), this.keepAliveMs);
+      this.keepAlive = setInterval(() => this.writeAll(KEEP_ALIVE), this.keepAliveMs);
       this.keepAlive.unref();
     }
-    return resumption;
+    if (this.sweep === null) {
+      const period = Math.min(5000, Math.max(10, Math.floor(this.stallMs / 4)));
+      this.sweep = setInterval(() => this.sweepAll(), period);
+      this.sweep.unref();
+    }
+    this.replay(stream);
+    return resumption.kind;
   }
 
   /** Ends every stream (shutdown). */
@@ -132,22 +205,101 @@ export class EventStreams {
     }
   }
 
-  private deliver(event: StoredEvent): void {
-    this.writeAll(event.frame, event);
+  /**
+   * A replaying stream's next slice: the history's events from `next` on, up to SLICE_BYTES
+   * and while they fit in the bound (one at least on an empty buffer), written as one chunk;
+   * live once it reached the last event published. The next slice comes on a later turn of the
+   * event loop, once the socket took this one ('drain') or at once when it did (a socket whose
+   * kernel buffers take megabytes would otherwise hold the loop, and every API request, for
+   * the whole replay).
+   */
+  private replay(stream: Stream): void {
+    if (stream.next === null || stream.closed || stream.scheduled) return;
+    const buffered = stream.sink.writableLength;
+    const frames: Buffer[] = [];
+    let bytes = 0;
+    while (stream.next <= this.hub.lastSeq) {
+      const event = this.hub.eventAt(stream.next);
+      if (event === undefined) {
+        this.closeSlow(stream, 'history');
+        return;
+      }
+      if (wants(stream, event)) {
+        const size = event.frame.length;
+        if (buffered + bytes > 0 && buffered + bytes + size > this.maxBufferedBytes) break;
+        if (bytes > 0 && bytes + size > SLICE_BYTES) break;
+        frames.push(event.frame);
+        bytes += size;
+      }
+      stream.next += 1;
+    }
+    const taken = frames.length > 0 && this.write(stream, Buffer.concat(frames, bytes));
+    if (stream.next > this.hub.lastSeq) {
+      stream.next = null;
+    } else if (taken) {
+      this.nextSlice(stream);
+    }
+    // Else the socket is full: its 'drain' (or, at the latest, the sweep) sends the next slice.
   }
 
-  private writeAll(chunk: Buffer, event: StoredEvent | null): void {
+  /**
+   * The next slice on the event loop's next turn, after the I/O waiting (a socket that takes
+   * each write at once emits 'drain' on process.nextTick, which would chain the whole replay
+   * ahead of every request).
+   */
+  private nextSlice(stream: Stream): void {
+    if (stream.next === null || stream.scheduled) return;
+    stream.scheduled = true;
+    setImmediate(() => {
+      stream.scheduled = false;
+      this.replay(stream);
+    });
+  }
+
+  /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */
+  private deliver(event: StoredEvent): void {
     for (const stream of this.streams) {
-      if (event !== null && !wants(stream, event)) continue;
-      if (stream.sink.writableLength + chunk.length > stream.allowance) {
-        this.closeSlow(stream);
-        continue;
-      }
-      stream.sink.write(chunk);
+      if (stream.next === null && wants(stream, event)) this.bounded(stream, event.frame);
     }
   }
 
-  private closeSlow(stream: Stream): void {
+  /** The keep-alive comment: to every live stream, and to a replaying one with nothing queued. */
+  private writeAll(chunk: Buffer): void {
+    for (const stream of this.streams) {
+      if (stream.next === null) this.bounded(stream, chunk);
+      else if (stream.sink.writableLength === 0) this.write(stream, chunk);
+    }
+  }
+
+  /** A live stream's write, or its close when the chunk would take it past the bound. */
+  private bounded(stream: Stream, chunk: Buffer): void {
+    if (stream.sink.writableLength + chunk.length > this.maxBufferedBytes) {
+      this.closeSlow(stream, 'bound');
+    } else {
+      this.write(stream, chunk);
+    }
+  }
+
+  private write(stream: Stream, chunk: Buffer): boolean {
+    const taken = stream.sink.write(chunk);
+    if (stream.sink.writableLength > 0) stream.bufferedSince ??= this.now();
+    return taken;
+  }
+
+  /** Closes the streams stalled past the bound; a replay stopped at the bound goes on. */
+  private sweepAll(): void {
+    const now = this.now();
+    for (const stream of [...this.streams]) {
+      if (stream.sink.writableLength === 0) {
+        stream.bufferedSince = null;
+        this.replay(stream);
+      } else if (stream.bufferedSince !== null && now - stream.bufferedSince >= this.stallMs) {
+        this.closeStalled(stream, now - stream.bufferedSince);
+      }
+    }
+  }
+
+  private closeSlow(stream: Stream, why: 'bound' | 'history'): void {
     const buffered = stream.sink.writableLength;
     this.forget(stream);
     stream.sink.destroy();
@@ -159,7 +311,26 @@ export class EventStreams {
         bufferedBytes: buffered,
         maxBufferedBytes: this.maxBufferedBytes,
       },
-      `closed an event stream whose reader fell ${buffered} bytes behind (more than ${this.maxBufferedBytes}); it may reconnect with Last-Event-ID`,
+      why === 'bound'
+        ? `closed an event stream whose reader fell ${buffered} bytes behind (more than ${this.maxBufferedBytes}); it may reconnect with Last-Event-ID`
+        : `closed an event stream whose reader fell behind the history (--event-history) while it was replayed; it may reconnect with Last-Event-ID`,
+    );
+  }
+
+  private closeStalled(stream: Stream, stalledMs: number): void {
+    const buffered = stream.sink.writableLength;
+    this.forget(stream);
+    stream.sink.destroy();
+    this.observer?.stalledClosed?.();
+    this.logger.warn(
+      {
+        event: 'event_stream_stalled',
+        client: stream.client,
+        bufferedBytes: buffered,
+        stalledMs,
+        stallMs: this.stallMs,
+      },
+      `closed an event stream whose reader left ${buffered} bytes untaken for ${Math.round(stalledMs / 1000)} s (--event-stream-stall ${this.stallMs / 1000}); it may reconnect with Last-Event-ID`,
     );
   }
 
@@ -173,6 +344,8 @@ export class EventStreams {
       this.unsubscribe = null;
       if (this.keepAlive !== null) clearInterval(this.keepAlive);
       this.keepAlive = null;
+      if (this.sweep !== null) clearInterval(this.sweep);
+      this.sweep = null;
     }
   }
 }

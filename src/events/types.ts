@@ -1,48 +1,37 @@
 /**
- * The event types of DESIGN §3 and the shapes the room passes around: what a source publishes
- * (an EventInput) and what the hub keeps and fans out (a StoredEvent, serialized once).
+ * The shapes the room passes around: what a source publishes (an EventInput, whose type and
+ * details the catalog defines) and what the hub keeps and fans out (a StoredEvent, serialized
+ * once).
  */
+import type { DetailsOf, EventType } from './catalog';
 
-/** Every type a stream or a webhook target may ask for, in the order DESIGN §3 names them. */
-export const EVENT_TYPES = [
-  'peer.created',
-  'peer.deleted',
-  'peer.connected',
-  'peer.disconnected',
-  'peer.limit_changed',
-  'peer.cap_changed',
-  'peer.cap_exhausted',
-  'peer.cap_reset',
-  'peer.throttled',
-  'peer.suspended',
-  'peer.resumed',
-  'interface.lost',
-  'interface.restored',
-] as const;
-
-export type EventType = (typeof EVENT_TYPES)[number];
-
-/** The control event a resume that cannot be served gets (re-list, then go on). */
-export const RESET_EVENT = 'reset';
-
-export function isEventType(value: string): value is EventType {
-  return (EVENT_TYPES as readonly string[]).includes(value);
-}
+export { EVENT_TYPES, RESET_EVENT, isEventType, type DetailsOf, type EventType } from './catalog';
 
 /** JSON values an event's own fields may hold. */
 export type EventValue = string | number | boolean | null;
 
-/** What a source hands the hub: the hub adds the id, the interface and (unless given) `at`. */
-export interface EventInput {
-  type: EventType;
+/** What every event may say besides its type and details. */
+interface EventBase {
   /** Milliseconds since the epoch when it happened; the hub's clock when absent. */
   at?: number;
   /** Peer events: the peer's public key and tunnel address. */
   publicKey?: string | null;
   ipAddress?: string | null;
-  /** The fields that say what changed, already in the wire's snake_case. */
-  details?: Readonly<Record<string, EventValue>>;
 }
+
+/** Details of `T`: required when the type has a field that may not be left out. */
+type DetailsField<T extends EventType> =
+  Record<string, never> extends DetailsOf<T>
+    ? { details?: DetailsOf<T> }
+    : { details: DetailsOf<T> };
+
+/** What a source hands the hub for a type `T`: the catalog's details, in camelCase. */
+export type EventInputOf<T extends EventType> = {
+  [K in EventType]: EventBase & { type: K } & DetailsField<K>;
+}[T];
+
+/** What a source hands the hub: the hub adds the id, the interface and (unless given) `at`. */
+export type EventInput = EventInputOf<EventType>;
 
 /** One event as kept in the history and sent to every stream and target. */
 export interface StoredEvent {

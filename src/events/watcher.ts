@@ -170,25 +170,40 @@ export class KernelWatcher {
       if (previous === null) continue;
       const before = previous.get(key);
       if (before === undefined) {
-        this.emit('peer.created', key, entry, snapshot.takenAt, { origin: 'kernel' });
+        this.options.publish({
+          type: 'peer.created',
+          ...this.about(key, entry, snapshot.takenAt),
+          details: { origin: 'kernel' },
+        });
       }
       const wasAlive = before?.status === ALIVE;
       if (entry.status === ALIVE && !wasAlive) {
-        this.emit('peer.connected', key, entry, handshake ?? snapshot.takenAt, {
-          last_handshake: iso(handshake),
-          endpoint: peer.endpoint,
+        // ALIVE has a handshake; `at` and lastHandshake are the same instant either way.
+        const at = handshake ?? snapshot.takenAt;
+        this.options.publish({
+          type: 'peer.connected',
+          ...this.about(key, entry, at),
+          details: { lastHandshake: new Date(at).toISOString(), endpoint: peer.endpoint },
         });
       } else if (wasAlive && entry.status !== ALIVE) {
         // The moment the handshake turned 150 s old (DESIGN §3), not when the read saw it.
         const at = handshake === null ? snapshot.takenAt : handshake + ALIVE_THRESHOLD_MS;
-        this.emit('peer.disconnected', key, entry, at, { last_handshake: iso(handshake) });
+        this.options.publish({
+          type: 'peer.disconnected',
+          ...this.about(key, entry, at),
+          details: { lastHandshake: iso(handshake) },
+        });
       }
     }
     if (previous !== null) {
       for (const [key, before] of previous) {
         if (current.has(key)) continue;
         if (stale(key)) continue;
-        this.emit('peer.deleted', key, before, snapshot.takenAt, { origin: 'kernel' });
+        this.options.publish({
+          type: 'peer.deleted',
+          ...this.about(key, before, snapshot.takenAt),
+          details: { origin: 'kernel' },
+        });
       }
     }
     // Peers the daemon changed meanwhile keep what note() recorded.
@@ -207,14 +222,13 @@ export class KernelWatcher {
     return owners;
   }
 
-  private emit(
-    type: EventInput['type'],
+  /** What a peer event says of its peer, and when. */
+  private about(
     publicKey: string,
     entry: Known,
     at: number,
-    details: NonNullable<EventInput['details']>,
-  ): void {
-    this.options.publish({ type, at, publicKey, ipAddress: entry.ip, details });
+  ): { at: number; publicKey: string; ipAddress: string | null } {
+    return { at, publicKey, ipAddress: entry.ip };
   }
 }
 

@@ -9,6 +9,13 @@
  * derived without the view), and the unit tests hold the two equal, so a field added to the
  * view must be written in `peerJson` below (the one place that lists the fields) and in the
  * oracle, or the tests fail.
+ *
+ * A partial body (issue 29, `?fields=`: schemas.ts parses and normalizes the field set) is built
+ * the same way, once per read, filter and field set: each peer's piece is its fragment's view
+ * written through the field set's writers (PEER_WRITERS, CAP_WRITERS: the fields a second time,
+ * held equal to `peerJson` by test/unit/http/list-fields.test.ts) and memoized on the fragment.
+ * At most MAX_FIELD_SETS_PER_READ field sets keep bodies per read, so no client makes the
+ * daemon keep an unbounded number of bodies.
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
@@ -25,6 +32,8 @@ import {
   type PeerView,
 } from '../peers';
 
+import type { FieldSet } from './schemas';
+
 export { PEERS_PER_SLICE } from '../peers';
 
 /** A peer as the snapshot holds it (the http layer names no kernel module). */
@@ -32,6 +41,7 @@ type SnapshotPeer = PeerSnapshot['device']['peers'][number];
 
 export type ListFilter = FilterStatus | null;
 export type BodyEncoding = 'identity' | 'gzip' | 'br';
+const ALL_ENCODINGS: ReadonlySet<BodyEncoding> = new Set(['identity', 'gzip', 'br']);
 
 const gzip = promisify(zlib.gzip);
 const brotli = promisify(zlib.brotliCompress);
@@ -111,6 +121,124 @@ function peerJson(view: PeerView): string {
   );
 }
 
+/** JSON text of a string the daemon formats itself (no escaping needed), or null. */
+function textOrNull(value: string | null): string {
+  return value === null ? 'null' : `"${value}"`;
+}
+
+type PeerWriter = (view: PeerView) => string;
+type Cap = NonNullable<PeerView['cap']>;
+type CapWriter = (cap: Cap, view: PeerView) => string;
+
+/**
+ * Each field of a partial response (issue 29, `?fields=`), the value as `peerJson` writes it.
+ * A second listing of the fields, kept apart so that the full body's writer stays one template:
+ * the unit tests hold every field of the schema (schemas.ts, the names `fields` takes) to a
+ * writer here, and the projection of every field to `peerJson`'s bytes.
+ */
+export const PEER_WRITERS: Readonly<Record<string, PeerWriter>> = {
+  public_key: (v) => `"${v.peer.publicKey}"`,
+  ip_address: (v) => textOrNull(v.ip),
+  ipv6_address: (v) => textOrNull(v.ip6),
+  last_handshake: (v) =>
+    v.peer.lastHandshake === null ? 'null' : `"${v.peer.lastHandshake.toISOString()}"`,
+  minutes_since_handshake: (v) => numberOrNull(v.minutesSinceHandshake),
+  status: (v) => `"${v.status}"`,
+  allowed_ips: (v) => `[${v.peer.allowedIps.map((p) => `"${p.address}/${p.cidr}"`).join(',')}]`,
+  endpoint: (v) => (v.peer.endpoint === null ? 'null' : quoted(v.peer.endpoint)),
+  rx_bytes: (v) => String(v.peer.rxBytes),
+  tx_bytes: (v) => String(v.peer.txBytes),
+  persistent_keepalive_seconds: (v) => String(v.peer.persistentKeepalive),
+  speed_limit_bytes_per_second: (v) => numberOrNull(limitOf(v.limit).rate),
+  speed_limit_holds: (v) => textOrNull(limitOf(v.limit).holds),
+  data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v.exhaustedAt)),
+  suspended: (v) => String(v.suspended),
+};
+
+/** Each field of a peer's `data_cap` object (`data_cap.<field>`), as `capJson` writes it. */
+export const CAP_WRITERS: Readonly<Record<string, CapWriter>> = {
+  quota_bytes: (c) => String(c.quotaBytes),
+  used_bytes: (c) => String(c.usedBytes),
+  enforced: (c) => String(c.enforced),
+  period: (c) => textOrNull(planFields(c.plan).period),
+  period_start: (c) => textOrNull(planFields(c.plan).periodStart),
+  next_reset: (c) => textOrNull(planFields(c.plan).nextReset),
+  previous_period_used_bytes: (c) => numberOrNull(planFields(c.plan).previousPeriodUsedBytes),
+  after_cap: (c) => ((c.throttleBytesPerSecond ?? null) === null ? '"block"' : '"throttle"'),
+  throttle_bytes_per_second: (c) => numberOrNull(c.throttleBytesPerSecond ?? null),
+  exhausted_at: (_c, v) =>
+    v.exhaustedAt === null ? 'null' : `"${new Date(v.exhaustedAt).toISOString()}"`,
+  throttled: (c) => String(c.throttled === true),
+};
+
+function writerNamed<W>(writers: Readonly<Record<string, W>>, name: string): W {
+  const writer = writers[name];
+  if (writer === undefined) throw new Error(`no writer for the list field ${name}`);
+  return writer;
+}
+
+/**
+ * The JSON of one peer restricted to a field set: the fields in the body's order; `data_cap`
+ * restricted to its listed fields, and `null` for a peer without a cap whatever is listed
+ * within it (the full body's `null`, projected: a cap-less peer is told apart from a cap).
+ */
+function partialWriter(fields: FieldSet): PeerWriter {
+  const steps = fields.fields.map((name, i): [string, PeerWriter] => {
+    const prefix = `${i === 0 ? '{' : ','}"${name}":`;
+    const within = fields.capFields;
+    if (name !== 'data_cap' || within === null) return [prefix, writerNamed(PEER_WRITERS, name)];
+    const capSteps = within.map((field, j): [string, CapWriter] => [
+      `${j === 0 ? '{' : ','}"${field}":`,
+      writerNamed(CAP_WRITERS, field),
+    ]);
+    return [
+      prefix,
+      (view) => {
+        const cap = view.cap;
+        if (cap === null) return 'null';
+        let out = '';
+        for (const [head, write] of capSteps) out += head + write(cap, view);
+        return `${out}}`;
+      },
+    ];
+  });
+  return (view) => {
+    let out = '';
+    for (const [head, write] of steps) out += head + write(view);
+    return `${out}}`;
+  };
+}
+
+/**
+ * One field set's pieces: a peer's partial JSON, memoized on its full fragment (which stays the
+ * same object while the peer's view is current, so an idle peer's piece is written once), and
+ * the last body per filter (PreviousBodies: an idle device's partial body is the same Buffer
+ * read after read, and compressed once).
+ */
+export class Projection {
+  readonly previous = new PreviousBodies();
+  private readonly pieces = new WeakMap<Fragment, Piece>();
+  private readonly write: PeerWriter;
+
+  constructor(readonly fields: FieldSet) {
+    this.write = partialWriter(fields);
+  }
+
+  /** The partial JSON of a peer's view (for the tests: what pieceOf writes). */
+  json(view: PeerView): string {
+    return this.write(view);
+  }
+
+  pieceOf(fragment: Fragment): Piece {
+    const known = this.pieces.get(fragment);
+    if (known !== undefined) return known;
+    const json = this.write(fragment.view);
+    const piece: Piece = { json, bytes: Buffer.byteLength(json, 'utf8') };
+    this.pieces.set(fragment, piece);
+    return piece;
+  }
+}
+
 /**
  * A peer's JSON as built for an earlier snapshot, with the view it was built from. The kernel
  * layer hands out the very same peer object for a peer whose dump entry did not change between
@@ -119,20 +247,37 @@ function peerJson(view: PeerView): string {
  * handshake age and its status, as time moves; its speed limit and its data cap, read from
  * other facilities).
  */
-interface Fragment {
+/** A peer's JSON in a body, full or partial, with its length in UTF-8 bytes. */
+interface Piece {
+  json: string;
+  bytes: number;
+}
+
+interface Fragment extends Piece {
   /** The peer's JSON. Text, not a Buffer of its own: 50,000 small Buffers are slices of Node's
    * 8 KiB pools, and one live fragment keeps its whole pool alive, so memory would grow with
-   * every read that changes some peers. */
+   * every read that changes some peers. Written when a full body first needs it (`written`):
+   * a read answered only with partial bodies (`?fields=`) writes no peer's full JSON. */
   json: string;
-  /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice). */
+  /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice);
+   * -1 until the JSON is written. */
   bytes: number;
   view: PeerView;
+}
+
+/** The fragment with its full JSON written (once per fragment). */
+function written(fragment: Fragment): Fragment {
+  if (fragment.bytes < 0) {
+    fragment.json = peerJson(fragment.view);
+    fragment.bytes = Buffer.byteLength(fragment.json, 'utf8');
+  }
+  return fragment;
 }
 
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
 const fragments = new WeakMap<SnapshotPeer, Fragment>();
 
-/** The peer's fragment (`peerJson`), from the memo when its view is still current. */
+/** The peer's fragment (its view, and its `peerJson` once written), from the memo when its view is still current. */
 function fragmentOf(
   peer: SnapshotPeer,
   snapshot: PeerSnapshot,
@@ -145,8 +290,7 @@ function fragmentOf(
   // The tunnel address depends on the peer object alone: known once its fragment is.
   const view = viewOf(peer, snapshot, known === undefined ? undefined : known.view.ip);
   if (filter !== null && view.status !== filter) return null;
-  const json = peerJson(view);
-  const fragment: Fragment = { json, bytes: Buffer.byteLength(json, 'utf8'), view };
+  const fragment: Fragment = { json: '', bytes: -1, view };
   fragments.set(peer, fragment);
   return fragment;
 }
@@ -167,16 +311,18 @@ export async function buildListBody(
   filter: ListFilter,
   peersPerSlice = PEERS_PER_SLICE,
   previous: PreviousBodies | null = null,
+  projection: Projection | null = null,
 ): Promise<Buffer> {
-  const parts: Fragment[] = [];
+  const parts: Piece[] = [];
   let size = 0;
   await inSlices(
     snapshot.device.peers,
     (peer) => {
       const fragment = fragmentOf(peer, snapshot, filter);
       if (fragment === null) return;
-      parts.push(fragment);
-      size += fragment.bytes;
+      const piece = projection === null ? written(fragment) : projection.pieceOf(fragment);
+      parts.push(piece);
+      size += piece.bytes;
     },
     { perSlice: peersPerSlice },
   );
@@ -206,16 +352,16 @@ export async function buildListBody(
  * its limit or its cap gives it a new fragment, and the body is built.
  */
 export class PreviousBodies {
-  private readonly last = new Map<string, { parts: Fragment[]; body: Buffer }>();
+  private readonly last = new Map<string, { parts: Piece[]; body: Buffer }>();
 
-  same(filter: ListFilter, parts: readonly Fragment[]): Buffer | null {
+  same(filter: ListFilter, parts: readonly Piece[]): Buffer | null {
     const last = this.last.get(filter ?? 'all');
     if (last === undefined || last.parts.length !== parts.length) return null;
     for (let i = 0; i < parts.length; i++) if (last.parts[i] !== parts[i]) return null;
     return last.body;
   }
 
-  keep(filter: ListFilter, parts: Fragment[], body: Buffer): void {
+  keep(filter: ListFilter, parts: Piece[], body: Buffer): void {
     this.last.set(filter ?? 'all', { parts, body });
   }
 }
@@ -223,9 +369,13 @@ export class PreviousBodies {
 /**
  * The encoding to answer with (RFC 9110 §12.5.3): br or gzip when the client accepts it with
  * q > 0 (an explicit "q=0" refuses; "*" covers what is not listed), the higher q winning and br
- * on a tie (smaller at the same cost); identity otherwise.
+ * on a tie (smaller at the same cost); identity otherwise. `offered` narrows the choice (GET
+ * /metrics offers gzip alone).
  */
-export function negotiateEncoding(acceptEncoding: string | undefined): BodyEncoding {
+export function negotiateEncoding(
+  acceptEncoding: string | undefined,
+  offered: ReadonlySet<BodyEncoding> = ALL_ENCODINGS,
+): BodyEncoding {
   if (acceptEncoding === undefined || acceptEncoding === '') return 'identity';
   const weights = new Map<string, number>();
   for (const part of acceptEncoding.split(',')) {
@@ -241,66 +391,137 @@ export function negotiateEncoding(acceptEncoding: string | undefined): BodyEncod
     weights.set(name === 'x-gzip' ? 'gzip' : name, q);
   }
   const star = weights.get('*') ?? 0;
-  const br = weights.get('br') ?? star;
-  const gz = weights.get('gzip') ?? star;
+  const br = offered.has('br') ? (weights.get('br') ?? star) : 0;
+  const gz = offered.has('gzip') ? (weights.get('gzip') ?? star) : 0;
   if (br > 0 && br >= gz) return 'br';
   if (gz > 0) return 'gzip';
   return 'identity';
 }
 
 /**
- * The bodies of each snapshot, keyed by filter and encoding, held as promises so that concurrent
- * requests join a build or compression in flight. Held in a WeakMap on the snapshot object: once
- * no request and no freshness window holds the snapshot, its bodies go with it.
+ * The distinct field sets (`?fields=`) whose bodies are kept per read: a body for a further set
+ * is built for its request alone (and compressed for it alone), so a client that asks for ever
+ * new field sets costs builds but never makes the daemon keep more than this many partial
+ * bodies (per filter and encoding) of one read. The full body is not counted.
+ */
+export const MAX_FIELD_SETS_PER_READ = 4;
+/** Field sets whose projections (their pieces of idle peers, their last bodies) are kept across reads, least recently used out. */
+export const MAX_PROJECTIONS = 8;
+
+/**
+ * The bodies of each snapshot, keyed by filter, field set and encoding, held as promises so
+ * that concurrent requests join a build or compression in flight. Held in a WeakMap on the
+ * snapshot object: once no request and no freshness window holds the snapshot, its bodies go
+ * with it.
  */
 export class ListBodies {
   /** Bodies built and compressions run since start (for tests and metrics). */
   builds = 0;
   compressions = 0;
+  /** Partial bodies built beyond MAX_FIELD_SETS_PER_READ, for their request alone. */
+  unkept = 0;
   /** Per snapshot and key: the body's promise, and the body itself once built (`ready`). */
-  private readonly bySnapshot = new WeakMap<PeerSnapshot, Map<string, HeldBody>>();
+  private readonly bySnapshot = new WeakMap<PeerSnapshot, HeldBodies>();
   private readonly previous = new PreviousBodies();
+  /** Projections by field set key, least recently used first. */
+  private readonly projections = new Map<string, Projection>();
   /** Compressed forms by the identity body they compress: a body answered again keeps them. */
   private readonly compressed = new WeakMap<Buffer, Map<BodyEncoding, Promise<Buffer>>>();
 
   constructor(private readonly peersPerSlice = PEERS_PER_SLICE) {}
 
   /** The body `body()` would give, when it is already built; else null. */
-  ready(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Buffer | null {
-    return this.bySnapshot.get(snapshot)?.get(`${filter ?? 'all'} ${encoding}`)?.built ?? null;
+  ready(
+    snapshot: PeerSnapshot,
+    filter: ListFilter,
+    encoding: BodyEncoding,
+    fields: FieldSet | null = null,
+  ): Buffer | null {
+    return (
+      this.bySnapshot.get(snapshot)?.bodies.get(keyOf(filter, encoding, fields))?.built ?? null
+    );
   }
 
-  body(snapshot: PeerSnapshot, filter: ListFilter, encoding: BodyEncoding): Promise<Buffer> {
-    let bodies = this.bySnapshot.get(snapshot);
-    if (bodies === undefined) {
-      bodies = new Map();
-      this.bySnapshot.set(snapshot, bodies);
+  /** The body of a read for a filter, in an encoding; `fields`: a partial body (issue 29). */
+  body(
+    snapshot: PeerSnapshot,
+    filter: ListFilter,
+    encoding: BodyEncoding,
+    fields: FieldSet | null = null,
+  ): Promise<Buffer> {
+    let held = this.bySnapshot.get(snapshot);
+    if (held === undefined) {
+      held = { bodies: new Map(), fieldSets: new Set() };
+      this.bySnapshot.set(snapshot, held);
     }
-    const key = `${filter ?? 'all'} ${encoding}`;
-    const existing = bodies.get(key);
+    const key = keyOf(filter, encoding, fields);
+    const existing = held.bodies.get(key);
     if (existing !== undefined) return existing.promise;
+    if (fields !== null && !held.fieldSets.has(fields.key)) {
+      if (held.fieldSets.size >= MAX_FIELD_SETS_PER_READ)
+        return this.unkeptBody(snapshot, filter, encoding, fields);
+      held.fieldSets.add(fields.key);
+    }
     let promise: Promise<Buffer>;
     if (encoding === 'identity') {
       this.builds += 1;
-      promise = buildListBody(snapshot, filter, this.peersPerSlice, this.previous);
+      promise =
+        fields === null
+          ? buildListBody(snapshot, filter, this.peersPerSlice, this.previous)
+          : this.buildPartial(snapshot, filter, this.projectionOf(fields));
     } else {
-      promise = this.body(snapshot, filter, 'identity').then((identity) =>
+      promise = this.body(snapshot, filter, 'identity', fields).then((identity) =>
         this.compress(identity, encoding),
       );
     }
-    const held = bodies;
+    const bodies = held.bodies;
     const entry: HeldBody = { promise, built: null };
-    held.set(key, entry);
+    bodies.set(key, entry);
     promise.then(
       (body) => {
         entry.built = body;
       },
       // A failed build is not kept: the next request tries again.
       () => {
-        if (held.get(key) === entry) held.delete(key);
+        if (bodies.get(key) === entry) bodies.delete(key);
       },
     );
     return promise;
+  }
+
+  private buildPartial(
+    snapshot: PeerSnapshot,
+    filter: ListFilter,
+    projection: Projection,
+  ): Promise<Buffer> {
+    return buildListBody(snapshot, filter, this.peersPerSlice, projection.previous, projection);
+  }
+
+  /** A body beyond the bound: built (and compressed) for this request, kept nowhere. */
+  private async unkeptBody(
+    snapshot: PeerSnapshot,
+    filter: ListFilter,
+    encoding: BodyEncoding,
+    fields: FieldSet,
+  ): Promise<Buffer> {
+    this.unkept += 1;
+    this.builds += 1;
+    const projection = new Projection(fields);
+    const identity = await buildListBody(snapshot, filter, this.peersPerSlice, null, projection);
+    return encoding === 'identity' ? identity : this.compress(identity, encoding);
+  }
+
+  /** The projection of a field set, kept among the MAX_PROJECTIONS most recently used. */
+  private projectionOf(fields: FieldSet): Projection {
+    const known = this.projections.get(fields.key);
+    const projection = known ?? new Projection(fields);
+    this.projections.delete(fields.key);
+    this.projections.set(fields.key, projection);
+    if (this.projections.size > MAX_PROJECTIONS) {
+      const oldest = this.projections.keys().next();
+      if (oldest.done !== true) this.projections.delete(oldest.value);
+    }
+    return projection;
   }
 
   private compress(identity: Buffer, encoding: BodyEncoding): Promise<Buffer> {
@@ -322,6 +543,17 @@ export class ListBodies {
     });
     return promise;
   }
+}
+
+function keyOf(filter: ListFilter, encoding: BodyEncoding, fields: FieldSet | null): string {
+  const base = `${filter ?? 'all'} ${encoding}`;
+  return fields === null ? base : `${base} ${fields.key}`;
+}
+
+interface HeldBodies {
+  bodies: Map<string, HeldBody>;
+  /** The field sets with bodies kept for this read (at most MAX_FIELD_SETS_PER_READ). */
+  fieldSets: Set<string>;
 }
 
 interface HeldBody {

@@ -21,8 +21,8 @@
  *
  * What it takes is chosen so that Express would do nothing else for it:
  * - the path exactly `/api/peers` and the query exactly absent, `status=ALIVE` or `status=DEAD`
- *   (a trailing slash, other case, percent-encoding, another parameter: Express, which also
- *   answers the 400s);
+ *   (a trailing slash, other case, percent-encoding, another parameter such as `fields`:
+ *   Express, which also answers the 400s);
  * - GET only (HEAD stays with Express, which strips the body);
  * - no body announced: no Transfer-Encoding, and no Content-Length unless it is "0" without a
  *   Content-Type (with one, express.json looks at a zero-length body and may refuse its charset);
@@ -50,7 +50,7 @@ import {
   type RequestContext,
 } from './request-log';
 import { routeById, type RouteContext } from './routes';
-import { check, listQuery } from './schemas';
+import { checkListQuery } from './schemas';
 
 /** Answers the request and returns true, or returns false having touched nothing. */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -100,18 +100,21 @@ export function writeListResponse(
   res.end(body);
 }
 
-/** The Express route of GET /api/peers (every request the fast path leaves to Express). */
+/**
+ * The Express route of GET /api/peers (every request the fast path leaves to Express), among
+ * them every partial response (`?fields=`, issue 29): its body is built once per read, filter
+ * and field set like the full one (ListBodies).
+ */
 export function listRoute({
   service,
   listBodies,
 }: RouteContext & { listBodies: ListBodies }): RequestHandler {
   return (req, res, next) => {
     const answer = async (): Promise<void> => {
-      const query = check(listQuery, req.query, 'query');
-      const filter = query.status ?? null;
+      const { filter, fields } = checkListQuery(req.query);
       const snapshot = await service.snapshot();
       const encoding = negotiateEncoding(req.headers['accept-encoding']);
-      const body = await listBodies.body(snapshot, filter, encoding);
+      const body = await listBodies.body(snapshot, filter, encoding, fields);
       // requestLog set X-Request-Id already.
       writeListResponse(res, null, body, encoding, snapshot.takenAt);
     };

@@ -7,12 +7,16 @@
  * - the per-peer series and the peer aggregates, rendered as text from the SAME
  *   `service.snapshot()` the list answers from (peer-metrics.ts), memoized per snapshot object
  *   (a WeakMap), so scrapes that share a snapshot render it once.
+ * With `Accept-Encoding: gzip` the answer is gzip (metrics-gzip.ts): the peer half compressed
+ * once per snapshot too, memoized beside its text, the own half per scrape.
  * Request durations are labelled with the route table's label of the route a request matched
  * (routes.ts, through request-log.ts's RouteFacts), never parsed out of Express's state.
  */
 import type { RequestHandler } from 'express';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { KernelObserver, PeerServiceApi, PeerSnapshot } from '../peers';
+import { negotiateEncoding, type BodyEncoding } from './list-body';
+import { EMPTY_FINAL_RUN, finalRun, gzipMember, leadingRun, type DeflateRun } from './metrics-gzip';
 import { renderPeerMetrics } from './peer-metrics';
 import { RequestDurations, type DurationSeries } from './request-durations';
 import { registerServiceMetrics, type ServiceMetricsOptions } from './service-metrics';
@@ -60,7 +64,12 @@ export interface Metrics {
   handler: RequestHandler;
   /** The daemon's own metrics (for tests and for other modules that want to register some). */
   registry: Registry;
+  /** Compressions of a snapshot's peer half run since start (for tests: one per snapshot). */
+  readonly peerCompressions: () => number;
 }
+
+/** GET /metrics offers gzip alone (what Prometheus asks for). */
+const METRICS_ENCODINGS: ReadonlySet<BodyEncoding> = new Set(['identity', 'gzip']);
 
 // ---------------------------------------------------------------------------------------------
 // The factory.
@@ -160,7 +169,26 @@ export function createMetrics(options: MetricsOptions): Metrics {
     return text;
   };
 
-  const handler: RequestHandler = (_req, res, next) => {
+  // The peer half's gzip run, in flight or done, likewise once per snapshot.
+  const compressed = new WeakMap<PeerSnapshot, Promise<DeflateRun>>();
+  let peerCompressions = 0;
+  const peerRun = (snapshot: PeerSnapshot): Promise<DeflateRun> => {
+    let run = compressed.get(snapshot);
+    if (run === undefined) {
+      peerCompressions += 1;
+      run = peerText(snapshot).then(finalRun);
+      compressed.set(snapshot, run);
+      // A failed compression is not kept: the next scrape tries again.
+      const held = run;
+      run.catch(() => {
+        if (compressed.get(snapshot) === held) compressed.delete(snapshot);
+      });
+    }
+    return run;
+  };
+
+  const handler: RequestHandler = (req, res, next) => {
+    const encoding = negotiateEncoding(req.headers['accept-encoding'], METRICS_ENCODINGS);
     const scrape = async (): Promise<void> => {
       let snapshot: PeerSnapshot | null = null;
       try {
@@ -180,20 +208,33 @@ export function createMetrics(options: MetricsOptions): Metrics {
         peers = await peerText(snapshot);
       }
       const own = Buffer.from(await registry.metrics(), 'utf8');
+      let body = [own, ...peers];
+      if (encoding === 'gzip') {
+        const last = snapshot === null ? EMPTY_FINAL_RUN : await peerRun(snapshot);
+        body = gzipMember(await leadingRun(own), last);
+      }
       // Not res.send(): it would rewrite the Content-Type (parameters reordered), and
       // Prometheus documents this exact header. The memoized peer chunks are written as they
       // are, not copied into one body.
-      const length = peers.reduce((sum, chunk) => sum + chunk.length, own.length);
+      const length = body.reduce((sum, chunk) => sum + chunk.length, 0);
       res.status(200).setHeader('Content-Type', METRICS_CONTENT_TYPE);
       res.setHeader('Content-Length', length);
+      res.setHeader('Vary', 'Accept-Encoding');
+      if (encoding === 'gzip') res.setHeader('Content-Encoding', 'gzip');
       res.cork();
-      res.write(own);
-      for (const chunk of peers) res.write(chunk);
+      for (const chunk of body) res.write(chunk);
       res.end();
       res.uncork();
     };
     scrape().catch(next);
   };
 
-  return { observer, requestMetrics, requestTimer, handler, registry };
+  return {
+    observer,
+    requestMetrics,
+    requestTimer,
+    handler,
+    registry,
+    peerCompressions: () => peerCompressions,
+  };
 }

@@ -13,6 +13,7 @@
  */
 import type { Request, RequestHandler, Response } from 'express';
 import type { ValidateFunction } from 'ajv';
+import { EVENT_TYPES } from '../events';
 import type { ChangedPeer, CreatedPeer, PeerServiceApi } from '../peers';
 import { HttpError } from './errors';
 import { eventPayload, eventsQuery } from './events';
@@ -462,9 +463,7 @@ export const ROUTES: readonly RouteDef[] = [
     ...at('/api/events'),
     polled: false,
     scope: 'read',
-    summary:
-      'Server-Sent Events: peer.created, peer.deleted, peer.connected, peer.disconnected, ' +
-      'peer.limit_changed, peer.cap_changed, peer.cap_exhausted, peer.throttled, peer.cap_reset, peer.suspended, peer.resumed, interface.lost, interface.restored',
+    summary: `Server-Sent Events: ${EVENT_TYPES.join(', ')}`,
     query: eventsQuery as ValidateFunction<unknown>,
     success: {
       status: 200,
@@ -473,12 +472,13 @@ export const ROUTES: readonly RouteDef[] = [
         'type) and one `data:` line of JSON (see x-event-data). Send `Last-Event-ID` to resume: ' +
         'the events missed are replayed from the history (--event-history), or one `reset` event ' +
         'says they cannot be (list again, then go on). A comment line every 15 s keeps proxies ' +
-        'from closing an idle stream; a reader that falls too far behind is disconnected and ' +
-        'may resume',
+        'from closing an idle stream; a reader that falls too far behind, or takes nothing ' +
+        'for --event-stream-stall, is disconnected and may resume. With --max-event-streams ' +
+        'open, one more is 503 EVENT_STREAMS_FULL',
       contentType: 'text/event-stream',
       schema: eventPayload,
     },
-    errors: { 400: ['VALIDATION_FAILED'] },
+    errors: { 400: ['VALIDATION_FAILED'], 503: ['EVENT_STREAMS_FULL'] },
   },
 ];
 

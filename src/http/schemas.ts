@@ -34,6 +34,7 @@ export const ajv = new Ajv({ allErrors: true, strict: true, validateSchema: fals
 
 export interface ListQuery {
   status?: FilterStatus;
+  fields?: string;
 }
 export type EmptyBody = Record<string, never>;
 export interface KeyParams {
@@ -49,12 +50,6 @@ export interface DataCapBody {
   afterCap?: 'block' | 'throttle';
   throttleBytesPerSecond?: number;
 }
-
-export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
-  type: 'object',
-  properties: { status: { type: 'string', enum: ['ALIVE', 'DEAD'] } },
-  additionalProperties: false,
-});
 
 /** Bodies of POST /api/peer and of the DELETEs: nothing, or an empty object. */
 export const emptyBody: ValidateFunction<EmptyBody> = ajv.compile<EmptyBody>({
@@ -277,6 +272,120 @@ export const peerResponse: JsonSchema = {
   ],
   additionalProperties: false,
 };
+
+/*
+ * The list query (issue 29): `status`, and `fields`, a partial response in Google APIs' `fields`
+ * convention restricted to what the list needs: a comma-separated list of the peer's field
+ * names and dotted paths into `data_cap` (`data_cap.used_bytes`); no spaces, no parentheses.
+ * The names come from peerResponse above (the schema of what the body writes), so the schema
+ * that validates the query, the OpenAPI document generated from it and the body agree.
+ */
+
+/** The peer's field names, in the order the body writes them. */
+export const PEER_FIELDS: readonly string[] = Object.keys(
+  peerResponse['properties'] as Record<string, unknown>,
+);
+
+/** The fields of a peer's `data_cap` object, in the order the body writes them. */
+export const CAP_FIELDS: readonly string[] = Object.keys(
+  (
+    (peerResponse['properties'] as Record<string, JsonSchema>)['data_cap']!['anyOf'] as JsonSchema[]
+  )[0]!['properties'] as Record<string, unknown>,
+);
+
+/** Every name `fields` takes: the peer's fields and `data_cap.<field>`. */
+export const FIELD_NAMES: readonly string[] = [
+  ...PEER_FIELDS,
+  ...CAP_FIELDS.map((name) => `data_cap.${name}`),
+];
+
+/** The longest `fields` value taken: every name once, and as many again (repeats are allowed). */
+const FIELDS_MAX_LENGTH = 2 * FIELD_NAMES.join(',').length;
+
+const NAME_ALTERNATIVES = `(?:${FIELD_NAMES.map((name) => name.replace('.', '\\.')).join('|')})`;
+
+export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
+  type: 'object',
+  properties: {
+    status: { type: 'string', enum: ['ALIVE', 'DEAD'] },
+    fields: {
+      type: 'string',
+      maxLength: FIELDS_MAX_LENGTH,
+      pattern: `^${NAME_ALTERNATIVES}(?:,${NAME_ALTERNATIVES})*$`,
+      description:
+        "A partial response (Google APIs' `fields` convention): only these fields of each peer, " +
+        'comma-separated, in any order, each once however often named; `data_cap.<field>` ' +
+        'selects within `data_cap`, which stays `null` for a peer without a cap. The envelope ' +
+        '(`success`, `peers`, `total_count`, `filter`) is whole. An unknown name is 400. ' +
+        `Names: ${FIELD_NAMES.join(', ')}`,
+    },
+  },
+  additionalProperties: false,
+});
+
+/**
+ * A field set of `?fields=`, normalized: each name once, in the body's order, a `data_cap.<x>`
+ * subsumed by `data_cap`, and every field of `data_cap` named the same as `data_cap`. `key` is
+ * its text, the same for every spelling of one set (the memo key of its bodies).
+ */
+export interface FieldSet {
+  readonly key: string;
+  /** The peer's fields written, in the body's order (`data_cap` when whole or in part). */
+  readonly fields: readonly string[];
+  /** The fields of `data_cap` written; null when `data_cap` is whole or not asked for. */
+  readonly capFields: readonly string[] | null;
+}
+
+export interface ListRequest {
+  filter: FilterStatus | null;
+  /** null: the full body (no `fields`, or every field named). */
+  fields: FieldSet | null;
+}
+
+/** The query of GET /api/peers, checked (400 VALIDATION_FAILED naming a bad field name). */
+export function checkListQuery(query: unknown): ListRequest {
+  const raw = (query as { fields?: unknown } | null)?.fields;
+  if (typeof raw === 'string' && raw.length <= FIELDS_MAX_LENGTH) {
+    const unknown = raw.split(',').find((name) => !FIELD_NAMES.includes(name));
+    if (unknown !== undefined) {
+      const shown = JSON.stringify(unknown);
+      throw new ValidationError(
+        unknown === ''
+          ? 'Invalid query: fields holds an empty name; give field names separated by single commas'
+          : `Invalid query: fields holds ${shown}, which is not a field of a peer; the names are ${FIELD_NAMES.join(', ')}`,
+        [
+          {
+            field: '/fields',
+            message: unknown === '' ? 'empty field name' : `unknown field ${shown}`,
+          },
+        ],
+      );
+    }
+  }
+  const checked = check(listQuery, query, 'query');
+  return {
+    filter: checked.status ?? null,
+    fields: checked.fields === undefined ? null : fieldSetOf(checked.fields.split(',')),
+  };
+}
+
+/** The normalized set of known names (FieldSet); null when it is every field of a peer. */
+export function fieldSetOf(names: readonly string[]): FieldSet | null {
+  const asked = new Set(names);
+  const capFields = CAP_FIELDS.filter((name) => asked.has(`data_cap.${name}`));
+  const capWhole = asked.has('data_cap') || capFields.length === CAP_FIELDS.length;
+  const fields = PEER_FIELDS.filter(
+    (name) => asked.has(name) || (name === 'data_cap' && capFields.length > 0),
+  );
+  if (fields.length === PEER_FIELDS.length && capWhole) return null;
+  const part = capWhole || capFields.length === 0 ? null : capFields;
+  const key = fields
+    .map((name) =>
+      name === 'data_cap' && part !== null ? part.map((c) => `data_cap.${c}`).join(',') : name,
+    )
+    .join(',');
+  return { key, fields, capFields: part };
+}
 
 export const listResponse: JsonSchema = {
   type: 'object',

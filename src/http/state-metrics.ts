@@ -1,8 +1,8 @@
 /**
  * The state directory's series on GET /metrics (issue 16): when the last usage checkpoint was
  * made and how long it took, failed checkpoints, where checkpoints took their counts from (the
- * list's shared read or a read of their own), the journal's size, and how many peers the start
- * put back. Gauges read at scrape time from the daemon's own objects; nothing is polled.
+ * list's shared read or a read of their own), the journal's size, how many peers the start
+ * put back, and the bytes of a torn last batch the start dropped. Gauges read at scrape time from the daemon's own objects; nothing is polled.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
@@ -17,6 +17,8 @@ export interface StateMetricsSource {
   };
   /** Peers put back into the kernel at start; null until the restore ended. */
   restoredPeers(): number | null;
+  /** Bytes of a torn last batch the start dropped from the journal (issue 28); 0: none. */
+  tornTailBytes?(): number;
 }
 
 export function registerStateMetrics(registry: Registry, source: StateMetricsSource): void {
@@ -73,6 +75,17 @@ export function registerStateMetrics(registry: Registry, source: StateMetricsSou
     registers: [registry],
     collect() {
       this.set(source.journalBytes());
+    },
+  });
+  let tornSeen = 0;
+  new Counter({
+    name: 'wg_peerd_state_torn_tail_bytes_total',
+    help: 'Bytes of a torn last batch (a write a crash cut, never acknowledged) dropped from the journal at start',
+    registers: [registry],
+    collect() {
+      const bytes = source.tornTailBytes?.() ?? 0;
+      this.inc(Math.max(0, bytes - tornSeen));
+      tornSeen = Math.max(tornSeen, bytes);
     },
   });
   new Gauge({

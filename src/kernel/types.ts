@@ -57,6 +57,11 @@ export interface WireGuardApi {
   configureDevice(name: string, config: DeviceConfig): Promise<void>;
   addPeers(name: string, peers: PeerConfig[]): Promise<void>;
   removePeers(name: string, publicKeys: string[]): Promise<void>;
+  /**
+   * The device's private key (32 bytes; null when it has none), for saving an adopted interface
+   * (issue 28). The caller zeroes it after use and never logs it.
+   */
+  readPrivateKey(name: string): Promise<Buffer | null>;
 }
 
 export interface LinkInfo {

@@ -1,5 +1,6 @@
 /**
- * The C addon (native/netlink.c): an AF_NETLINK socket whose datagrams arrive through uv_poll.
+ * The C addon (native/netlink.c): an AF_NETLINK socket whose datagrams arrive through uv_poll,
+ * and one datagram sent on an AF_UNIX socket (sd_notify's, src/systemd-notify.ts).
  */
 import path from 'node:path';
 import nodeGypBuild from 'node-gyp-build';
@@ -30,6 +31,8 @@ interface NativeSocket {
 
 export interface NativeModule {
   Socket: new (protocol: number) => NativeSocket;
+  /** One datagram to an AF_UNIX SOCK_DGRAM address: a path, or "@name" (abstract). */
+  sendUnixDatagram(address: string, datagram: Buffer): void;
 }
 
 let nativeModule: NativeModule | undefined;
@@ -82,6 +85,15 @@ function loadNative(): NativeModule {
   // dist/src/netlink/native.js → the package root, which holds build/ and prebuilds/
   nativeModule ??= loadNativeFrom(path.resolve(__dirname, '..', '..', '..'), require);
   return nativeModule;
+}
+
+/**
+ * Sends one datagram to the AF_UNIX SOCK_DGRAM socket at `address` (a path, or "@name" in the
+ * abstract namespace), on a socket of its own that is closed at once; never blocks (EAGAIN when
+ * the receiver's queue is full). Throws the errno error (`code`, `errno`, `syscall`).
+ */
+export function sendUnixDatagram(address: string, datagram: Buffer): void {
+  loadNative().sendUnixDatagram(address, datagram);
 }
 
 /** Receive buffer size: a 10,000-peer WireGuard dump fits with room. */

@@ -14,10 +14,13 @@
  *   interval takes that from the polls.
  * - What it saves was read no earlier than the start of the list read in flight when it was due
  *   (or within the freshness window), and no later than one interval after it was due. So a
- *   crash loses one interval of counting plus the time between two list reads (at most one more
- *   interval; a few seconds at 50,000 peers on hardware under polling). The last checkpoint, at
- *   shutdown, never waits. Its time (`lastAt`) is when the counts were read (the read's start),
- *   so a count that had settled before that time is in it.
+ *   crash loses what was counted since the start of the last saved read: without polling at
+ *   most one interval plus one read; under polling at most two intervals plus the window and one
+ *   read (a checkpoint that waited the whole interval saves counts read one interval late, and a
+ *   crash just before the next one saves loses both). The last checkpoint, at shutdown, never
+ *   waits. Its time (`lastAt`) is when the counts were read (the read's start), so a count that
+ *   had settled before that time is in it.
+ * - It never saves a read that started before the last one it saved (usage never goes back).
  * - A count read before a change to its cap ended is not saved (./usage-fence.ts): a reset's
  *   zero is never overwritten by the count before it.
  * - Only counters that changed since the last save are written (StateStore.checkpointUsage), so
@@ -29,7 +32,7 @@
 import type { QuotaApi } from '../kernel/types';
 import type { StateStore } from '../state';
 import { tunnelAddressOfCidrs } from './restore-plan';
-import type { EventLogger } from './service';
+import type { EventLogger } from './contracts';
 import type { UsageRead } from './snapshot';
 import type { UsageFence } from './usage-fence';
 
@@ -89,6 +92,8 @@ export class UsageCheckpoints {
   /** Ends a wait for the list's next read at once (shutdown). */
   private endWait: (() => void) | null = null;
   private readonly now: () => number;
+  /** The fence token of the last read saved: an older read is never saved after it. */
+  private lastToken = 0;
   readonly stats: CheckpointStats = {
     lastAt: null,
     lastDurationMs: null,
@@ -136,6 +141,8 @@ export class UsageCheckpoints {
     try {
       const read = await this.read(waitForList);
       if (read === null) return; // stopped while waiting: the last checkpoint follows at once
+      // A read that started before the last one saved would put older counts back.
+      if (read.token < this.lastToken) return;
       const usage = new Map<string, number>();
       for (const peer of store.state.peers.values()) {
         if (peer.cap === null || fence.stale(peer.publicKey, read.token)) continue;
@@ -147,6 +154,7 @@ export class UsageCheckpoints {
       // before its first await).
       const written = await store.checkpointUsage(usage);
       fence.forget(read.token);
+      this.lastToken = read.token;
       this.stats.lastAt = read.startedAt;
       this.stats.lastDurationMs = performance.now() - startedHr;
       this.stats.lastWritten = written;

@@ -251,6 +251,27 @@ export class StateWriteError extends DomainError {
   }
 }
 
+/**
+ * The kernel refused a change whose record was already on disk, and the record undoing it could
+ * not be written either (507): the journal puts the peer back in memory and rewrites itself from
+ * memory before its next write; until that is on disk, a reboot could bring the refused change
+ * back. Not a plain refusal: the client is told the disk is failing.
+ */
+export class StateUndoFailedError extends DomainError {
+  readonly category = 'storage';
+  constructor(refused: unknown, cause: unknown) {
+    const text = (error: unknown): string =>
+      error instanceof Error ? error.message : String(error);
+    super(
+      'STATE_UNDO_FAILED',
+      `The kernel refused the change (${text(refused)}), and saving its undoing in the state ` +
+        `directory failed (${text(cause)}); the state directory is rewritten before its next ` +
+        'write, and until then a reboot could bring the refused change back. Check the disk ' +
+        '(dmesg), then repeat the request',
+    );
+  }
+}
+
 /** The daemon is putting the saved state back into the kernel (start with --state-dir): 503. */
 export class RestoringError extends UnavailableError {
   constructor(ifname: string) {

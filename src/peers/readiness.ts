@@ -9,6 +9,7 @@ import {
   DomainError,
   InterfaceNotWireGuardError,
   RestoringError,
+  UnavailableError,
   translateKernelError,
   type Facility,
 } from './errors';
@@ -37,21 +38,39 @@ function failure(error: unknown, facility: Facility, ifname: string): DomainErro
   return translated instanceof Error ? translated : new Error(String(translated));
 }
 
+/** The state directory takes no writes (issue 28: its file system is read-only): not ready. */
+export class StateReadOnlyUnreadyError extends UnavailableError {
+  constructor(reason: string) {
+    super(
+      'STATE_READ_ONLY',
+      `The state directory is read-only (${reason}): the saved state was restored and lists ` +
+        'work, every change answers 507; repair its file system and restart wg-peerd',
+    );
+  }
+}
+
 export class ReadinessCheck implements ReadinessApi {
   constructor(
     private readonly kernel: Pick<Kernel, 'link' | 'probe'>,
     private readonly ifname: string,
     /** True while a start with --state-dir puts the saved state back: not ready. */
     private readonly restoring: () => boolean = () => false,
+    /** Why the state directory takes no writes (read-only), or null: not ready while it is not. */
+    private readonly stateReadOnly: () => string | null = () => null,
   ) {}
 
   async check(): Promise<Readiness> {
     const readiness = await this.checkKernel();
-    if (!this.restoring()) return readiness;
+    const readOnly = this.stateReadOnly();
+    if (!this.restoring() && readOnly === null) return readiness;
     return {
       ...readiness,
       ready: false,
-      error: readiness.error ?? new RestoringError(this.ifname),
+      error:
+        readiness.error ??
+        (this.restoring()
+          ? new RestoringError(this.ifname)
+          : new StateReadOnlyUnreadyError(readOnly!)),
     };
   }
 

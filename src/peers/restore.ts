@@ -3,13 +3,24 @@
  * kernel changes in bulk (peers in one WireGuard call, caps in one nf_tables transaction with
  * the bytes they had counted), then the journal rewritten as the result with the current boot.
  * The journal is rewritten only after the kernel has everything: a crash half-way leaves the old
- * journal, and the next start restores again (what the kernel already has is kept).
+ * journal, and the next start restores again (what the kernel already has is kept). When the
+ * interface was adopted in this start (bootstrap.ts), the peers it had are saved here, and one
+ * warn line (`interface_adopted`) says so with the counts (issue 28).
  */
-import type { CapRef, IpPrefix, Kernel, PeerRef } from '../kernel/types';
+import type { CapRef, Kernel, PeerRef } from '../kernel/types';
 import type { StateStore } from '../state';
 import { isFacilityAbsent, translateKernelError, type Facility } from './errors';
-import { address6Field, planRestore, tunnelAddressOfCidrs, type RestoreMode } from './restore-plan';
-import type { EventLogger } from './service';
+import type { AdoptedInterface } from './bootstrap';
+import {
+  address6Field,
+  planRestore,
+  tunnelAddressOfCidrs,
+  type KernelView,
+  type RestoreMode,
+  type RestorePlan,
+} from './restore-plan';
+import type { EventLogger } from './contracts';
+import { prefixOf } from './cidrs';
 
 export interface RestoreSummary {
   mode: RestoreMode;
@@ -20,8 +31,13 @@ export interface RestoreSummary {
   restoredLimits: number;
   restoredCaps: number;
   restoredSuspensions: number;
+  /** Peers the journal did not hold, taken from the kernel (adopted). */
   adopted: number;
   removed: number;
+  /** Limits, caps and suspensions a restart put back from the journal (the kernel had lost them). */
+  repaired: number;
+  /** Saved peers not put back because another peer holds their address. */
+  dropped: number;
   forgotten: number;
   milliseconds: number;
 }
@@ -33,13 +49,10 @@ export interface RestoreOptions {
   ifindex: number;
   /** The daemon created the interface in this start. */
   created: boolean;
+  /** The interface found and adopted in this start (bootstrap.ts); absent or null: none. */
+  adopted?: AdoptedInterface | null;
   bootId: string;
   logger: EventLogger;
-}
-
-export function prefixOf(cidr: string): IpPrefix {
-  const [address, length] = cidr.split('/');
-  return { family: address.includes(':') ? 6 : 4, address, cidr: Number(length) };
 }
 
 async function step<T>(facility: Facility, ifname: string, work: () => Promise<T>): Promise<T> {
@@ -63,28 +76,31 @@ async function optionalMap<K, V>(
   }
 }
 
-export async function restoreFromState(options: RestoreOptions): Promise<RestoreSummary> {
-  const started = performance.now();
-  const { kernel, store, interfaceName: ifname, logger } = options;
+type RestoreKernel = RestoreOptions['kernel'];
+
+/** The kernel as read once at start: the device, limits, caps and suspensions. */
+async function readKernel(options: RestoreOptions): Promise<KernelView> {
+  const { kernel, interfaceName: ifname } = options;
   const [device, limits, caps, suspended] = await Promise.all([
     step('wireguard', ifname, () => kernel.wireguard.getDevice(ifname)),
     optionalMap('shaper', ifname, () => kernel.shaper.listLimits(ifname)),
     optionalMap('quota', ifname, () => kernel.quota.listCaps(ifname)),
     optionalMap('suspension', ifname, () => kernel.suspension.listSuspended(ifname)),
   ]);
-  const plan = planRestore(store.state, {
+  return {
     bootId: options.bootId,
     ifindex: options.ifindex,
     created: options.created,
+    adopted: options.adopted != null,
     peers: device.peers,
     limits,
     caps,
     suspended,
-  });
+  };
+}
 
-  if (plan.removePeers.length > 0) {
-    await step('wireguard', ifname, () => kernel.wireguard.removePeers(ifname, plan.removePeers));
-  }
+/** The peers the journal holds afterwards, as the kernel facilities name them. */
+function livePeers(plan: RestorePlan): PeerRef[] {
   const live: PeerRef[] = [];
   for (const peer of plan.next.values()) {
     const address = tunnelAddressOfCidrs(peer.allowedIps);
@@ -92,45 +108,42 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
       live.push({ address, ...address6Field(peer.allowedIps), publicKey: peer.publicKey });
     }
   }
+  return live;
+}
+
+const refOf = (p: { publicKey: string; address: string; address6?: string }): PeerRef => ({
+  address: p.address,
+  ...(p.address6 === undefined ? {} : { address6: p.address6 }),
+  publicKey: p.publicKey,
+});
+
+/** The plan into the kernel: removals, suspensions (before the peers), peers, limits, caps. */
+async function commitToKernel(
+  kernel: RestoreKernel,
+  ifname: string,
+  plan: RestorePlan,
+): Promise<void> {
+  if (plan.removePeers.length > 0) {
+    await step('wireguard', ifname, () => kernel.wireguard.removePeers(ifname, plan.removePeers));
+  }
+  const live = livePeers(plan);
   if (plan.suspensions.length > 0) {
     // Before the peers are back in WireGuard: a suspended peer never passes a packet.
-    await step('suspension', ifname, () =>
-      kernel.suspension.ensure(
-        ifname,
-        live,
-        plan.suspensions.map((s) => ({
-          address: s.address,
-          ...(s.address6 === undefined ? {} : { address6: s.address6 }),
-          publicKey: s.publicKey,
-        })),
-      ),
-    );
+    const restore = plan.suspensions.map(refOf);
+    await step('suspension', ifname, () => kernel.suspension.ensure(ifname, live, restore));
   }
   if (plan.addPeers.length > 0) {
-    await step('wireguard', ifname, () =>
-      kernel.wireguard.addPeers(
-        ifname,
-        plan.addPeers.map((p) => ({
-          publicKey: p.publicKey,
-          allowedIps: p.allowedIps.map(prefixOf),
-        })),
-      ),
-    );
+    const peers = plan.addPeers.map((p) => ({
+      publicKey: p.publicKey,
+      allowedIps: p.allowedIps.map(prefixOf),
+    }));
+    await step('wireguard', ifname, () => kernel.wireguard.addPeers(ifname, peers));
   }
   if (plan.limits.length > 0) {
+    const limits = plan.limits.map((l) => ({ peer: refOf(l), bytesPerSecond: l.bytesPerSecond }));
     await step('shaper', ifname, async () => {
       await kernel.shaper.ensure(ifname, live);
-      await kernel.shaper.setLimits(
-        ifname,
-        plan.limits.map((l) => ({
-          peer: {
-            address: l.address,
-            ...(l.address6 === undefined ? {} : { address6: l.address6 }),
-            publicKey: l.publicKey,
-          },
-          bytesPerSecond: l.bytesPerSecond,
-        })),
-      );
+      await kernel.shaper.setLimits(ifname, limits);
     });
   }
   if (plan.caps.length > 0) {
@@ -141,39 +154,94 @@ export async function restoreFromState(options: RestoreOptions): Promise<Restore
     });
     await step('quota', ifname, () => kernel.quota.ensure(ifname, withCaps));
   }
+}
 
-  for (const warning of plan.warnings) {
+function logWarnings(logger: EventLogger, ifname: string, plan: RestorePlan): void {
+  for (const w of plan.warnings) {
+    const { event, publicKey, facility, address, keptPublicKey } = w;
     logger.warn(
-      { event: warning.event, interface: ifname, publicKey: warning.publicKey },
-      warning.message,
+      {
+        event,
+        interface: ifname,
+        publicKey,
+        ...(facility === undefined ? {} : { facility }),
+        ...(address === undefined ? {} : { address }),
+        ...(keptPublicKey === undefined ? {} : { keptPublicKey }),
+      },
+      w.message,
     );
   }
-  await store.replaceState({
-    boot: { bootId: options.bootId, ifindex: options.ifindex, interfaceName: ifname },
-    iface: store.state.iface,
-    peers: plan.next,
-    intents: new Map(),
-  });
+}
+
+/** The one line of an adoption: the interface saved as the state directory's own, with counts. */
+function logAdoption(
+  logger: EventLogger,
+  ifname: string,
+  iface: AdoptedInterface,
+  plan: RestorePlan,
+): void {
+  const { peers, limits, caps, suspensions } = plan.adopted;
+  logger.warn(
+    {
+      event: 'interface_adopted',
+      interface: ifname,
+      publicKey: iface.publicKey,
+      previousPublicKey: iface.previousPublicKey,
+      listenPort: iface.listenPort,
+      addresses: iface.addresses,
+      peers,
+      limits,
+      caps,
+      suspensions,
+    },
+    `the state directory did not hold interface ${ifname}: saved it as found (key, port, addresses) with ${peers} peers, ${limits} limits, ${caps} caps, ${suspensions} suspensions; a reboot puts it back as it is`,
+  );
+}
+
+function summaryOf(plan: RestorePlan, started: number): RestoreSummary {
   const count = (event: string): number => plan.warnings.filter((w) => w.event === event).length;
-  const summary: RestoreSummary = {
+  return {
     mode: plan.mode,
     peers: plan.next.size,
     restoredPeers: plan.addPeers.length,
     restoredLimits: plan.limits.length,
     restoredCaps: plan.caps.length,
     restoredSuspensions: plan.suspensions.length,
-    adopted: count('peer_adopted'),
+    adopted: plan.adopted.peers,
     removed: plan.removePeers.length,
     forgotten: count('peer_deleted_behind_back'),
+    repaired: count('kernel_repaired'),
+    dropped: count('peer_address_taken'),
     milliseconds: Math.round(performance.now() - started),
   };
-  logger.info(
-    { event: 'state_restored', interface: ifname, ...summary },
-    summary.mode === 'reboot'
-      ? `state restored after a reboot: ${summary.restoredPeers} peers, ${summary.restoredLimits} limits, ${summary.restoredCaps} caps, ${summary.restoredSuspensions} suspensions put back`
-      : summary.mode === 'restart'
-        ? 'state checked against the kernel after a restart'
-        : `state directory started: ${summary.peers} peers adopted from the kernel`,
-  );
+}
+
+function restoredMessage(summary: RestoreSummary): string {
+  if (summary.mode === 'reboot') {
+    return `state restored after a reboot: ${summary.restoredPeers} peers, ${summary.restoredLimits} limits, ${summary.restoredCaps} caps, ${summary.restoredSuspensions} suspensions put back`;
+  }
+  if (summary.mode === 'restart') {
+    return summary.repaired === 0
+      ? 'state checked against the kernel after a restart'
+      : `state checked against the kernel after a restart: ${summary.repaired} limits, caps or suspensions the kernel had lost put back`;
+  }
+  return `state directory started: ${summary.peers} peers adopted from the kernel`;
+}
+
+export async function restoreFromState(options: RestoreOptions): Promise<RestoreSummary> {
+  const started = performance.now();
+  const { kernel, store, interfaceName: ifname, logger } = options;
+  const plan = planRestore(store.state, await readKernel(options));
+  await commitToKernel(kernel, ifname, plan);
+  logWarnings(logger, ifname, plan);
+  await store.replaceState({
+    boot: { bootId: options.bootId, ifindex: options.ifindex, interfaceName: ifname },
+    iface: store.state.iface,
+    peers: plan.next,
+    intents: new Map(),
+  });
+  if (options.adopted) logAdoption(logger, ifname, options.adopted, plan);
+  const summary = summaryOf(plan, started);
+  logger.info({ event: 'state_restored', interface: ifname, ...summary }, restoredMessage(summary));
   return summary;
 }

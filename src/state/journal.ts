@@ -1,38 +1,64 @@
 /**
- * The journal file: records appended with group commit, and compaction by atomic replace.
+ * The journal file: records appended in batches with group commit, and compaction by atomic
+ * replace. The machinery is batch-file.ts's (shared with the webhook outbox); the journal gives it
+ * the records of records.ts, its file mode, and keeps the old generation as `.prev`.
  *
- * Contract: `append(records)` resolves once the records are on disk (written and fdatasync'd),
- * and only then are they applied to `state`, so `state` is always exactly what a restart would
- * read. Appends that arrive while a flush is under way wait for the next one and share it: fifty
- * concurrent writes cost a handful of disk flushes, not fifty. A write or flush that fails
- * rejects every append of its batch, cuts the file back to its last good length (no half record
- * stays to damage the next one) and leaves `state` as it was.
+ * Contract: `append(records)` resolves once the records are on disk (written and fdatasync'd, as
+ * a batch closed by its commit marker, records.ts), and only then are they applied to `state`, so
+ * `state` is always exactly what a restart would read. Appends that arrive while a flush is under
+ * way wait for the next one and share it: fifty concurrent writes cost a handful of disk flushes,
+ * not fifty. A write or flush that fails rejects every append of its batch, cuts the file back to
+ * its last good length (no half batch stays to damage the next one) and leaves `state` as it was.
  *
- * Compaction rewrites the journal as the records of the current state (records.ts) in a new file
- * that replaces the old one atomically; the old generation stays beside it as `<name>.prev`
- * (a hard link made before the replace), so a damaged journal always has a good predecessor.
- * It runs between batches once the journal has grown to several times its compacted size.
+ * Broken: when that cut-back fails too, the file's end is unknown, and no append is acknowledged
+ * again until a compaction from `state` (the acknowledged records, in memory) has written a new
+ * generation; each later append tries it first and rejects (JournalBrokenError) while it fails.
+ *
+ * Compaction rewrites the journal as the records of the current state in a new file
+ * (`<name>.new`, O_EXCL|O_NOFOLLOW, fsync) renamed over the old one; the old generation stays
+ * beside it as `<name>.prev` (a hard link made before). The append handle is swapped only once
+ * the rename is durable (fsync of the directory) and the new file is open: appends wait for a
+ * running compaction (it runs between batches), and a compaction that fails before its rename
+ * leaves the old generation in use. One that fails after it (the directory's fsync, the reopen)
+ * leaves the old handle on an orphaned inode: it is closed, and the journal is broken as above.
+ *
+ * Read-only: once the file system answers EROFS (at open, or to a write), every append rejects
+ * with StateReadOnlyError and `replaceState` keeps the state in memory only.
  */
-import type { AppendFile, StateFs } from './files';
+import type { StateFs } from './files';
+import {
+  BatchFile,
+  COMPACT_GROWTH,
+  COMPACT_MIN_BYTES,
+  StateReadOnlyError,
+  messageOf,
+} from './batch-file';
 import {
   type JournalRecord,
   type SavedState,
   applyRecord,
   compactRecords,
-  encodeRecord,
+  encodeBatch,
 } from './records';
+
+export { COMPACT_GROWTH, COMPACT_MIN_BYTES, StateReadOnlyError };
 
 /** Journal files are the daemon's alone (they name every peer). */
 export const JOURNAL_MODE = 0o600;
-/** Compact once the file is this many times its compacted size (and at least COMPACT_MIN_BYTES). */
-export const COMPACT_GROWTH = 4;
-export const COMPACT_MIN_BYTES = 1 << 20;
 
-interface Pending {
-  lines: string[];
-  records: JournalRecord[];
-  resolve: () => void;
-  reject: (error: unknown) => void;
+/** The journal's end is unknown after a failure: nothing is acknowledged until a compaction succeeds. */
+export class JournalBrokenError extends Error {
+  constructor(
+    readonly journal: string,
+    readonly broken: unknown,
+    retried: unknown,
+  ) {
+    super(
+      `the journal ${journal} could not be written back to a known end (${messageOf(broken)}); ` +
+        `rewriting it from memory failed too (${messageOf(retried)}), the next change tries again`,
+    );
+    this.name = 'JournalBrokenError';
+  }
 }
 
 export interface JournalStats {
@@ -45,108 +71,88 @@ export interface JournalStats {
 }
 
 export class Journal {
-  private file: AppendFile | null = null;
-  private size = 0;
-  private compactedSize = 0;
-  private queue: Pending[] = [];
-  private flushing: Promise<void> | null = null;
-  private flushes = 0;
-  private appends = 0;
+  private readonly file: BatchFile<JournalRecord>;
 
   constructor(
-    private readonly fs: StateFs,
+    fs: StateFs,
     readonly path: string,
     /** The state the journal's records add up to; updated as records become durable. */
     readonly state: SavedState,
-  ) {}
+    /** The sequence number of the last batch on disk (null: none yet). */
+    seq: number | null = null,
+  ) {
+    this.file = new BatchFile<JournalRecord>(
+      fs,
+      path,
+      {
+        apply: (record) => applyRecord(state, record),
+        snapshot: () => compactRecords(state),
+        encode: encodeBatch,
+        mode: JOURNAL_MODE,
+        keepPrevious: true,
+        brokenError: (broken, retried) => new JournalBrokenError(path, broken, retried),
+      },
+      seq,
+    );
+  }
 
   /**
    * Writes the journal afresh from `state` (keeping the previous file as `.prev` when there is
-   * one) and opens it for appending.
+   * one) and opens it for appending. EROFS makes the journal read-only instead of failing.
    */
-  async open(): Promise<void> {
-    await this.compact();
+  open(): Promise<void> {
+    return this.file.open();
+  }
+
+  /** Why the journal takes no writes (its file system is read-only), or null. */
+  get readOnly(): string | null {
+    return this.file.readOnly;
+  }
+
+  /** Why appends fail until a compaction succeeds (retried on the next append), or null. */
+  get brokenBy(): unknown {
+    return this.file.brokenBy;
+  }
+
+  /** Makes the journal read-only (the state directory could not even be made). */
+  setReadOnly(reason: string): void {
+    this.file.setReadOnly(reason);
   }
 
   append(...records: JournalRecord[]): Promise<void> {
-    if (records.length === 0) return Promise.resolve();
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ lines: records.map(encodeRecord), records, resolve, reject });
-      this.flushing ??= this.flushLoop();
-    });
+    return this.file.append(records);
   }
 
   /**
    * Makes `next` the journal's state: written as a new generation (compacted, atomic replace,
-   * the old one kept as .prev) once every append before it is on disk.
+   * the old one kept as .prev) once every append before it is on disk. Read-only: in memory only.
    */
-  async replaceState(next: SavedState): Promise<void> {
-    while (this.flushing) await this.flushing;
-    this.state.boot = next.boot;
-    this.state.iface = next.iface;
-    this.state.peers = next.peers;
-    this.state.intents = next.intents;
-    await this.compact();
+  replaceState(next: SavedState): Promise<void> {
+    return this.file.replace(() => {
+      this.state.boot = next.boot;
+      this.state.iface = next.iface;
+      this.state.peers = next.peers;
+      this.state.intents = next.intents;
+    });
+  }
+
+  /**
+   * Applies a record to the state in memory only (an undo whose write failed: the journal on disk
+   * holds a change the kernel refused), and marks the journal broken, so the state is written
+   * whole (a compaction from memory) before any later append, starting now. Until that
+   * compaction is on disk a crash may bring the refused change back.
+   */
+  amend(record: JournalRecord): void {
+    applyRecord(this.state, record);
+    this.file.rewriteBeforeNext('an undoing record could not be written');
   }
 
   stats(): JournalStats {
-    return { bytes: this.size, flushes: this.flushes, appends: this.appends };
+    return { bytes: this.file.size, flushes: this.file.flushes, appends: this.file.appends };
   }
 
   /** Waits for every append made so far, then closes the file. */
-  async close(): Promise<void> {
-    while (this.flushing) await this.flushing;
-    await this.file?.close();
-    this.file = null;
-  }
-
-  private async flushLoop(): Promise<void> {
-    try {
-      while (this.queue.length > 0) {
-        const batch = this.queue;
-        this.queue = [];
-        await this.flush(batch);
-        if (this.size > Math.max(COMPACT_GROWTH * this.compactedSize, COMPACT_MIN_BYTES)) {
-          // A failed compaction leaves the old journal in place, which is still good.
-          await this.compact().catch(() => undefined);
-        }
-      }
-    } finally {
-      this.flushing = null;
-    }
-  }
-
-  private async flush(batch: Pending[]): Promise<void> {
-    const data = Buffer.from(batch.map((p) => p.lines.join('')).join(''), 'utf8');
-    try {
-      if (this.file === null) throw new Error(`${this.path} is not open`);
-      await this.file.write(data);
-      await this.file.sync();
-    } catch (error) {
-      await this.file?.truncate(this.size).catch(() => undefined);
-      for (const pending of batch) pending.reject(error);
-      return;
-    }
-    this.size += data.length;
-    this.flushes++;
-    for (const pending of batch) {
-      this.appends++;
-      for (const record of pending.records) applyRecord(this.state, record);
-      pending.resolve();
-    }
-  }
-
-  private async compact(): Promise<void> {
-    const data = Buffer.from(compactRecords(this.state).map(encodeRecord).join(''), 'utf8');
-    if ((await this.fs.mode(this.path)) !== null) {
-      await this.fs.keep(this.path, `${this.path}.prev`);
-    }
-    await this.fs.replace(this.path, data, JOURNAL_MODE);
-    const previous = this.file;
-    const { file, size } = await this.fs.openAppend(this.path, JOURNAL_MODE);
-    this.file = file;
-    this.size = size;
-    this.compactedSize = size;
-    await previous?.close().catch(() => undefined);
+  close(): Promise<void> {
+    return this.file.close();
   }
 }

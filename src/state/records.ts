@@ -1,12 +1,17 @@
 /**
  * The journal's records and the state they add up to. A record is one line: eight hex digits of
- * the CRC-32 of the JSON text, a space, the JSON text, a newline. Replaying the records of a
- * journal in order gives the saved state; a compacted journal is the shortest list of records
- * that gives the same state. Pure: no I/O, no clock.
+ * the CRC-32 of the JSON text, a space, the JSON text, a newline. Records are written in batches
+ * (one disk flush each), and each batch ends with a commit marker line (`{"t":"commit"}`: its
+ * sequence number, byte length and record count). Replaying the records of a journal's whole
+ * batches in order gives the saved state; a compacted journal is the shortest list of records
+ * that gives the same state, as one batch. Pure: no I/O, no clock.
  *
- * Why lines with a checksum: a crash can leave the last line half written (the write that was
- * never acknowledged); its missing newline or wrong checksum shows it, and it is dropped. A bad
- * line with good lines after it is no torn write but damage, and is refused (see `decodeJournal`).
+ * Why batches with a marker: only the last batch can be unsynced when the power goes (the next
+ * one is written after its flush returned), and a crash may leave it cut anywhere or with
+ * zero-filled holes inside (XFS and ext4 leave zero pages in unsynced data): all of that lies
+ * after the last whole batch and is a torn write, dropped. Damage with a whole batch after it is
+ * damage, refused (see `decodeJournal`). Journals of before the markers (lines only) still load
+ * by the old rule, and the start rewrites them in this format.
  */
 import { crc32 } from 'node:zlib';
 
@@ -209,22 +214,60 @@ export function encodeRecord(record: JournalRecord): string {
   return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
 }
 
+/**
+ * The end of a batch: its sequence number (one more than the batch before it in the same file),
+ * the byte length of its record lines before this one, and how many they are. A batch whose
+ * marker is on disk whole, matching the bytes before it, was flushed whole (issue 28).
+ */
+export interface CommitMarker {
+  t: 'commit';
+  seq: number;
+  len: number;
+  n: number;
+}
+
+/** Record lines and their commit marker: one flushed batch, or a whole compacted journal. */
+export function encodeBatch(records: readonly JournalRecord[], seq: number): Buffer {
+  const body = Buffer.from(records.map(encodeRecord).join(''), 'utf8');
+  const marker: CommitMarker = { t: 'commit', seq, len: body.length, n: records.length };
+  const json = JSON.stringify(marker);
+  const line = `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
+  return Buffer.concat([body, Buffer.from(line, 'utf8')]);
+}
+
+/** Damage with acknowledged records after it: the start refuses (the operator salvages). */
 export class JournalCorruptError extends Error {
   constructor(
+    /** Byte offset of the first damaged byte's line. */
+    readonly offset: number,
     readonly line: number,
-    reason: string,
+    readonly reason: string,
   ) {
-    super(`line ${line} is damaged (${reason}) and good lines follow it`);
+    super(
+      `byte offset ${offset} (line ${line}) is damaged (${reason}) and acknowledged records ` +
+        'follow it',
+    );
     this.name = 'JournalCorruptError';
   }
 }
 
+export interface TornTail {
+  /** Bytes dropped after the last whole batch. */
+  bytes: number;
+  /** Record lines among them whose checksum held (never acknowledged: their batch is not whole). */
+  records: number;
+}
+
 export interface DecodedJournal {
   records: JournalRecord[];
-  /** Bytes of the good records: where a torn tail starts. */
+  /** Bytes of the whole batches: where a torn tail starts. */
   goodLength: number;
-  /** A torn last line that was dropped (never acknowledged). */
-  tornTail: boolean;
+  /** What was dropped after the last whole batch (a write a crash cut), or null. */
+  tornTail: TornTail | null;
+  /** The last batch's sequence number; null in an empty journal or one of the old format. */
+  seq: number | null;
+  /** Written before commit markers existed (issue 28): lines only. */
+  legacy: boolean;
 }
 
 const RECORD_TYPES = new Set([
@@ -241,51 +284,165 @@ const RECORD_TYPES = new Set([
   'exh',
 ]);
 
-/** Why a line is no record, or null when it is one. */
-function lineFault(line: string): string | null {
-  const match = /^([0-9a-f]{8}) (.*)$/s.exec(line);
-  if (!match) return 'no checksum';
-  if (crc32(match[2]).toString(16).padStart(8, '0') !== match[1]) return 'checksum mismatch';
+/** One line of a journal's bytes: where it is, and what it holds or why it is no record. */
+export interface JournalLine {
+  start: number;
+  /** After its newline (or the end of the bytes when it has none). */
+  end: number;
+  number: number;
+  fault: string | null;
+  value: JournalRecord | CommitMarker | null;
+}
+
+function isMarker(value: JournalLine['value']): value is CommitMarker {
+  return value !== null && value.t === 'commit';
+}
+
+function isWholeNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** Why a line is no record, or its value. Works on bytes: a hole of zeros is not UTF-8 text. */
+function decodeLine(
+  bytes: Buffer,
+  start: number,
+  end: number,
+): Pick<JournalLine, 'fault' | 'value'> {
+  const line = bytes.subarray(start, end);
+  if (line.length < 9 || line[8] !== 0x20) return { fault: 'no checksum', value: null };
+  const sum = line.subarray(0, 8).toString('latin1');
+  if (!/^[0-9a-f]{8}$/.test(sum)) return { fault: 'no checksum', value: null };
+  const json = line.subarray(9);
+  if (crc32(json).toString(16).padStart(8, '0') !== sum) {
+    return { fault: 'checksum mismatch', value: null };
+  }
   let value: unknown;
   try {
-    value = JSON.parse(match[2]);
+    value = JSON.parse(json.toString('utf8'));
   } catch {
-    return 'not JSON';
+    return { fault: 'not JSON', value: null };
   }
-  if (typeof value !== 'object' || value === null || !('t' in value)) return 'not a record';
-  if (!RECORD_TYPES.has(String(value.t))) return `unknown record ${String(value.t)}`;
-  return null;
+  if (typeof value !== 'object' || value === null || !('t' in value)) {
+    return { fault: 'not a record', value: null };
+  }
+  if (value.t === 'commit') {
+    const marker = value as Partial<CommitMarker>;
+    if (!isWholeNumber(marker.seq) || !isWholeNumber(marker.len) || !isWholeNumber(marker.n)) {
+      return { fault: 'a commit marker without its sequence, length and count', value: null };
+    }
+    return { fault: null, value: marker as CommitMarker };
+  }
+  if (!RECORD_TYPES.has(String(value.t)))
+    return { fault: `unknown record ${String(value.t)}`, value: null };
+  return { fault: null, value: value as JournalRecord };
+}
+
+/** Every line of a journal's bytes, good or not. */
+export function journalLines(bytes: Buffer): JournalLine[] {
+  const lines: JournalLine[] = [];
+  let start = 0;
+  while (start < bytes.length) {
+    const newline = bytes.indexOf(0x0a, start);
+    const end = newline === -1 ? bytes.length : newline + 1;
+    const decoded =
+      newline === -1 ? { fault: 'no line end', value: null } : decodeLine(bytes, start, newline);
+    lines.push({ start, end, number: lines.length + 1, ...decoded });
+    start = end;
+  }
+  return lines;
 }
 
 /**
- * The records of a journal's bytes. A bad or unterminated LAST line is a torn write and is
- * dropped; a bad line followed by any good one is damage: JournalCorruptError.
+ * The valid prefix of a journal: the records of its whole batches (of its good lines before the
+ * first bad one, for the old format), where the prefix ends, and the first bad line after it.
+ */
+export interface ValidPrefix {
+  records: JournalRecord[];
+  length: number;
+  seq: number | null;
+  legacy: boolean;
+  /** The first line that breaks the prefix, with why; null when the prefix runs to the end. */
+  broken: { line: JournalLine; reason: string } | null;
+  lines: JournalLine[];
+  /** Index in `lines` of the first line after the prefix. */
+  next: number;
+}
+
+export function validPrefix(bytes: Buffer): ValidPrefix {
+  const lines = journalLines(bytes);
+  // Journals of before issue 28 have no commit marker at all: every good line counts, up to the
+  // first bad one. A journal of this format always has one (its compacted generation ends with
+  // one), so a file without any is of the old format; the start rewrites it in the new one.
+  const legacy = !lines.some((line) => isMarker(line.value));
+  const records: JournalRecord[] = [];
+  let batch: JournalRecord[] = [];
+  let batchStart = 0;
+  let seq: number | null = null;
+  let length = 0;
+  let next = 0;
+  for (const [index, line] of lines.entries()) {
+    if (line.fault !== null) {
+      return { records, length, seq, legacy, broken: { line, reason: line.fault }, lines, next };
+    }
+    const value = line.value!;
+    if (legacy) {
+      records.push(value as JournalRecord);
+      length = line.end;
+      next = index + 1;
+    } else if (isMarker(value)) {
+      const fault =
+        seq !== null && value.seq !== seq + 1
+          ? `commit marker ${value.seq} follows ${seq}`
+          : value.len !== line.start - batchStart || value.n !== batch.length
+            ? `commit marker for ${value.n} records in ${value.len} bytes closes ${batch.length} in ${line.start - batchStart}`
+            : null;
+      if (fault !== null)
+        return { records, length, seq, legacy, broken: { line, reason: fault }, lines, next };
+      records.push(...batch);
+      batch = [];
+      batchStart = line.end;
+      seq = value.seq;
+      length = line.end;
+      next = index + 1;
+    } else {
+      batch.push(value);
+    }
+  }
+  return { records, length, seq, legacy, broken: null, lines, next };
+}
+
+/**
+ * The records of a journal's bytes. Damage confined to the last batch (after the last whole one:
+ * cut anywhere, holes of zeros, garbage; at most one commit marker in it, and no good line after
+ * that marker) is a torn write: dropped, and said in `tornTail`. Anything else is damage before
+ * the last batch: JournalCorruptError, naming where it starts. The first batch of a file (a
+ * compacted generation, renamed into place only once on disk) is never torn.
  */
 export function decodeJournal(bytes: Buffer): DecodedJournal {
-  const text = bytes.toString('utf8');
-  const records: JournalRecord[] = [];
-  let offset = 0;
-  let goodLength = 0;
-  let bytesBefore = 0;
-  let lineNo = 0;
-  let badLine: { line: number; reason: string } | null = null;
-  while (offset < text.length) {
-    lineNo++;
-    const end = text.indexOf('\n', offset);
-    const line = end === -1 ? text.slice(offset) : text.slice(offset, end);
-    const fault = end === -1 ? 'no line end' : lineFault(line);
-    if (fault !== null) {
-      badLine ??= { line: lineNo, reason: fault };
-    } else {
-      if (badLine !== null) throw new JournalCorruptError(badLine.line, badLine.reason);
-      records.push(JSON.parse(line.slice(9)) as JournalRecord);
-      goodLength = bytesBefore + Buffer.byteLength(line, 'utf8') + 1;
-    }
-    if (end === -1) break;
-    bytesBefore += Buffer.byteLength(line, 'utf8') + 1;
-    offset = end + 1;
+  const prefix = validPrefix(bytes);
+  const { records, length, seq, legacy, broken, lines, next } = prefix;
+  const tail = lines.slice(next);
+  const good = tail.filter((line) => line.fault === null);
+  const tornTail: TornTail | null =
+    tail.length === 0
+      ? null
+      : {
+          bytes: bytes.length - length,
+          records: good.filter((line) => !isMarker(line.value)).length,
+        };
+  if (broken === null) return { records, goodLength: length, tornTail, seq, legacy };
+  const refuse = (): never => {
+    throw new JournalCorruptError(broken.line.start, broken.line.number, broken.reason);
+  };
+  if (legacy) {
+    // The old rule: a bad last line is torn, a bad line with a good one after it is damage.
+    if (good.length > 0) refuse();
+    return { records, goodLength: length, tornTail, seq, legacy };
   }
-  return { records, goodLength, tornTail: badLine !== null };
+  if (length === 0) refuse();
+  const marker = good.findIndex((line) => isMarker(line.value));
+  if (marker !== -1 && marker < good.length - 1) refuse();
+  return { records, goodLength: length, tornTail, seq, legacy };
 }
 
 export function replay(records: readonly JournalRecord[]): SavedState {

@@ -2,16 +2,28 @@
  * The state directory (`--state-dir`): per interface, a journal of what the daemon would need to
  * put the host back after a reboot, and the server's private key when the daemon created the
  * interface. Layout: `DIR/<interface>/journal` (`journal.prev`: the generation before the last
- * compaction) and `DIR/<interface>/server.key` (base64, mode 0600). The directory is the
- * daemon's alone: a state dir or file that group or others may read refuses the start, as does a
- * journal that is damaged or describes another interface; the start then changes nothing on
- * disk. Every write resolves once it is on disk (journal.ts); nothing here knows the kernel or
+ * compaction), `DIR/<interface>/server.key` (base64, mode 0600) and, with webhooks,
+ * `DIR/<interface>/outbox` (their pending deliveries, outbox.ts). The directory is the
+ * daemon's alone: a state dir or file that group or others may read, or that another user owns,
+ * refuses the start, as does a journal damaged before its last batch (salvage.ts keeps what is
+ * good) or one that describes another interface; the start then changes nothing on disk. A torn
+ * last batch (a write a crash cut) is dropped and said in `tornTail`; a read-only file system
+ * (EROFS) loads the state and takes no writes (`readOnly`). Every write resolves once it is on disk (journal.ts); nothing here knows the kernel or
  * HTTP: the domain decides what to write and when (src/peers/durable.ts, src/peers/restore.ts).
  */
 import path from 'node:path';
 import { promises as fs } from 'node:fs';
-import { type StateFs, nodeStateFs } from './files';
-import { JOURNAL_MODE, Journal, type JournalStats } from './journal';
+import {
+  type FileInfo,
+  type StateFs,
+  UnsafeFileError,
+  errnoOf,
+  makeDirectory,
+  nodeStateFs,
+  replaceFile,
+} from './files';
+import { JOURNAL_MODE, Journal, type JournalStats, StateReadOnlyError } from './journal';
+import { OUTBOX_FILE, Outbox, OutboxFileError, type OutboxOpened } from './outbox';
 import {
   JournalCorruptError,
   type SavedCap,
@@ -19,7 +31,9 @@ import {
   type SavedInterface,
   type SavedPeer,
   type SavedState,
+  type TornTail,
   decodeJournal,
+  emptyState,
   peerRecord,
   replay,
 } from './records';
@@ -48,13 +62,31 @@ function octal(mode: number): string {
   return `0${(mode & 0o777).toString(8)}`;
 }
 
-async function checkPrivate(fsys: StateFs, file: string, what: string): Promise<void> {
-  const mode = await fsys.mode(file);
-  if (mode !== null && (mode & 0o077) !== 0) {
+function checkPrivate(info: FileInfo | null, file: string, what: string): void {
+  if (info !== null && (info.mode & 0o077) !== 0) {
     throw new StateDirError(
-      `${what} ${file} has mode ${octal(mode)}: group and others must have no access ` +
+      `${what} ${file} has mode ${octal(info.mode)}: group and others must have no access ` +
         `(it names every peer${what.includes('key') ? ' and holds the server key' : ''}); ` +
         `run: chmod go= ${file}`,
+    );
+  }
+}
+
+/** Owned by the daemon's user, else another user could read or swap what it restores. */
+function checkOwner(info: FileInfo | null, file: string, what: string, euid: number): void {
+  if (info !== null && info.uid !== euid) {
+    throw new StateDirError(
+      `${what} ${file} is owned by uid ${info.uid}, not by wg-peerd's user (uid ${euid}); ` +
+        `nothing was changed. Check who made it, then run: chown ${euid} ${file}`,
+    );
+  }
+}
+
+function checkKind(info: FileInfo | null, file: string, what: string, kind: FileInfo['kind']) {
+  if (info !== null && info.kind !== kind) {
+    const is = info.kind === 'symlink' ? 'a symbolic link' : `a ${info.kind}`;
+    throw new StateDirError(
+      `${what} ${file} is ${is}, not a ${kind}; it is never followed. Move it aside`,
     );
   }
 }
@@ -70,47 +102,91 @@ export interface NewPeer {
   allowedIps: readonly string[];
 }
 
+/** What the checks of `open` found in one directory of the state dir. */
+async function checkDirectory(
+  fsys: StateFs,
+  dir: string,
+  euid: number,
+): Promise<'present' | 'made' | { readOnly: string }> {
+  let info = await fsys.stat(dir);
+  if (info === null) {
+    try {
+      await makeDirectory(fsys, dir, STATE_DIR_MODE);
+    } catch (error) {
+      if (errnoOf(error) === 'EROFS') return { readOnly: (error as Error).message };
+      throw error;
+    }
+    info = await fsys.stat(dir);
+    if (info === null) return 'made';
+  }
+  checkKind(info, dir, 'state directory', 'directory');
+  checkOwner(info, dir, 'state directory', euid);
+  checkPrivate(info, dir, 'state directory');
+  return 'present';
+}
+
+/**
+ * Loads the journal's bytes: its records, or StateDirError for damage before its last batch
+ * (with the salvage command that keeps what can be kept).
+ */
+function loadJournal(bytes: Buffer, journalPath: string, root: string, interfaceName: string) {
+  try {
+    return decodeJournal(bytes);
+  } catch (error) {
+    if (!(error instanceof JournalCorruptError)) throw error;
+    throw new StateDirError(
+      `journal ${journalPath} is damaged at byte offset ${error.offset} (line ${error.line}: ` +
+        `${error.reason}) and acknowledged records follow it; nothing was changed. Keep what ` +
+        `is good and set the rest aside with: wg-peerd state salvage --state-dir ${root} ` +
+        `--interface ${interfaceName}`,
+    );
+  }
+}
+
 export class StateStore {
   private constructor(
     private readonly fsys: StateFs,
     readonly dir: string,
     readonly interfaceName: string,
     private readonly journal: Journal,
-    /** The journal held a torn last line (a write that never completed), dropped at load. */
-    readonly tornTail: boolean,
+    /** What the start dropped after the journal's last whole batch (a write a crash cut), or null. */
+    readonly tornTail: TornTail | null,
   ) {}
 
   /**
    * Checks the directory and loads the journal; refuses (StateDirError) a directory or file
-   * that group or others may read, a damaged journal, one of another interface. Only after all
-   * checks pass does it write: the journal anew (compacted), the old one kept as journal.prev.
+   * that group or others may read or another user owns, a damaged journal, one of another
+   * interface. Only after all checks pass does it write: the journal anew (compacted), the old
+   * one kept as journal.prev. A read-only file system (EROFS) opens the store read-only instead.
    */
   static async open(options: OpenOptions): Promise<StateStore> {
     const fsys = options.fs ?? nodeStateFs;
+    const euid = fsys.euid();
     const root = path.resolve(options.dir);
     const dir = path.join(root, options.interfaceName);
-    if ((await fsys.mode(root)) === null) await fsys.mkdir(root, STATE_DIR_MODE);
-    await checkPrivate(fsys, root, 'state directory');
-    if ((await fsys.mode(dir)) === null) await fsys.mkdir(dir, STATE_DIR_MODE);
-    await checkPrivate(fsys, dir, 'state directory');
     const journalPath = path.join(dir, JOURNAL_FILE);
-    await checkPrivate(fsys, journalPath, 'journal');
-    await checkPrivate(fsys, path.join(dir, KEY_FILE), 'server key file');
-    const bytes = await fsys.read(journalPath);
-    let state: SavedState;
-    let tornTail = false;
-    try {
-      const decoded = decodeJournal(bytes ?? Buffer.alloc(0));
-      state = replay(decoded.records);
-      tornTail = decoded.tornTail;
-    } catch (error) {
-      if (!(error instanceof JournalCorruptError)) throw error;
-      throw new StateDirError(
-        `journal ${journalPath} is damaged: ${error.message}; nothing was changed. Move it ` +
-          `aside to start from the kernel's state, or put back the previous generation: ` +
-          `cp ${journalPath}.prev ${journalPath}`,
-      );
+    const readOnly = (reason: string): StateStore => {
+      const journal = new Journal(fsys, journalPath, emptyState());
+      journal.setReadOnly(reason);
+      return new StateStore(fsys, root, options.interfaceName, journal, null);
+    };
+    const top = await checkDirectory(fsys, root, euid);
+    if (typeof top === 'object') return readOnly(top.readOnly);
+    const own = await checkDirectory(fsys, dir, euid);
+    if (typeof own === 'object') return readOnly(own.readOnly);
+    for (const name of await fsys.list(dir)) {
+      const file = path.join(dir, name);
+      checkOwner(await fsys.stat(file), file, 'state file', euid);
     }
+    const journalInfo = await fsys.stat(journalPath);
+    checkKind(journalInfo, journalPath, 'journal', 'file');
+    checkPrivate(journalInfo, journalPath, 'journal');
+    const keyInfo = await fsys.stat(path.join(dir, KEY_FILE));
+    checkKind(keyInfo, path.join(dir, KEY_FILE), 'server key file', 'file');
+    checkPrivate(keyInfo, path.join(dir, KEY_FILE), 'server key file');
+    const bytes = await fsys.read(journalPath);
+    const decoded = loadJournal(bytes ?? Buffer.alloc(0), journalPath, root, options.interfaceName);
+    const state: SavedState = replay(decoded.records);
     if (state.boot !== null && state.boot.interfaceName !== options.interfaceName) {
       throw new StateDirError(
         `journal ${journalPath} describes interface ${state.boot.interfaceName}, not ` +
@@ -118,9 +194,29 @@ export class StateStore {
           `directory (DIR/<interface>/), or move the journal aside`,
       );
     }
-    const journal = new Journal(fsys, journalPath, state);
-    await journal.open();
-    return new StateStore(fsys, root, options.interfaceName, journal, tornTail);
+    const journal = new Journal(fsys, journalPath, state, decoded.seq);
+    try {
+      await journal.open();
+    } catch (error) {
+      if (error instanceof UnsafeFileError) throw new StateDirError(error.message);
+      throw error;
+    }
+    return new StateStore(fsys, root, options.interfaceName, journal, decoded.tornTail);
+  }
+
+  /**
+   * Why the state directory takes no writes (its file system is read-only: EROFS), or null.
+   * Read-only, the saved state is loaded and every record rejects (StateReadOnlyError).
+   */
+  get readOnly(): string | null {
+    return this.journal.readOnly;
+  }
+
+  /** Why changes cannot be saved until the journal is rewritten (retried on the next one), or null. */
+  get broken(): string | null {
+    const broken = this.journal.brokenBy;
+    if (broken === null) return null;
+    return broken instanceof Error ? broken.message : String(broken);
   }
 
   /** What the journal holds now (every record in it is on disk). */
@@ -154,9 +250,15 @@ export class StateStore {
     return key;
   }
 
-  /** Saves the key of an interface the daemon is about to create, with its settings. */
+  /**
+   * Saves the key of an interface the daemon is about to create, with its settings; read-only,
+   * it refuses (StateReadOnlyError) before the interface exists.
+   */
   async saveInterface(privateKey: Buffer, iface: SavedInterface): Promise<void> {
-    await this.fsys.replace(
+    // Read-only: an interface whose key cannot be saved would come back with another one.
+    if (this.readOnly !== null) throw new StateReadOnlyError(this.dir, this.readOnly);
+    await replaceFile(
+      this.fsys,
       this.keyPath,
       Buffer.from(`${privateKey.toString('base64')}\n`),
       KEY_FILE_MODE,
@@ -218,6 +320,15 @@ export class StateStore {
   }
 
   /** Puts peers back as whole records (adopted peers, a compensation after a failed change). */
+  /**
+   * Puts the peer back in memory as it was (`peer`, or absent) when the record undoing a refused
+   * change could not be written; the journal rewrites itself from memory before its next write
+   * (Journal.amend).
+   */
+  amendPeer(publicKey: string, peer: SavedPeer | undefined): void {
+    this.journal.amend(peer === undefined ? { t: 'del', k: publicKey } : peerRecord(peer));
+  }
+
   recordPeers(peers: readonly SavedPeer[]): Promise<void> {
     return this.journal.append(...peers.map(peerRecord));
   }
@@ -243,6 +354,25 @@ export class StateStore {
     }
     if (count > 0) await this.journal.append({ t: 'usage', u: changed });
     return count;
+  }
+
+  get outboxPath(): string {
+    return path.join(this.dir, this.interfaceName, OUTBOX_FILE);
+  }
+
+  /**
+   * The webhook outbox beside the journal (outbox.ts): its pending deliveries loaded, the file
+   * rewritten compacted. A symbolic link or a file others may read refuses (StateDirError).
+   */
+  async openOutbox(): Promise<OutboxOpened> {
+    try {
+      return await Outbox.open(this.fsys, this.outboxPath);
+    } catch (error) {
+      if (error instanceof OutboxFileError || error instanceof UnsafeFileError) {
+        throw new StateDirError(error.message);
+      }
+      throw error;
+    }
   }
 
   close(): Promise<void> {

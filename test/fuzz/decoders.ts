@@ -122,6 +122,7 @@ import {
 import { WireGuard } from '../../src/kernel/wireguard';
 import { parseDevice } from '../support/wg-table-decode';
 import { decodeDeviceDump } from '../../src/kernel/wireguard/dump';
+import { takePrivateKey } from '../../src/kernel/wireguard/private-key';
 import {
   WGDEVICE_A_PEERS,
   WGPEER_A_ALLOWEDIPS,
@@ -297,6 +298,14 @@ export function decoders(corpus: Corpus): DecoderEntry[] {
       layout: 'attributes',
       seeds: distinct(wg),
       decode: (input) => parseDevice('wg0', [{ cmd: 0, version: 1, attributes: input }]),
+      typedErrors: CODEC_ERRORS,
+    },
+    {
+      // The private key of an interface being adopted (issue 28); it zeroes its input, a copy.
+      name: 'wireguard.takePrivateKey',
+      layout: 'attributes',
+      seeds: distinct(wg),
+      decode: (input) => takePrivateKey(Buffer.from(input))?.fill(0),
       typedErrors: CODEC_ERRORS,
     },
     {

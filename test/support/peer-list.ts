@@ -169,3 +169,38 @@ function planOf(plan: CapPlan | null) {
     previous_period_used_bytes: plan.previousUsedBytes,
   };
 }
+
+/**
+ * The reference of a partial response (issue 29, `?fields=`): the whole body above, each peer
+ * projected onto the names given (Google APIs' `fields`: only the listed fields, in the body's
+ * order, each once; `data_cap.<field>` keeps that field of `data_cap`, and a peer without a
+ * cap keeps `"data_cap": null`), the envelope whole. Written from the oracle's objects, not
+ * from the daemon's field set.
+ */
+export function referencePartialBody(
+  entries: readonly PeerEntry[],
+  filter: FilterStatus | null,
+  names: readonly string[],
+): Buffer {
+  const top = new Set(names.filter((name) => !name.includes('.')));
+  const within = new Set(
+    names.filter((name) => name.startsWith('data_cap.')).map((name) => name.slice(9)),
+  );
+  const peers = entries.map((entry) => {
+    const full = toPeerJson(entry) as Record<string, unknown>;
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(full)) {
+      if (top.has(key)) out[key] = value;
+      else if (key === 'data_cap' && within.size > 0) {
+        out[key] =
+          value === null
+            ? null
+            : Object.fromEntries(
+                Object.entries(value as Record<string, unknown>).filter(([k]) => within.has(k)),
+              );
+      }
+    }
+    return out;
+  });
+  return Buffer.from(JSON.stringify({ success: true, peers, total_count: entries.length, filter }));
+}

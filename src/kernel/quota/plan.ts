@@ -235,16 +235,7 @@ function planCaps(
   dual: boolean,
 ): void {
   const table = quotaTableName(ifname);
-  const mapId = ids.caps;
-  const { wanted: kept, throttles, doomed } = sortObjects(table, state.objects, live, repairs);
-  const restored = (live ?? []).filter((peer) => peer.lastSeen && !kept.has(peer.address));
-  for (const peer of restored) {
-    const throttle = peer.lastSeen!.throttleBytesPerSecond ?? null;
-    if (throttle !== null) throttles.set(peer.address, throttleTarget(peer, throttle));
-  }
-  addresses6Of(throttles, live, state.throttle ?? null, dual);
-  // A throttled cap's elements are in the throttle maps, never in caps or caps6.
-  const wanted = new Map([...kept].filter(([address]) => !throttles.has(address)));
+  const { wanted, throttles, doomed, restored } = capTargets(table, state, live, repairs, dual);
   const throttle =
     throttles.size > 0 || state.throttle
       ? planThrottle(
@@ -270,6 +261,56 @@ function planCaps(
       });
     }
   }
+  writeCapsElements(batch, table, ids.caps, stale, missing);
+  if (dual && live !== null) {
+    // caps6 follows the kept objects; its elements of doomed objects go before them too.
+    const present6 = ids.caps6 === undefined ? (state.elements6 ?? []) : [];
+    repairs.push(...planElements6(batch, table, wanted, live, present6, ids.caps6));
+  }
+  throttle?.removals(batch);
+  // After their elements: the kernel refuses to delete an object a map element refers to.
+  for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
+  repairs.push(...writeRestored(batch, table, restored, dual, ids.caps6));
+  throttle?.additions(batch);
+}
+
+/**
+ * planCaps's first step, pure but for the repairs of doomed objects: the objects sorted
+ * (sortObjects), the live peers whose object is lost and comes back from their last seen state,
+ * the throttled caps (a restored one's too, with a dual-stack peer's IPv6 address), and the caps
+ * map's wanted elements: address → object, a throttled cap's never (they are in the throttle maps).
+ */
+function capTargets(
+  table: string,
+  state: CapTableState,
+  live: readonly CapRef[] | null,
+  repairs: Repair[],
+  dual: boolean,
+): {
+  wanted: Map<string, string>;
+  throttles: Map<string, ThrottleTarget>;
+  doomed: string[];
+  restored: CapRef[];
+} {
+  const { wanted: kept, throttles, doomed } = sortObjects(table, state.objects, live, repairs);
+  const restored = (live ?? []).filter((peer) => peer.lastSeen && !kept.has(peer.address));
+  for (const peer of restored) {
+    const throttle = peer.lastSeen!.throttleBytesPerSecond ?? null;
+    if (throttle !== null) throttles.set(peer.address, throttleTarget(peer, throttle));
+  }
+  addresses6Of(throttles, live, state.throttle ?? null, dual);
+  const wanted = new Map([...kept].filter(([address]) => !throttles.has(address)));
+  return { wanted, throttles, doomed, restored };
+}
+
+/** The caps map's element changes: the stale ones out, then the missing ones in, in chunks. */
+function writeCapsElements(
+  batch: NftBatch,
+  table: string,
+  setId: number | undefined,
+  stale: ReadonlyArray<readonly [string, string | undefined]>,
+  missing: ReadonlyArray<readonly [string, string]>,
+): void {
   for (const chunk of chunks(stale)) {
     batch.deleteSetElements(
       { table, set: CAPS_MAP, elements: chunk.map(([a]) => ({ key: { value: ipv4ToBytes(a) } })) },
@@ -281,35 +322,39 @@ function planCaps(
       {
         table,
         set: CAPS_MAP,
-        setId: mapId,
+        setId,
         elements: chunk.map(([a, name]) => ({ key: { value: ipv4ToBytes(a) }, objref: name })),
       },
       `${chunk.length} element(s)`,
     );
   }
-  if (dual && live !== null) {
-    // caps6 follows the kept objects; its elements of doomed objects go before them too.
-    const present6 = ids.caps6 === undefined ? (state.elements6 ?? []) : [];
-    repairs.push(...planElements6(batch, table, wanted, live, present6, ids.caps6));
-  }
-  throttle?.removals(batch);
-  // After their elements: the kernel refuses to delete an object a map element refers to.
-  for (const name of doomed) batch.deleteObject(table, NFT_OBJECT_QUOTA, name, 'quota');
-  for (const peer of restored) {
+}
+
+/**
+ * The quota objects of live peers the kernel lost, made again from their last seen state (with
+ * a dual-stack peer's caps6 element unless the cap throttles); one repair each.
+ */
+function writeRestored(
+  batch: NftBatch,
+  table: string,
+  restored: readonly CapRef[],
+  dual: boolean,
+  caps6?: number,
+): Repair[] {
+  return restored.map((peer) => {
     const seen = peer.lastSeen!;
     const rate = seen.throttleBytesPerSecond ?? null;
     writeNewQuota(batch, table, peer, BigInt(seen.quotaBytes), BigInt(seen.usedBytes), {
       plan: seen.plan ?? null,
       throttleBytesPerSecond: rate,
     });
-    if (dual && rate === null) writeElementOf6(batch, table, peer, ids.caps6);
-    repairs.push({
+    if (dual && rate === null) writeElementOf6(batch, table, peer, caps6);
+    return {
       address: peer.address,
       found: `no quota object for ${peer.address}, which had a cap of ${seen.quotaBytes} bytes`,
       done: `restored it from the last seen state, ${seen.usedBytes} used`,
-    });
-  }
-  throttle?.additions(batch);
+    };
+  });
 }
 
 /**

@@ -292,6 +292,7 @@ export interface ThrottleTarget {
  * any quota object is deleted) and `additions` (limit objects, then elements; after every quota
  * object is made). `state` null: nothing of it exists yet. `replaced`: addresses whose quota
  * object this batch deletes and makes again, so its throttle_caps elements go and come back.
+ * The difference is computed (and the repairs reported) now, once; the steps only write it.
  */
 export function planThrottle(
   ifname: string,
@@ -302,9 +303,94 @@ export function planThrottle(
   options: { dual?: boolean; replaced?: readonly string[] } = {},
 ): { removals(batch: NftBatch): void; additions(batch: NftBatch): void } {
   const dual = options.dual ?? false;
-  const replaced = options.replaced ?? [];
+  const diff = diffThrottle(ifname, table, state, wanted, dual, options.replaced ?? []);
+  if (repairs && state) repairs.push(...throttleRepairs(wanted, diff.missing));
+  const target: ThrottleWrite = { ifname, table, state, dual, maps: throttleMaps(dual) };
+  return {
+    removals: (batch) => writeThrottleRemovals(batch, target, diff),
+    additions: (batch) => writeThrottleAdditions(batch, target, diff),
+  };
+}
+
+/** An element of a throttle map: its key (IPv4 or IPv6 address), the object it leads to. */
+type Element<Objref = string> = readonly [key: string, objref: Objref];
+
+/** The throttle part of a table: what was read against what is wanted, before any write. */
+interface ThrottleDiff {
+  /** The maps this batch makes anew (missing, or of another shape), by name. */
+  made: ReadonlySet<string>;
+  /** Per throttle chain: what it needs. */
+  actions: readonly ChainAction[];
+  /** Per map: elements that go (leading elsewhere than wanted, or to an object replaced). */
+  stale: ReadonlyArray<ReadonlyArray<Element<string | undefined>>>;
+  /** Per map: elements that come (missing, leading elsewhere, or to an object replaced). */
+  missing: ReadonlyArray<readonly Element[]>;
+  /** Limit objects that go: not wanted, or at another rate (a limit is not changed in place). */
+  doomedLimits: readonly string[];
+  /** Limit objects that come, with their rate in bytes per second. */
+  missingLimits: ReadonlyArray<readonly [name: string, rate: number]>;
+}
+
+/** Where a ThrottleDiff is written: the table, what was read of it, its maps. */
+interface ThrottleWrite {
+  ifname: string;
+  table: string;
+  state: ThrottleState | null;
+  dual: boolean;
+  maps: readonly MapSpec[];
+}
+
+/**
+ * planThrottle's first step, pure: the maps to make, each chain's need, the elements and limit
+ * objects that go and come. An element or limit that is right stays untouched.
+ */
+function diffThrottle(
+  ifname: string,
+  table: string,
+  state: ThrottleState | null,
+  wanted: ReadonlyMap<string, ThrottleTarget>,
+  dual: boolean,
+  replaced: readonly string[],
+): ThrottleDiff {
   const maps = throttleMaps(dual);
-  const made = new Set(
+  const made = mapsToMake(maps, state);
+  const present = maps.map((map, i) =>
+    made.has(map.name) ? new Map<string, string | undefined>() : targets(state?.elements[i] ?? []),
+  );
+  const rates = limitRates(table, state);
+  const desired = desiredThrottle(maps, wanted);
+  const renewedKeys = renewedKeysOf(replaced, wanted);
+  const doomedLimits = [...rates]
+    .filter(([name, rate]) => desired.limits.get(name) !== rate)
+    .map(([name]) => name);
+  const doomed = new Set(doomedLimits);
+  // A quota object replaced in this batch: its elements must go before it and come back after.
+  const renewed = (i: number, key: string): boolean =>
+    maps[i]!.role === 'quota' && renewedKeys.has(key);
+  const gone = (i: number, key: string, name: string | undefined): boolean =>
+    doomed.has(name ?? '') || renewed(i, key);
+  const actions = throttleChainSpecs(ifname).map((spec, i) =>
+    chainAction(ifname, spec, state?.chains[i] ?? null, state?.rules[i] ?? [], dual, made),
+  );
+  return {
+    made,
+    actions,
+    stale: present.map((elements, i) =>
+      [...elements].filter(
+        ([key, name]) => desired.elements[i]!.get(key) !== name || gone(i, key, name),
+      ),
+    ),
+    missing: desired.elements.map((elements, i) =>
+      [...elements].filter(([key, name]) => present[i]!.get(key) !== name || gone(i, key, name)),
+    ),
+    doomedLimits,
+    missingLimits: [...desired.limits].filter(([name]) => !rates.has(name) || doomed.has(name)),
+  };
+}
+
+/** The maps a batch makes anew: missing from `state`, or of another shape (not changeable). */
+function mapsToMake(maps: readonly MapSpec[], state: ThrottleState | null): Set<string> {
+  return new Set(
     maps
       .filter((map, i) => {
         const set = state?.sets[i] ?? null;
@@ -312,19 +398,29 @@ export function planThrottle(
       })
       .map((map) => map.name),
   );
-  const present = maps.map((map, i) =>
-    made.has(map.name) ? new Map<string, string | undefined>() : targets(state?.elements[i] ?? []),
-  );
+}
+
+/** The table's limit objects named as ours: name → rate (null when not a limit of ours). */
+function limitRates(table: string, state: ThrottleState | null): Map<string, number | null> {
   const rates = new Map<string, number | null>();
   for (const object of state?.limits ?? []) {
     if (object.table === table && object.name && addressOfLimit(object.name)) {
       rates.set(object.name, limitRate(object));
     }
   }
-  // Per map: key (IPv4 or IPv6 address) → the object its element must name.
-  const desired = maps.map(() => new Map<string, string>());
-  const limitsWanted = new Map<string, number>();
-  const renewedKeys = new Set<string>();
+  return rates;
+}
+
+/**
+ * What `wanted` asks of the maps and limits: per map, key (IPv4 or IPv6 address) → the object
+ * its element must name; and limit object name → rate.
+ */
+function desiredThrottle(
+  maps: readonly MapSpec[],
+  wanted: ReadonlyMap<string, ThrottleTarget>,
+): { elements: Array<Map<string, string>>; limits: Map<string, number> } {
+  const elements = maps.map(() => new Map<string, string>());
+  const limits = new Map<string, number>();
   for (const [address, target] of wanted) {
     const names: Record<Role, string> = {
       quota: target.quota,
@@ -333,115 +429,114 @@ export function planThrottle(
     };
     maps.forEach((map, i) => {
       const key = map.family === 4 ? address : target.address6;
-      if (key != null) desired[i]!.set(key, names[map.role]);
+      if (key != null) elements[i]!.set(key, names[map.role]);
     });
-    limitsWanted.set(names.up, target.bytesPerSecond);
-    limitsWanted.set(names.down, target.bytesPerSecond);
+    limits.set(names.up, target.bytesPerSecond);
+    limits.set(names.down, target.bytesPerSecond);
   }
+  return { elements, limits };
+}
+
+/** The keys (IPv4 and IPv6) of the addresses whose quota object the batch replaces. */
+function renewedKeysOf(
+  replaced: readonly string[],
+  wanted: ReadonlyMap<string, ThrottleTarget>,
+): Set<string> {
+  const keys = new Set<string>();
   for (const address of replaced) {
-    renewedKeys.add(address);
+    keys.add(address);
     const address6 = wanted.get(address)?.address6;
-    if (address6 != null) renewedKeys.add(address6);
+    if (address6 != null) keys.add(address6);
   }
-  const doomedLimits = [...rates].filter(([name, rate]) => limitsWanted.get(name) !== rate);
-  const doomedNames = new Set(doomedLimits.map(([name]) => name));
-  const missingLimits = [...limitsWanted].filter(
-    ([name]) => !rates.has(name) || doomedNames.has(name),
-  );
-  // A quota object replaced in this batch: its elements must go before it and come back after.
-  const renewed = (i: number, key: string): boolean =>
-    maps[i]!.role === 'quota' && renewedKeys.has(key);
-  // An element goes when it leads elsewhere than wanted, or to an object replaced.
-  const stale = present.map((elements, i) =>
-    [...elements].filter(
-      ([key, name]) =>
-        desired[i]!.get(key) !== name || doomedNames.has(name ?? '') || renewed(i, key),
-    ),
-  );
-  const missing = desired.map((elements, i) =>
-    [...elements].filter(
-      ([key, name]) => present[i]!.get(key) !== name || doomedNames.has(name) || renewed(i, key),
-    ),
-  );
-  if (repairs && state) {
-    for (const [address, target] of wanted) {
+  return keys;
+}
+
+/** One repair per wanted throttle with an element to put back, in the order of `wanted`. */
+function throttleRepairs(
+  wanted: ReadonlyMap<string, ThrottleTarget>,
+  missing: ThrottleDiff['missing'],
+): Repair[] {
+  return [...wanted]
+    .filter(([address, target]) => {
       const keys = [address, target.address6];
-      const lost = missing.some((list) => list.some(([key]) => keys.includes(key)));
-      if (!lost) continue;
-      repairs.push({
-        address,
-        found: `the throttle of ${address} (${target.bytesPerSecond} B/s over the cap) incomplete`,
-        done: 'put back its limits and map elements',
+      return missing.some((list) => list.some(([key]) => keys.includes(key)));
+    })
+    .map(([address, target]) => ({
+      address,
+      found: `the throttle of ${address} (${target.bytesPerSecond} B/s over the cap) incomplete`,
+      done: 'put back its limits and map elements',
+    }));
+}
+
+function keyBytes(map: MapSpec, key: string): Buffer {
+  return map.family === 4 ? ipv4ToBytes(key) : ipv6ToBytes(key);
+}
+
+/**
+ * The first step: rules that use a map before it (a chain on the wrong hook goes whole), maps
+ * made anew, chains and rules, then the stale elements and the doomed limits.
+ */
+function writeThrottleRemovals(batch: NftBatch, to: ThrottleWrite, diff: ThrottleDiff): void {
+  const { ifname, table, state, dual, maps } = to;
+  const specs = throttleChainSpecs(ifname);
+  specs.forEach((spec, i) => {
+    if (diff.actions[i] === 'chain' && state?.chains[i]) batch.deleteChain(table, spec.name);
+    if (diff.actions[i] === 'rule' && (state?.rules[i]?.length ?? 0) > 0) {
+      batch.deleteRules(table, spec.name);
+    }
+  });
+  maps.forEach((map, i) => {
+    if (!diff.made.has(map.name)) return;
+    if (state?.sets[i]) batch.deleteSet(table, map.name);
+    batch.newSet(mapAttributes(table, map));
+  });
+  specs.forEach((spec, i) => {
+    const action = diff.actions[i];
+    if (action === 'chain' || action === 'policy') writeChain(batch, table, spec);
+    if (action !== 'chain' && action !== 'rule') return;
+    for (const expressions of throttleRules(ifname, spec, dual, diff.made)) {
+      batch.newRule({
+        table,
+        chain: spec.name,
+        expressions,
+        userdata: commentUserdata(spec.comment),
       });
     }
+  });
+  maps.forEach((map, i) => {
+    const stale = diff.stale[i]!;
+    if (diff.made.has(map.name) || stale.length === 0) return;
+    batch.deleteSetElements(
+      {
+        table,
+        set: map.name,
+        elements: stale.map(([key]) => ({ key: { value: keyBytes(map, key) } })),
+      },
+      `${stale.length} element(s)`,
+    );
+  });
+  for (const name of diff.doomedLimits) batch.deleteObject(table, NFT_OBJECT_LIMIT, name, 'limit');
+}
+
+/** The second step: the limit objects, then the elements that lead to them. */
+function writeThrottleAdditions(batch: NftBatch, to: ThrottleWrite, diff: ThrottleDiff): void {
+  const { table, maps } = to;
+  for (const [name, rate] of diff.missingLimits) {
+    batch.newObject({ table, name, type: NFT_OBJECT_LIMIT, data: limitData(rate) }, 'limit');
   }
-  const keyOf = (i: number, key: string): Buffer =>
-    maps[i]!.family === 4 ? ipv4ToBytes(key) : ipv6ToBytes(key);
-  const specs = throttleChainSpecs(ifname);
-  return {
-    removals(batch) {
-      const actions = specs.map((spec, i) =>
-        chainAction(ifname, spec, state?.chains[i] ?? null, state?.rules[i] ?? [], dual, made),
-      );
-      // The rules that use a map go before it; a chain on the wrong hook goes whole.
-      specs.forEach((spec, i) => {
-        if (actions[i] === 'chain' && state?.chains[i]) batch.deleteChain(table, spec.name);
-        if (actions[i] === 'rule' && (state?.rules[i]?.length ?? 0) > 0) {
-          batch.deleteRules(table, spec.name);
-        }
-      });
-      maps.forEach((map, i) => {
-        if (!made.has(map.name)) return;
-        if (state?.sets[i]) batch.deleteSet(table, map.name);
-        batch.newSet(mapAttributes(table, map));
-      });
-      specs.forEach((spec, i) => {
-        const action = actions[i];
-        if (action === 'chain' || action === 'policy') writeChain(batch, table, spec);
-        if (action !== 'chain' && action !== 'rule') return;
-        for (const expressions of throttleRules(ifname, spec, dual, made)) {
-          batch.newRule({
-            table,
-            chain: spec.name,
-            expressions,
-            userdata: commentUserdata(spec.comment),
-          });
-        }
-      });
-      maps.forEach((map, i) => {
-        if (made.has(map.name) || stale[i]!.length === 0) return;
-        batch.deleteSetElements(
-          {
-            table,
-            set: map.name,
-            elements: stale[i]!.map(([key]) => ({ key: { value: keyOf(i, key) } })),
-          },
-          `${stale[i]!.length} element(s)`,
-        );
-      });
-      for (const [name] of doomedLimits) batch.deleteObject(table, NFT_OBJECT_LIMIT, name, 'limit');
-    },
-    additions(batch) {
-      for (const [name, rate] of missingLimits) {
-        batch.newObject({ table, name, type: NFT_OBJECT_LIMIT, data: limitData(rate) }, 'limit');
-      }
-      maps.forEach((map, i) => {
-        if (missing[i]!.length === 0) return;
-        batch.newSetElements(
-          {
-            table,
-            set: map.name,
-            setId: made.has(map.name) ? map.id : undefined,
-            elements: missing[i]!.map(([key, objref]) => ({
-              key: { value: keyOf(i, key) },
-              objref,
-            })),
-          },
-          `${missing[i]!.length} element(s)`,
-        );
-      });
-    },
-  };
+  maps.forEach((map, i) => {
+    const missing = diff.missing[i]!;
+    if (missing.length === 0) return;
+    batch.newSetElements(
+      {
+        table,
+        set: map.name,
+        setId: diff.made.has(map.name) ? map.id : undefined,
+        elements: missing.map(([key, objref]) => ({ key: { value: keyBytes(map, key) }, objref })),
+      },
+      `${missing.length} element(s)`,
+    );
+  });
 }
 
 type ChainAction = 'keep' | 'policy' | 'rule' | 'chain';

@@ -1,7 +1,7 @@
 /**
  * WireGuard over generic netlink: read a device (WG_CMD_GET_DEVICE, a dump that a large device
- * spreads over many messages), configure it and add or remove peers (WG_CMD_SET_DEVICE, split
- * into several messages when large).
+ * spreads over many messages), read its private key alone (an interface being adopted), configure
+ * it and add or remove peers (WG_CMD_SET_DEVICE, split into several messages when large).
  */
 import {
   GENL_ID_CTRL,
@@ -24,6 +24,7 @@ import {
 } from '../errors';
 import { AF_INET, AF_INET6 } from '../rtnetlink';
 import { DumpMemo, decodeDeviceDump } from './dump';
+import { takeDevicePrivateKey } from './private-key';
 import type { DeviceConfig, IpPrefix, PeerConfig, WireGuardApi, WireGuardDevice } from '../types';
 import {
   WGPEER_F_REMOVE_ME,
@@ -109,7 +110,8 @@ export class WireGuard implements WireGuardApi {
     this.genl = new GenericNetlink(new NetlinkSocket(open(NETLINK_GENERIC)));
   }
 
-  async getDevice(name: string): Promise<WireGuardDevice> {
+  /** The WG_CMD_GET_DEVICE dump of one device, as the kernel's replies' attributes. */
+  private async dumpDevice(name: string) {
     const replies = await this.call(
       name,
       WG_CMD_GET_DEVICE,
@@ -117,16 +119,25 @@ export class WireGuard implements WireGuardApi {
       `WG_CMD_GET_DEVICE ${name}`,
       true,
     );
+    return replies.map((reply) => reply.attributes);
+  }
+
+  async getDevice(name: string): Promise<WireGuardDevice> {
+    const replies = await this.dumpDevice(name);
     let memo = this.memos.get(name);
     if (memo === undefined) {
       memo = new DumpMemo();
       this.memos.set(name, memo);
     }
-    return decodeDeviceDump(
-      name,
-      replies.map((reply) => reply.attributes),
-      memo,
-    );
+    return decodeDeviceDump(name, replies, memo);
+  }
+
+  /**
+   * WG_CMD_GET_DEVICE again, read for WGDEVICE_A_PRIVATE_KEY alone (./private-key.ts): the key's
+   * bytes in the received messages are zeroed once copied; the caller zeroes the copy.
+   */
+  async readPrivateKey(name: string): Promise<Buffer | null> {
+    return takeDevicePrivateKey(await this.dumpDevice(name));
   }
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {

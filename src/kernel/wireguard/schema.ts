@@ -241,8 +241,9 @@ export const peerAttributes = schema({
 
 /**
  * The device as read. WGDEVICE_A_PRIVATE_KEY is deliberately absent: the decoder skips
- * attributes it does not know, so the device's private key is never held in a JS object.
- * (Peers' preshared keys are likewise left out.)
+ * attributes it does not know, so the device's private key is never held in a JS object; only
+ * ./private-key.ts reads it, for an interface being adopted. (Peers' preshared keys are likewise
+ * left out.)
  */
 export const deviceReadAttributes = schema({
   ifindex: { type: WGDEVICE_A_IFINDEX, codec: u32 },

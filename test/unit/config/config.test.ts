@@ -68,6 +68,9 @@ describe('config: defaults of DESIGN §4', () => {
       maxConnections: 512,
       eventHistory: 10000,
       webhooksFile: null,
+      maxEventStreams: 64,
+      eventStreamStallS: 60,
+      webhookRetryForMs: 36 * 3_600_000,
       tls: null, // the TLS files are read for real in tls-options.test.ts
       stateDir: null,
       usageSaveIntervalS: 10,
@@ -102,6 +105,11 @@ describe('config: flags and environment', () => {
         '--event-history',
         '500',
         '--webhooks-file=/etc/wg-peerd/webhooks',
+        '--max-event-streams',
+        '99',
+        '--event-stream-stall=5',
+        '--webhook-retry-for',
+        '1d12h',
         '--state-dir',
         '/var/lib/wg-peerd',
         '--usage-save-interval=30',
@@ -128,6 +136,9 @@ describe('config: flags and environment', () => {
       maxConnections: 100,
       eventHistory: 500,
       webhooksFile: '/etc/wg-peerd/webhooks',
+      maxEventStreams: 99,
+      eventStreamStallS: 5,
+      webhookRetryForMs: 36 * 3_600_000,
       tls: null, // the TLS files are read for real in tls-options.test.ts
       stateDir: '/var/lib/wg-peerd',
       usageSaveIntervalS: 30,
@@ -151,6 +162,9 @@ describe('config: flags and environment', () => {
       WG_PEERD_MAX_CONNECTIONS: '64',
       WG_PEERD_EVENT_HISTORY: '20',
       WG_PEERD_WEBHOOKS_FILE: '/w',
+      WG_PEERD_MAX_EVENT_STREAMS: '63',
+      WG_PEERD_EVENT_STREAM_STALL: '3600',
+      WG_PEERD_WEBHOOK_RETRY_FOR: '90m',
       WG_PEERD_STATE_DIR: '/srv/state',
       WG_PEERD_USAGE_SAVE_INTERVAL: '3600',
     });
@@ -173,6 +187,9 @@ describe('config: flags and environment', () => {
       maxConnections: 64,
       eventHistory: 20,
       webhooksFile: '/w',
+      maxEventStreams: 63,
+      eventStreamStallS: 3600,
+      webhookRetryForMs: 90 * 60_000,
       tls: null, // the TLS files are read for real in tls-options.test.ts
       stateDir: '/srv/state',
       usageSaveIntervalS: 3600,
@@ -251,6 +268,9 @@ describe('config: flags and environment', () => {
       ['--metrics-per-peer BOOL', 'WG_PEERD_METRICS_PER_PEER', 'true'],
       ['--event-history N', 'WG_PEERD_EVENT_HISTORY', '10000'],
       ['--webhooks-file PATH', 'WG_PEERD_WEBHOOKS_FILE', 'none'],
+      ['--max-event-streams N', 'WG_PEERD_MAX_EVENT_STREAMS', '64'],
+      ['--event-stream-stall S', 'WG_PEERD_EVENT_STREAM_STALL', '60'],
+      ['--webhook-retry-for DURATION', 'WG_PEERD_WEBHOOK_RETRY_FOR', '36h'],
     ];
     // One block per option: the flag on its own line, then its indented lines.
     const blocks = text.split(/\n(?= {2}--)/);
@@ -342,6 +362,105 @@ describe('config: --max-connections (issue 10)', () => {
         .and.contain('1 to 65535');
     }
     expect(failure([], { WG_PEERD_MAX_CONNECTIONS: 'x' })).to.contain('WG_PEERD_MAX_CONNECTIONS');
+  });
+});
+
+// Issue 30: streams are bounded below the connections, so a full set leaves the API room.
+describe('config: --max-event-streams and --event-stream-stall (issue 30)', () => {
+  it('keeps 64 streams by default, fewer when --max-connections leaves less room', () => {
+    expect(parse([]).maxEventStreams).to.equal(64);
+    expect(parse(['--max-connections', '20']).maxEventStreams).to.equal(19);
+    expect(parse(['--max-connections', '1']).maxEventStreams).to.equal(0);
+  });
+
+  it('refuses a number of streams not below --max-connections, naming both as given', () => {
+    expect(failure(['--max-event-streams', '512'])).to.equal(
+      '--max-event-streams (512) must be below --max-connections (512): event streams may not ' +
+        'take every connection from the API; lower the one or raise the other',
+    );
+    expect(failure(['--max-connections=100'], { WG_PEERD_MAX_EVENT_STREAMS: '100' })).to.match(
+      /^WG_PEERD_MAX_EVENT_STREAMS \(100\) must be below --max-connections \(100\)/,
+    );
+    expect(parse(['--max-event-streams', '0', '--max-connections', '1']).maxEventStreams).to.equal(
+      0,
+    );
+  });
+
+  it('takes whole seconds from 1 to 3600 for the stall bound, and nothing else', () => {
+    expect(parse(['--event-stream-stall', '1']).eventStreamStallS).to.equal(1);
+    for (const bad of ['0', '3601', '1.5', '60s']) {
+      expect(failure(['--event-stream-stall', bad])).to.contain(
+        '--event-stream-stall must be a whole number of seconds from 1 to 3600',
+      );
+    }
+  });
+});
+
+// DESIGN §4: --webhook-retry-for DURATION, 36h by default (about the Standard Webhooks schedule).
+describe('config: --webhook-retry-for (issue 30)', () => {
+  it('takes durations in d, h, m and s, largest unit first', () => {
+    const ms = (text: string) => parse(['--webhook-retry-for', text]).webhookRetryForMs;
+    expect(ms('36h')).to.equal(129_600_000);
+    expect(ms('1d12h')).to.equal(129_600_000);
+    expect(ms('90m')).to.equal(5_400_000);
+    expect(ms('1m')).to.equal(60_000);
+    expect(ms('30d')).to.equal(30 * 86_400_000);
+    expect(ms('2h30m15s')).to.equal(9_015_000);
+  });
+
+  it('refuses a bare number, a unit out of order, and anything under 1m or over 30d', () => {
+    for (const bad of ['36', 'h', '12h1d', '59s', '31d', '1.5h', '-1h', '36 h']) {
+      expect(failure([], { WG_PEERD_WEBHOOK_RETRY_FOR: bad })).to.equal(
+        `WG_PEERD_WEBHOOK_RETRY_FOR must be a duration from 1m to 30d in d, h, m and s (like 36h or 1d12h), not "${bad}"`,
+      );
+    }
+  });
+});
+
+// DESIGN §4: a WG_PEERD_* variable that is no setting stops the start (issue 30: a mistyped
+// WG_PEERD_TOKEN_FILE used to leave the daemon unauthenticated without a word).
+describe('config: unknown WG_PEERD_* variables (issue 30)', () => {
+  it('refuses WG_PEERD_TOKEN_FILE, naming WG_PEERD_TOKEN and what it holds', () => {
+    expect(failure([], { WG_PEERD_TOKEN_FILE: '/etc/wg-peerd/admin.tokens' })).to.equal(
+      'unknown environment variable WG_PEERD_TOKEN_FILE (wg-peerd --help lists them): did you ' +
+        'mean WG_PEERD_TOKEN? It holds the token itself; a path goes as --token-file PATH',
+    );
+  });
+
+  it('names the known variable nearest to a typo', () => {
+    const cases: Array<[string, string]> = [
+      ['WG_PEERD_LISTN', 'WG_PEERD_LISTEN'],
+      ['WG_PEERD_INTERFAEC', 'WG_PEERD_INTERFACE'],
+      ['WG_PEERD_STATEDIR', 'WG_PEERD_STATE_DIR'],
+      ['WG_PEERD_MAX_EVENT_STREAM', 'WG_PEERD_MAX_EVENT_STREAMS'],
+      ['WG_PEERD_WEBHOOK_FILE', 'WG_PEERD_WEBHOOKS_FILE'],
+      ['WG_PEERD_READ_TOKEN_FILE', 'WG_PEERD_READ_TOKEN'],
+    ];
+    for (const [typo, known] of cases) {
+      expect(failure([], { [typo]: 'x' }), typo).to.match(
+        new RegExp(`^unknown environment variable ${typo} .*did you mean ${known}\\?`),
+      );
+    }
+  });
+
+  it('refuses it even when every flag is given on the command line', () => {
+    expect(failure(['--interface', 'wg1'], { WG_PEERD_INTERFACES: 'wg2' })).to.contain(
+      'did you mean WG_PEERD_INTERFACE?',
+    );
+  });
+
+  it("ignores an empty one (it counts as unset), other programs' variables, and the names the project's own files set around the daemon", () => {
+    const config = parse([], {
+      WG_PEERD_TOKEN_FILE: '',
+      WG_PEERD: 'x',
+      WGPEERD_TOKEN: 'x',
+      WG_PEERD_ARGS: '--log-level debug',
+      WG_PEERD_VM: '1',
+      WG_PEERD_VM_MEM: '2048',
+      WG_PEERD_TEST_KERNEL: '6.12',
+      WG_PEERD_PREFIX: '/opt/x',
+    });
+    expect(config.tokens).to.deep.equal(NO_TOKENS);
   });
 });
 

@@ -79,6 +79,18 @@ describe('wg-peerd process: configuration errors', function () {
       /short\.tokens line 1 holds a token of 7 characters; tokens need at least 16/,
     ],
     ['a short WG_PEERD_TOKEN', [], { WG_PEERD_TOKEN: 'hunter2' }, /at least 16/],
+    [
+      'an unknown WG_PEERD_ variable (issue 30)',
+      [],
+      { WG_PEERD_TOKEN_FILE: '/etc/wg-peerd/hunter2' },
+      /unknown environment variable WG_PEERD_TOKEN_FILE .*did you mean WG_PEERD_TOKEN\?/,
+    ],
+    [
+      '--max-event-streams not below --max-connections (issue 30)',
+      ['--max-connections', '10', '--max-event-streams', '10'],
+      {},
+      /--max-event-streams \(10\) must be below --max-connections \(10\)/,
+    ],
     ['a bad log level', [], { WG_PEERD_LOG_LEVEL: 'loud' }, /WG_PEERD_LOG_LEVEL must be one of/],
     ['a bad listen port', ['--listen-port', '0'], {}, /port number/],
     ['a bad address', [], { WG_PEERD_ADDRESS: '10.8.0.0/24' }, /network address/],

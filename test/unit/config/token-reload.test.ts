@@ -212,9 +212,16 @@ describe('webhooks file (start and SIGHUP)', () => {
 
   it('says nothing of tokens on a SIGHUP when the webhooks file is what there is to re-read', async () => {
     const { log, started } = await startWithWebhooks();
+    // The start warns once that there is no token (issue 30); the SIGHUP adds no warning.
+    const atStart = log.lines().length;
     expect(started.reloadTokens()).to.equal(false);
     expect(started.reloadWebhooks()).to.equal(true);
-    expect(log.lines().filter((l) => l.level === 40)).to.deep.equal([]);
+    expect(
+      log
+        .lines()
+        .slice(atStart)
+        .filter((l) => l.level === 40),
+    ).to.deep.equal([]);
   });
 
   it('warns on a SIGHUP that finds nothing at all to re-read', async () => {

@@ -14,7 +14,9 @@ const KEY = Buffer.alloc(32, 7).toString('base64');
 describe('events: the hub (ids, history, resume, reset)', () => {
   it('gives ids <run>.<seq> that increase in the order events are published', () => {
     const { h } = hub();
-    const ids = [1, 2, 3].map(() => h.publish({ type: 'interface.lost' }).id);
+    const ids = [1, 2, 3].map(
+      () => h.publish({ type: 'interface.lost', details: { reason: 'gone' } }).id,
+    );
     expect(ids).to.deep.equal(['runa.1', 'runa.2', 'runa.3']);
     expect(h.lastId).to.equal('runa.3');
   });
@@ -25,7 +27,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
       type: 'peer.limit_changed',
       publicKey: KEY,
       ipAddress: '10.8.0.2',
-      details: { origin: 'api', bytes_per_second: 1000 },
+      details: { origin: 'api', bytesPerSecond: 1000 },
     });
     expect(JSON.parse(e.json)).to.deep.equal({
       type: 'peer.limit_changed',
@@ -49,6 +51,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
       at: T0 - 5000,
       publicKey: KEY,
       ipAddress: null,
+      details: { lastHandshake: null },
     });
     expect(JSON.parse(e.json).at).to.equal('2026-03-01T11:59:55.000Z');
     expect(JSON.parse(e.json).ip_address).to.equal(null);
@@ -64,10 +67,10 @@ describe('events: the hub (ids, history, resume, reset)', () => {
     const { h } = hub();
     const seen: string[] = [];
     const stop = h.subscribe((e) => seen.push(e.id));
-    h.publish({ type: 'interface.lost' });
+    h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     h.publish({ type: 'interface.restored' });
     stop();
-    h.publish({ type: 'interface.lost' });
+    h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(seen).to.deep.equal(['runa.1', 'runa.2']);
   });
 
@@ -83,7 +86,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
       throw new Error('broken');
     });
     h.subscribe((e) => seen.push(e.seq));
-    h.publish({ type: 'interface.lost' });
+    h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(seen).to.deep.equal([1]);
     expect(errors).to.have.length(1);
   });
@@ -103,14 +106,16 @@ describe('events: the hub (ids, history, resume, reset)', () => {
   describe('resume with Last-Event-ID', () => {
     it('without an id: live events only', () => {
       const { h } = hub();
-      h.publish({ type: 'interface.lost' });
+      h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
       expect(h.resume(undefined)).to.deep.equal({ kind: 'live' });
       expect(h.resume('')).to.deep.equal({ kind: 'live' });
     });
 
     it('replays every event after the id, in order, while the history holds them', () => {
       const { h } = hub(5);
-      const events = [1, 2, 3, 4].map(() => h.publish({ type: 'interface.lost' }));
+      const events = [1, 2, 3, 4].map(() =>
+        h.publish({ type: 'interface.lost', details: { reason: 'gone' } }),
+      );
       const resumed = h.resume('runa.1');
       expect(resumed.kind).to.equal('replay');
       expect(resumed.kind === 'replay' && resumed.events).to.deep.equal(events.slice(1));
@@ -121,7 +126,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
     it('replays from the start of the run for <run>.0 (connected before the first event)', () => {
       const { h } = hub(5);
       const id0 = h.lastId;
-      h.publish({ type: 'interface.lost' });
+      h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
       const resumed = h.resume(id0);
       expect(resumed.kind === 'replay' && resumed.events.map((e) => e.id)).to.deep.equal([
         'runa.1',
@@ -130,20 +135,21 @@ describe('events: the hub (ids, history, resume, reset)', () => {
 
     it('keeps only the last historySize events: the oldest id still resumable is the one just before them', () => {
       const { h } = hub(3);
-      for (let i = 0; i < 10; i++) h.publish({ type: 'interface.lost' });
+      for (let i = 0; i < 10; i++)
+        h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
       // History: 8, 9, 10. After 7 → 8, 9, 10 all there.
       const ok = h.resume('runa.7');
       expect(ok.kind === 'replay' && ok.events.map((e) => e.seq)).to.deep.equal([8, 9, 10]);
       const lost = h.resume('runa.6');
       expect(lost.kind).to.equal('reset');
       expect(lost.kind === 'reset' && lost.reason).to.match(
-        /no longer in the history \(it keeps 3\)/,
+        /no longer in the history \(it keeps 3 events, at most \d+ bytes\)/,
       );
     });
 
     it('an id of another daemon run, one not issued yet, or not an id at all gets a reset', () => {
       const { h } = hub();
-      h.publish({ type: 'interface.lost' });
+      h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
       for (const id of ['runb.1', 'runa.2', 'garbage', 'runa.-1', 'runa.1.2']) {
         expect(h.resume(id).kind, id).to.equal('reset');
       }
@@ -151,7 +157,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
 
     it('the reset frame carries the last id, so a client that re-listed resumes after it', () => {
       const { h } = hub();
-      h.publish({ type: 'interface.lost' });
+      h.publish({ type: 'interface.lost', details: { reason: 'gone' } });
       h.publish({ type: 'interface.restored' });
       const frame = h.resetFrame('why').toString();
       expect(frame).to.match(/^id: runa\.2\nevent: reset\ndata: \{.*\}\n\n$/);
@@ -170,7 +176,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
     const b = new EventHub({ interfaceName: 'wg0', historySize: 2 });
     expect(a.run).to.match(/^[a-z0-9]+$/);
     expect(a.run).to.not.equal(b.run);
-    a.publish({ type: 'interface.lost' });
+    a.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(b.resume(`${a.run}.1`).kind).to.equal('reset');
   });
 

@@ -1,7 +1,13 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import sinon from 'sinon';
-import { EventHub, EventStreams, type EventType } from '../../../src/events';
+import {
+  EventHub,
+  EventStreams,
+  EventStreamsFullError,
+  SLICE_BYTES,
+  type EventType,
+} from '../../../src/events';
 
 /** A socket-like sink: takes writes until `stall()`, then holds them unread (a slow reader). */
 class Sink extends Writable {
@@ -22,6 +28,11 @@ class Sink extends Writable {
   stall(): void {
     this.stalled = true;
   }
+  /** The reader takes everything held, and what comes next. */
+  resume(): void {
+    this.stalled = false;
+    for (const callback of this.held.splice(0)) callback();
+  }
   text(): string {
     return Buffer.concat(this.chunks).toString();
   }
@@ -33,24 +44,54 @@ class Sink extends Writable {
   }
 }
 
-function setup(options: { maxBufferedBytes?: number; historySize?: number } = {}) {
+function setup(
+  options: {
+    maxBufferedBytes?: number;
+    historySize?: number;
+    maxHistoryBytes?: number;
+    maxStreams?: number;
+    stallMs?: number;
+  } = {},
+) {
   const hub = new EventHub({
     interfaceName: 'wg0',
     historySize: options.historySize ?? 100,
+    maxHistoryBytes: options.maxHistoryBytes,
     run: 'r',
   });
   const warnings: Array<Record<string, unknown>> = [];
   let open = 0;
   let slow = 0;
+  let stalled = 0;
+  let refused = 0;
   const streams = new EventStreams(hub, {
     maxBufferedBytes: options.maxBufferedBytes,
+    maxStreams: options.maxStreams,
+    stallMs: options.stallMs,
     logger: { warn: (object) => warnings.push(object) },
-    observer: { open: (n) => (open = n), slowReaderClosed: () => (slow += 1) },
+    observer: {
+      open: (n) => (open = n),
+      slowReaderClosed: () => (slow += 1),
+      stalledClosed: () => (stalled += 1),
+      refused: () => (refused += 1),
+    },
   });
-  return { hub, streams, warnings, open: () => open, slow: () => slow };
+  return {
+    hub,
+    streams,
+    warnings,
+    open: () => open,
+    slow: () => slow,
+    stalled: () => stalled,
+    refused: () => refused,
+  };
 }
 
-const publish = (hub: EventHub, type: EventType = 'interface.lost') => hub.publish({ type });
+/** Lets the sinks' callbacks and 'drain' events run (they are queued, not synchronous). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+const publish = (hub: EventHub, type: 'interface.lost' | 'interface.restored' = 'interface.lost') =>
+  hub.publish(type === 'interface.lost' ? { type, details: { reason: 'gone' } } : { type });
 
 describe('events: the streams (filtering, one serialization, keep-alive, slow readers)', () => {
   let clock: sinon.SinonFakeTimers;
@@ -153,16 +194,130 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(fast.ids()).to.have.length(published + 1);
   });
 
-  it('a replay larger than the bound is sent whole (the client asked for it), then the bound holds again', () => {
-    const { hub, streams, slow } = setup({ maxBufferedBytes: 1024, historySize: 1000 });
+  // Issue 30: a replay used to be exempt from the bound (+84 MB for 100 raw sockets that never read).
+  it('replays in slices under the same bound: a reader that takes nothing holds at most the bound', () => {
+    const { hub, streams, slow } = setup({ maxBufferedBytes: 4096, historySize: 1000 });
     for (let i = 0; i < 200; i++) publish(hub);
     const sink = new Sink();
     sink.stall();
     streams.open(sink, { types: null, lastEventId: 'r.0' });
-    expect(sink.ids()).to.have.length(200);
+    // It stops where the sink says it is full (its highWaterMark, 1024), within the bound.
+    expect(sink.writableLength).to.be.at.least(1024).and.at.most(4096);
+    expect(sink.ids().length).to.be.below(200);
+    // Events published meanwhile wait in the history: a replaying stream is never closed for them.
+    for (let i = 0; i < 50; i++) publish(hub);
+    expect(sink.writableLength).to.be.at.most(4096);
     expect(sink.destroyed).to.equal(false);
-    while (!sink.destroyed) publish(hub);
+    expect(slow()).to.equal(0);
+  });
+
+  it('sends the next slice on drain, in order, then the events published meanwhile, then live ones, none twice', async () => {
+    const { hub, streams } = setup({ maxBufferedBytes: 2048, historySize: 1000 });
+    for (let i = 0; i < 100; i++) publish(hub);
+    const sink = new Sink();
+    sink.stall();
+    streams.open(sink, { types: null, lastEventId: 'r.10' });
+    for (let i = 0; i < 20; i++) publish(hub);
+    sink.resume();
+    for (let round = 0; round < 200 && sink.ids().length < 110; round++) await settle();
+    publish(hub);
+    const expected = Array.from({ length: 111 }, (_, i) => `r.${i + 11}`);
+    expect(sink.ids()).to.deep.equal(expected);
+  });
+
+  it('lets other work run between slices of a replay, even to a reader that takes everything at once', async () => {
+    const { hub, streams } = setup({ historySize: 2000 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const bytes = () => sink.chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+    // The retry hint and one slice, not the 2000 events (about 170 KB) in one go.
+    expect(bytes()).to.be.at.most(SLICE_BYTES + 100);
+    // An API request's turn comes while the replay is still under way.
+    const midway = await new Promise<number>((resolve) =>
+      setImmediate(() => resolve(sink.ids().length)),
+    );
+    expect(midway).to.be.above(0).and.below(2000);
+    for (let round = 0; round < 1000 && sink.ids().length < 2000; round++) await settle();
+    expect(sink.ids()).to.deep.equal(Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`));
+  });
+
+  it('a replaying reader the history runs away from is closed as a slow reader at its next slice, logged and counted', async () => {
+    const { hub, streams, slow, warnings } = setup({ maxBufferedBytes: 2048, historySize: 50 });
+    for (let i = 0; i < 50; i++) publish(hub);
+    const sink = new Sink();
+    sink.stall();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
+    // 50 more events push what it still owes out of the history; it has nothing more of it yet.
+    for (let i = 0; i < 50; i++) publish(hub);
+    expect(sink.destroyed).to.equal(false);
+    sink.resume();
+    await settle();
+    expect(sink.destroyed).to.equal(true);
     expect(slow()).to.equal(1);
+    expect(warnings[0]).to.include({ event: 'event_stream_slow_reader' });
+    expect(warnings).to.have.length(1);
+  });
+
+  it('a resume older than the history byte bound is one reset, whatever --event-history says', () => {
+    const { hub, streams } = setup({ historySize: 1000, maxHistoryBytes: 2000 });
+    for (let i = 0; i < 100; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: null, lastEventId: 'r.1' });
+    expect(sink.events()).to.deep.equal(['reset']);
+    expect(sink.text()).to.match(
+      /no longer in the history \(it keeps 1000 events, at most 2000 bytes\)/,
+    );
+  });
+
+  it('opens at most maxStreams streams: one more is refused and counted, room comes back on close', async () => {
+    const { streams, refused } = setup({ maxStreams: 2 });
+    const sinks = [new Sink(), new Sink()];
+    for (const sink of sinks) streams.open(sink, { types: null });
+    expect(streams.full).to.equal(true);
+    expect(() => streams.open(new Sink(), { types: null })).to.throw(
+      EventStreamsFullError,
+      '2 event streams are open, the most --max-event-streams allows',
+    );
+    expect(refused()).to.equal(1);
+    sinks[0]!.destroy();
+    await settle();
+    expect(streams.full).to.equal(false);
+    streams.open(new Sink(), { types: null });
+    expect(streams.size).to.equal(2);
+  });
+
+  it('with maxStreams 0 (--max-connections 1) refuses every stream, saying they are off', () => {
+    const { streams } = setup({ maxStreams: 0 });
+    expect(streams.full).to.equal(true);
+    expect(() => streams.open(new Sink(), { types: null })).to.throw(
+      EventStreamsFullError,
+      'Event streams are off on this daemon (--max-event-streams 0)',
+    );
+  });
+
+  it('closes a stream whose reader left bytes untaken for the stall bound, logs and counts it', () => {
+    const { hub, streams, stalled, open, warnings } = setup({
+      stallMs: 60_000,
+      maxBufferedBytes: 1 << 20,
+    });
+    const stuck = new Sink();
+    const reading = new Sink();
+    streams.open(stuck, { types: null });
+    streams.open(reading, { types: null });
+    stuck.stall();
+    // Enough to pass the sink's own buffer: what it holds is not taken.
+    for (let i = 0; i < 20; i++) publish(hub);
+    expect(stuck.writableLength).to.be.above(0);
+    clock.tick(59_000);
+    expect(stuck.destroyed).to.equal(false);
+    clock.tick(6_000);
+    expect(stuck.destroyed).to.equal(true);
+    expect(reading.destroyed).to.equal(false);
+    expect(stalled()).to.equal(1);
+    expect(open()).to.equal(1);
+    expect(warnings).to.have.length(1);
+    expect(warnings[0]).to.include({ event: 'event_stream_stalled', stallMs: 60_000 });
   });
 
   it('closeAll ends every stream (shutdown)', () => {

@@ -101,7 +101,7 @@ describe('events: the kernel watcher (connect, disconnect, behind-the-back chang
         publicKey: key(2),
         ipAddress: '10.8.0.2',
         details: {
-          last_handshake: new Date(handshake).toISOString(),
+          lastHandshake: new Date(handshake).toISOString(),
           endpoint: '198.51.100.2:51820',
         },
       },
@@ -121,7 +121,7 @@ describe('events: the kernel watcher (connect, disconnect, behind-the-back chang
     expect(w.types()).to.deep.equal(['peer.disconnected']);
     expect(w.events[0]!.at).to.equal(handshake + ALIVE_THRESHOLD_MS);
     expect(w.events[0]!.details).to.deep.equal({
-      last_handshake: new Date(handshake).toISOString(),
+      lastHandshake: new Date(handshake).toISOString(),
     });
   });
 

@@ -5,7 +5,9 @@ import {
   DEFAULT_DELIVERY_POLICY,
   EventHub,
   Webhooks,
+  MAX_RESPONSE_BYTES,
   WebhooksFileError,
+  fetchSend,
   loadWebhooksFile,
   parseWebhooksText,
   retryDelayMs,
@@ -87,7 +89,12 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('POSTs each event signed so that the standardwebhooks library verifies it; webhook-id is the event id', async () => {
     const w = setup();
     w.webhooks.setTargets([w.target('http://a.example/hook')]);
-    const event = w.hub.publish({ type: 'peer.created', publicKey: 'k', ipAddress: '10.8.0.2' });
+    const event = w.hub.publish({
+      type: 'peer.created',
+      publicKey: 'k',
+      ipAddress: '10.8.0.2',
+      details: { origin: 'api' },
+    });
     await clock.tickAsync(0);
     expect(w.received).to.have.length(1);
     const [got] = w.received;
@@ -104,17 +111,17 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('sends a target only the types it asked for', async () => {
     const w = setup();
     w.webhooks.setTargets([w.target('http://a.example/', ['interface.restored'])]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     w.hub.publish({ type: 'interface.restored' });
     await clock.tickAsync(0);
     expect(w.received.map((r) => JSON.parse(r.body).type)).to.deep.equal(['interface.restored']);
   });
 
   it('retries a failed delivery with the same id: first retry after 5 s (within 30 s), then doubling', async () => {
-    const w = setup();
+    const w = setup({ jitter: 0 });
     w.answers.set('http://a.example/', [500, 'refuse', 503, 200]);
     w.webhooks.setTargets([w.target('http://a.example/')]);
-    const event = w.hub.publish({ type: 'interface.lost' });
+    const event = w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(60_000);
     expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal([
       event.id,
@@ -132,13 +139,48 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     expect(w.depths.get('http://a.example/')).to.equal(0);
   });
 
-  it('the default schedule: first retry within 30 s, exponential, no delay over 10 min, given up within an hour', () => {
+  // DESIGN §3/§4, issue 30: the first retry within 30 s, exponential backoff with jitter, for 36 h.
+  it('the default schedule: first retry within 30 s, doubling up to an hour, less up to half at random, for 36 h', () => {
     const p = DEFAULT_DELIVERY_POLICY;
-    expect(retryDelayMs(p, 1)).to.be.at.most(30_000);
-    const delays = Array.from({ length: 12 }, (_, i) => retryDelayMs(p, i + 1));
-    expect(delays.slice(0, 5)).to.deep.equal([5_000, 10_000, 20_000, 40_000, 80_000]);
-    expect(Math.max(...delays)).to.equal(600_000);
-    expect(p.giveUpAfterMs).to.equal(3_600_000);
+    const at = (r: number) => (retry: number) => retryDelayMs(p, retry, () => r);
+    // random() → 0: the backoff itself; random() → 1 (its supremum): half of it.
+    const longest = Array.from({ length: 14 }, (_, i) => at(0)(i + 1));
+    expect(longest.slice(0, 5)).to.deep.equal([5_000, 10_000, 20_000, 40_000, 80_000]);
+    expect(Math.max(...longest)).to.equal(3_600_000);
+    const shortest = Array.from({ length: 14 }, (_, i) => at(1)(i + 1));
+    expect(shortest.slice(0, 3)).to.deep.equal([2_500, 5_000, 10_000]);
+    expect(Math.max(...shortest)).to.equal(1_800_000);
+    for (let i = 0; i < 100; i++) expect(retryDelayMs(p, 1)).to.be.within(2_500, 5_000);
+    expect(p.giveUpAfterMs).to.equal(36 * 3_600_000);
+  });
+
+  it('spreads the retries of many events at random (jitter), each within its bounds', async () => {
+    const w = setup({ concurrency: 100 });
+    w.answers.set('http://a.example/', [...Array(20).fill(503)]);
+    w.webhooks.setTargets([w.target('http://a.example/')]);
+    for (let i = 0; i < 20; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
+    await clock.tickAsync(5_000);
+    const retries = w.received.slice(20).map((r) => r.at - T0);
+    expect(retries).to.have.length(20);
+    for (const at of retries) expect(at).to.be.within(2_500, 5_000);
+    expect(new Set(retries).size).to.be.above(10);
+  });
+
+  it('keeps retrying for --webhook-retry-for (giveUpAfterMs) and then gives up, logged and counted', async () => {
+    const w = setup({ jitter: 0, giveUpAfterMs: 36 * 3_600_000 });
+    w.answers.set('http://down.example/', Array(1000).fill('refuse'));
+    w.webhooks.setTargets([w.target('http://down.example/')]);
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
+    await clock.tickAsync(35 * 3_600_000);
+    expect(w.counts.gaveUp).to.equal(0);
+    await clock.tickAsync(2 * 3_600_000);
+    expect(w.counts.gaveUp).to.equal(1);
+    const last = w.received.at(-1)!.at - T0;
+    expect(last)
+      .to.be.at.most(36 * 3_600_000)
+      .and.above(35 * 3_600_000);
+    expect(w.warnings.map((o) => o.event)).to.include('webhook_given_up');
   });
 
   it('a target that never answers: each attempt times out, retries stop after the bounded time, and it is logged', async () => {
@@ -146,11 +188,12 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
       timeoutMs: 1_000,
       firstRetryMs: 1_000,
       maxDelayMs: 4_000,
+      jitter: 0,
       giveUpAfterMs: 20_000,
     });
     w.answers.set('http://down.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://down.example/')]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(120_000);
     // Attempts at 0, 2 (1 s timeout + 1 s), 5, 10, 15, 20 s: none after 20 s from the first.
     expect(w.received.map((r) => r.at - T0)).to.deep.equal([
@@ -167,7 +210,8 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     w.answers.set('http://down.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://down.example/'), w.target('http://up.example/')]);
     const started = performance.now();
-    for (let i = 0; i < 20; i++) w.hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 20; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(performance.now() - started).to.be.below(100);
     await clock.tickAsync(0);
     const up = w.received.filter((r) => r.url === 'http://up.example/');
@@ -180,7 +224,8 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ queueSize: 5, concurrency: 1, timeoutMs: 60_000 });
     w.answers.set('http://slow.example/', Array(100).fill('hang'));
     w.webhooks.setTargets([w.target('http://slow.example/')]);
-    for (let i = 0; i < 12; i++) w.hub.publish({ type: 'interface.lost' });
+    for (let i = 0; i < 12; i++)
+      w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     expect(w.depths.get('http://slow.example/')).to.equal(5);
     expect(w.counts.dropped).to.equal(7);
     expect(w.warnings.filter((x) => x.event === 'webhook_queue_full')).to.have.length(1);
@@ -189,7 +234,9 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
   it('delivers in event order to one target (one attempt at a time with concurrency 1)', async () => {
     const w = setup({ concurrency: 1 });
     w.webhooks.setTargets([w.target('http://a.example/')]);
-    const ids = [1, 2, 3].map(() => w.hub.publish({ type: 'interface.lost' }).id);
+    const ids = [1, 2, 3].map(
+      () => w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } }).id,
+    );
     await clock.tickAsync(0);
     expect(w.received.map((r) => r.headers['webhook-id'])).to.deep.equal(ids);
   });
@@ -198,7 +245,7 @@ describe('events: webhooks (Standard Webhooks signatures, retries, bounded queue
     const w = setup({ timeoutMs: 1_000 });
     w.answers.set('http://gone.example/', Array(100).fill(500));
     w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://gone.example/')]);
-    w.hub.publish({ type: 'interface.lost' });
+    w.hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     await clock.tickAsync(0);
     w.webhooks.setTargets([w.target('http://kept.example/'), w.target('http://new.example/')]);
     w.hub.publish({ type: 'interface.restored' });
@@ -240,7 +287,7 @@ describe('events: webhooks over real HTTP', () => {
       logger: { info: () => {}, warn: () => {} },
     });
     webhooks.setTargets([{ url: `http://127.0.0.1:${port}/in`, secret: SECRET, types: null }]);
-    const event = hub.publish({ type: 'interface.lost' });
+    const event = hub.publish({ type: 'interface.lost', details: { reason: 'gone' } });
     for (let i = 0; i < 100 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
     webhooks.close();
     server.close();
@@ -248,6 +295,73 @@ describe('events: webhooks over real HTTP', () => {
     expect(new Webhook(SECRET).verify(got[0]!.body, got[0]!.headers)).to.deep.equal(
       JSON.parse(event.json),
     );
+  });
+});
+
+describe('events: webhooks, what is said and read (issue 30)', () => {
+  const logger = () => {
+    const warnings: Array<Record<string, unknown>> = [];
+    return {
+      warnings,
+      logger: { info: () => {}, warn: (o: Record<string, unknown>) => warnings.push(o) },
+    };
+  };
+  const target = (url: string): WebhookTarget => ({ url, secret: SECRET, types: null });
+
+  it('warns once per target of plain http: to another host, never of https: or this host', () => {
+    const hub = new EventHub({ interfaceName: 'wg0', historySize: 10, run: 'r' });
+    const { warnings, logger: log } = logger();
+    const webhooks = new Webhooks(hub, { logger: log, send: () => Promise.resolve(200) });
+    const plain = target('http://hooks.example/in?token=s3cret');
+    webhooks.setTargets([
+      plain,
+      target('https://hooks.example/in'),
+      target('http://127.0.0.1:9000/in'),
+      target('http://localhost/in'),
+      target('http://[::1]:9000/in'),
+    ]);
+    // SIGHUP with the same file, then with the target changed and back: still one warning.
+    webhooks.setTargets([plain]);
+    webhooks.setTargets([]);
+    webhooks.setTargets([plain]);
+    expect(warnings).to.deep.equal([
+      { event: 'webhook_plain_http', target: 'http://hooks.example/in' },
+    ]);
+    webhooks.close();
+  });
+
+  it('reads at most 64 KiB of an answer and does not wait for the rest', async () => {
+    const http = await import('node:http');
+    let closed = false;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      // An answer that never ends, written as fast as the client takes it.
+      const pump = () => {
+        while (!closed && res.write(chunk));
+      };
+      res.on('drain', pump);
+      res.on('close', () => (closed = true));
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const controller = new AbortController();
+    const started = Date.now();
+    const status = await fetchSend({
+      url: `http://127.0.0.1:${port}/in`,
+      headers: {},
+      body: '{}',
+      signal: controller.signal,
+    });
+    expect(status).to.equal(200);
+    expect(Date.now() - started).to.be.below(2_000);
+    for (let i = 0; i < 100 && !closed; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(closed, 'the answer was cut off').to.equal(true);
+    expect(MAX_RESPONSE_BYTES).to.equal(64 * 1024);
+    server.closeAllConnections();
+    server.close();
   });
 });
 
@@ -275,13 +389,31 @@ describe('events: the webhooks file', () => {
     );
   });
 
-  it('refuses, naming the line and never the secret: bad URL, bad scheme, bad secret, unknown type, extra fields', () => {
+  // Issue 30: a refused line is named by file and number; no message quotes the secret.
+  it('refuses, naming the line and never the secret: bad URL, bad scheme, userinfo, swapped fields, a secret where a URL belongs, bad secret, unknown type, extra fields', () => {
+    const body = SECRET.slice(6);
     const cases: Array<[string, RegExp]> = [
-      [`nota-url ${SECRET}`, /line 2: "nota-url" is not a URL/],
+      [`nota-url ${SECRET}`, /line 2: the first field is not a URL/],
       [`ftp://x.example/ ${SECRET}`, /must be http: or https:/],
+      [
+        `https://user:pa55word@x.example/in ${SECRET}`,
+        /line 2: the URL carries a user name or password \(user:pass@\)/,
+      ],
+      [`https://pa55word@x.example/in ${SECRET}`, /carries a user name or password/],
+      [
+        `${SECRET} https://x.example/in`,
+        /the first field holds a secret \(whsec_\.\.\.\) where the URL belongs/,
+      ],
+      [`${SECRET} https://x.example/in peer.created`, /the first field holds a secret/],
+      [`WHSEC_${body} https://x.example/in`, /the first field holds a secret/],
+      [`https://x.example/in?key=${SECRET} ${SECRET}`, /the URL holds a secret \(whsec_\.\.\.\)/],
+      [`https://x.example/${SECRET} ${SECRET}`, /the URL holds a secret/],
+      [`https://x.example/in peer.created ${SECRET}`, /the third field holds a secret/],
       ['https://x.example/ plainsecret', /whsec_<base64>/],
       ['https://x.example/ whsec_c2hvcnQ=', /holds 5 bytes; it needs at least 16/],
+      [`https://x.example/ whsec_${body.slice(0, 10)}!!${body}`, /after whsec_ is not base64/],
       [`https://x.example/ ${SECRET} peer.exploded`, /unknown event type "peer.exploded"/],
+      [`https://x.example/ ${SECRET} ${body}`, /line 2: a type that is not an event type/],
       [`https://x.example/ ${SECRET} peer.created extra`, /expected "<url> <secret>/],
       ['https://x.example/', /expected "<url> <secret>/],
     ];
@@ -293,9 +425,12 @@ describe('events: the webhooks file', () => {
         error = e;
       }
       expect(error, line).to.be.instanceOf(WebhooksFileError);
-      expect((error as Error).message, line).to.match(message);
-      expect((error as Error).message, line).to.include('f line 2');
-      expect((error as Error).message).to.not.include(SECRET.slice(6));
+      const text = (error as Error).message;
+      expect(text, line).to.match(message);
+      expect(text, line).to.include('f line 2');
+      expect(text, line).to.not.include(body.slice(0, 12));
+      expect(text, line).to.not.include('pa55word');
+      expect(text, line).to.not.include('\n');
     }
   });
 

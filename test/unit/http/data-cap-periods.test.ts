@@ -8,9 +8,9 @@ import { expect } from 'chai';
 import request from 'supertest';
 import { createApp } from '../../../src/http';
 import { PeerService, type PeerChange } from '../../../src/peers';
-import type { SchedulerClock } from '../../../src/peers/period-scheduler';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
+import { ManualClock } from '../support/manual-clock';
 import { NOW, expectError, key, setup, urlSafe } from './helpers';
 
 const DAY = 86_400_000;
@@ -146,35 +146,6 @@ describe('http data cap billing periods (PATCH /api/peer/<publicKey>/data-cap)',
     });
   });
 });
-
-/** A clock for the scheduler whose timers run when the test says. */
-class ManualClock implements SchedulerClock {
-  time: number;
-  private timers: Array<() => void> = [];
-  constructor(time: number) {
-    this.time = time;
-  }
-  now(): number {
-    return this.time;
-  }
-  setTimer(callback: () => void): unknown {
-    this.timers.push(callback);
-    return callback;
-  }
-  clearTimer(timer: unknown): void {
-    this.timers = this.timers.filter((t) => t !== timer);
-  }
-  /** Sets the time and runs the timers armed by then, letting their work finish. */
-  async runAt(time: number): Promise<void> {
-    this.time = time;
-    for (let round = 0; round < 5; round++) {
-      const due = this.timers;
-      this.timers = [];
-      for (const callback of due) callback();
-      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
-    }
-  }
-}
 
 describe('billing-period resets made by the service (fake kernel, fake clock)', () => {
   function service(kernel: FakeKernel, clock: ManualClock) {

@@ -169,3 +169,127 @@ describe('peers/bootstrap: the IPv6 address at start (issue 18)', () => {
     expect(log.lines().some((l) => l['event'] === 'interface_settings_kept')).to.equal(true);
   });
 });
+
+// Issue 28: with a state dir, a found interface the directory does not hold is saved as its own
+// (the key read back from the kernel, port, addresses), so a reboot can make it again as it was.
+describe('peers/bootstrap: adopting a found interface (issue 28)', () => {
+  type Saved = { listenPort: number; addresses: string[]; publicKey: string };
+
+  /** A state dir's interface part in memory; `keys` holds every key handed to saveInterface. */
+  function memoryStore(initial: Saved | null = null, initialKey: Buffer | null = null) {
+    const store = {
+      saved: initial,
+      savedKey: initialKey,
+      handed: [] as Buffer[],
+      get iface() {
+        return store.saved;
+      },
+      readServerKey: () => Promise.resolve(store.savedKey && Buffer.from(store.savedKey)),
+      saveInterface: (key: Buffer, iface: Saved) => {
+        store.handed.push(key);
+        store.savedKey = Buffer.from(key);
+        store.saved = iface;
+        return Promise.resolve();
+      },
+    };
+    return store;
+  }
+
+  it('saves the key read back from the kernel, the port and every address, then zeroes the key', async () => {
+    const kernel = FakeKernel.withInterface({
+      listenPort: 40000,
+      address: '10.9.0.1',
+      prefixLength: 16,
+      address6: 'fd99::1/64',
+    });
+    const kernelKey = Buffer.from(kernel.devices.get('wg0')!.privateKey!);
+    const store = memoryStore();
+    const state = await ensureInterface(kernel, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(store.savedKey?.equals(kernelKey)).to.equal(true);
+    expect(store.saved).to.deep.equal({
+      listenPort: 40000,
+      addresses: ['10.9.0.1/16', 'fd99::1/64'],
+      publicKey: kernel.serverPublicKey(),
+    });
+    expect(state.adopted).to.deep.equal({ ...store.saved, previousPublicKey: null });
+    expect(store.handed[0]!.equals(Buffer.alloc(32))).to.equal(true); // zeroed once saved
+    expect(kernel.count('configureDevice')).to.equal(0); // the interface itself is left as it is
+  });
+
+  it('adopts one saved with another key, naming the key it replaces', async () => {
+    const kernel = FakeKernel.withInterface();
+    const other = { listenPort: 51820, addresses: ['10.8.0.1/24'], publicKey: 'other-key' };
+    const store = memoryStore(other, Buffer.alloc(32, 1));
+    const state = await ensureInterface(kernel, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(state.adopted?.previousPublicKey).to.equal('other-key');
+    expect(store.saved?.publicKey).to.equal(kernel.serverPublicKey());
+  });
+
+  it('adopts nothing the state dir already holds, nothing without a state dir, nothing without a key', async () => {
+    const held = FakeKernel.withInterface();
+    const mine = {
+      listenPort: 51820,
+      addresses: ['10.8.0.1/24'],
+      publicKey: held.serverPublicKey()!,
+    };
+    const store = memoryStore(mine, Buffer.alloc(32, 1));
+    expect(
+      (await ensureInterface(held, { ...OPTIONS, saved: store }, captureLog().logger)).adopted,
+    ).to.equal(null);
+    expect(store.handed).to.deep.equal([]);
+    const bare = FakeKernel.withInterface();
+    expect((await ensureInterface(bare, OPTIONS, captureLog().logger)).adopted).to.equal(null);
+    const keyless = FakeKernel.withInterface({ withKey: false });
+    const none = memoryStore();
+    expect(
+      (await ensureInterface(keyless, { ...OPTIONS, saved: none }, captureLog().logger)).adopted,
+    ).to.equal(null);
+    expect(none.saved).to.equal(null);
+    for (const kernel of [held, bare, keyless]) expect(kernel.count('readPrivateKey')).to.equal(0);
+  });
+
+  it('adopts again an interface saved without its key file (server.key removed), so a reboot keeps the key', async () => {
+    const kernel = FakeKernel.withInterface();
+    const mine = {
+      listenPort: 51820,
+      addresses: ['10.8.0.1/24'],
+      publicKey: kernel.serverPublicKey()!,
+    };
+    const store = memoryStore(mine, null);
+    const state = await ensureInterface(kernel, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(state.adopted?.previousPublicKey).to.equal(kernel.serverPublicKey());
+    expect(store.savedKey?.equals(kernel.devices.get('wg0')!.privateKey!)).to.equal(true);
+  });
+
+  it('makes an adopted interface again after a reboot with every saved address and the same key', async () => {
+    const store = memoryStore();
+    const found = FakeKernel.withInterface({
+      listenPort: 40000,
+      address: '10.9.0.1',
+      prefixLength: 16,
+    });
+    found.links.get('wg0')!.addresses.push({ address: '10.9.1.1', prefixLength: 24 });
+    await ensureInterface(found, { ...OPTIONS, saved: store }, captureLog().logger);
+    const after = new FakeKernel();
+    const state = await ensureInterface(after, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(state).to.include({ created: true, listenPort: 40000, adopted: null });
+    expect(after.serverPublicKey()).to.equal(found.serverPublicKey());
+    expect(after.links.get('wg0')!.addresses).to.deep.equal([
+      { address: '10.9.0.1', prefixLength: 16 },
+      { address: '10.9.1.1', prefixLength: 24 },
+    ]);
+  });
+
+  it('gives the configured IPv4 address to an adopted interface that had none, after a reboot', async () => {
+    const store = memoryStore();
+    const found = FakeKernel.withInterface({ withAddress: false, address6: 'fd42::1/64' });
+    await ensureInterface(found, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(store.saved?.addresses).to.deep.equal(['fd42::1/64']);
+    const after = new FakeKernel();
+    await ensureInterface(after, { ...OPTIONS, saved: store }, captureLog().logger);
+    expect(after.links.get('wg0')!.addresses).to.deep.equal([OPTIONS.address]);
+    expect(after.links.get('wg0')!.addresses6).to.deep.equal([
+      { address: 'fd42::1', prefixLength: 64 },
+    ]);
+  });
+});

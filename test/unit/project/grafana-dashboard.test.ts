@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
+import { createEventMetrics } from '../../../src/events';
 import { createApp } from '../../../src/http';
 import { createMetrics } from '../../../src/http/metrics';
 import { registerStateMetrics } from '../../../src/http/state-metrics';
@@ -114,6 +115,8 @@ describe('contrib/ metric names', () => {
       }),
       restoredPeers: () => 0,
     });
+    // The event stream's and webhooks' series, which Events registers in the same registry.
+    createEventMetrics(metrics.registry);
     // And the TLS certificate's, as with --tls-cert.
     registerTlsMetrics(metrics.registry, () => ({
       subject: 'CN=vpn1.example.net',

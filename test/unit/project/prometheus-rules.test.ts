@@ -10,7 +10,8 @@ import path from 'node:path';
 
 const DIR = path.resolve(__dirname, '..', '..', '..', '..', 'contrib', 'prometheus');
 const RULES = 'wg-peerd.rules.yml';
-const TESTS = 'wg-peerd.rules.test.yml';
+/** The rule unit tests: by the minute, and those that need a week of history (issue 32). */
+const TESTS = ['wg-peerd.rules.test.yml', 'wg-peerd.rules.weekly.test.yml'];
 
 function promtool(...args: string[]): { status: number | null; output: string } {
   const run = spawnSync('promtool', args, { cwd: DIR, encoding: 'utf8' });
@@ -32,17 +33,17 @@ describe('contrib/prometheus alert rules', () => {
   });
 
   it('pass their promtool unit tests', () => {
-    const { status, output } = promtool('test', 'rules', TESTS);
+    const { status, output } = promtool('test', 'rules', ...TESTS);
     expect(status, output).to.equal(0);
     expect(output).to.contain('SUCCESS');
   });
 
-  it('alert on daemon down, not ready, kernel errors, a cap, dead peers, checkpoints, TLS expiry', () => {
+  it("alert on daemon down, not ready, kernel errors, a surge of caps used up (never one customer's cap: issue 32), dead peers, checkpoints, TLS expiry", () => {
     expect(alertNames()).to.deep.equal([
       'WgPeerdDown',
       'WgPeerdNotReady',
       'WgPeerdKernelErrors',
-      'WgPeerdDataCapExhausted',
+      'WgPeerdDataCapExhaustionSurge',
       'WgPeerdPeersDeadInBulk',
       'WgPeerdCheckpointFailing',
       'WgPeerdCheckpointStale',
@@ -50,8 +51,18 @@ describe('contrib/prometheus alert rules', () => {
     ]);
   });
 
+  it('never alert on one peer: no rule reads a per-peer series, so a customer using up a plan pages nobody and --metrics-per-peer false loses no alert (issue 32)', () => {
+    const text = readFileSync(path.join(DIR, RULES), 'utf8');
+    const exprs = text
+      .split(/^\s*expr:/m)
+      .slice(1)
+      .map((e) => e.split(/^\s*labels:/m)[0]!);
+    expect(exprs).to.have.length(alertNames().length);
+    for (const expr of exprs) expect(expr).to.not.match(/wg_peerd_peer_/);
+  });
+
   it('have, for every alert, a test in which it fires and one in which it does not', () => {
-    const text = readFileSync(path.join(DIR, TESTS), 'utf8');
+    const text = TESTS.map((file) => readFileSync(path.join(DIR, file), 'utf8')).join('\n');
     // Each `alertname:` entry with what follows it up to the next entry.
     const entries = text.split(/^\s*- eval_time:/m).slice(1);
     for (const name of alertNames()) {

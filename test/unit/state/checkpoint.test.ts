@@ -127,6 +127,26 @@ describe('peers/checkpoint: usage checkpoints (issue 16)', () => {
     expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(2);
   });
 
+  it('never saves a read that started before the last one it saved: usage never goes backwards (issue 28)', async () => {
+    // A list read that started early and ended late is at hand after a checkpoint saved a
+    // newer read of its own: its counts are older and must not be written over the newer ones.
+    let atHand: UsageRead | null = null;
+    const t = await setUp({
+      atHand: () => (atHand === null ? null : Promise.resolve(atHand)),
+    });
+    const older = t.fence.token(); // the list's read starts here
+    t.used('10.8.0.2', 700);
+    await t.checkpoints.checkpoint(); // nothing at hand: a read of its own, newer
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(700);
+    atHand = {
+      caps: new Map([['10.8.0.2', { quotaBytes: 1000, usedBytes: 500, enforced: true }]]),
+      token: older,
+      startedAt: 1_699_999_999_000,
+    };
+    await t.checkpoints.checkpoint();
+    expect(t.store.state.peers.get(A)?.cap?.usedBytes).to.equal(700);
+  });
+
   it('saves the list’s shared read when one is at hand, and reads no caps of its own', async () => {
     let token = 0;
     const read = (used: number): UsageRead => ({

@@ -130,13 +130,13 @@ describe('state/store: the state directory (issue 16)', () => {
     });
     fs.put(JOURNAL, fs.text(JOURNAL) + torn.slice(0, 30));
     const after = await open(fs);
-    expect(after.tornTail).to.equal(true);
+    expect(after.tornTail).to.deep.equal({ bytes: 30, records: 0 });
     expect([...after.state.peers.keys()]).to.deep.equal([KEY_A]);
     // The new generation holds no trace of the torn line.
-    expect(decodeJournal(Buffer.from(fs.text(JOURNAL))).tornTail).to.equal(false);
+    expect(decodeJournal(Buffer.from(fs.text(JOURNAL))).tornTail).to.equal(null);
   });
 
-  it('refuses a journal whose damaged line good lines follow, names the file and the way out, and writes nothing', async () => {
+  it('refuses a journal of the old format whose damaged line good lines follow, names the offset and the salvage command, and writes nothing', async () => {
     const fs = new MemoryFs();
     const good = journalOf(
       { t: 'peer', k: KEY_A, ips: ['10.8.0.2/32'], limit: null, cap: null },
@@ -144,11 +144,10 @@ describe('state/store: the state directory (issue 16)', () => {
     );
     const damaged = good.replace('10.8.0.2', '10.8.0.9'); // the checksum no longer matches
     fs.put(JOURNAL, damaged);
-    await fs.mkdir(DIR, 0o700);
-    await fs.mkdir(`${DIR}/wg0`, 0o700);
     const message = await refusal(fs);
-    expect(message).to.contain(JOURNAL).and.contain('line 1').and.contain('checksum');
-    expect(message).to.contain(`${JOURNAL}.prev`);
+    expect(message).to.contain(JOURNAL).and.contain('byte offset 0').and.contain('checksum');
+    expect(message).to.contain(`wg-peerd state salvage --state-dir ${DIR} --interface wg0`);
+    expect(message).not.to.contain('.prev');
     expect(fs.text(JOURNAL)).to.equal(damaged);
     expect(fs.files.has(`${JOURNAL}.prev`)).to.equal(false);
   });
@@ -198,7 +197,7 @@ describe('state/store: the state directory (issue 16)', () => {
     await store.recordLimit(KEY_A, 5_000).catch((error: unknown) => (failure = error));
     expect((failure as NodeJS.ErrnoException).code).to.equal('ENOSPC');
     expect(store.state.peers.get(KEY_A)?.limit).to.equal(null);
-    expect(decodeJournal(Buffer.from(fs.text(JOURNAL))).tornTail).to.equal(false);
+    expect(decodeJournal(Buffer.from(fs.text(JOURNAL))).tornTail).to.equal(null);
     fs.capacity = Number.POSITIVE_INFINITY;
     await store.recordLimit(KEY_A, 6_000);
     const after = await open(fs.crashed());
@@ -255,7 +254,8 @@ describe('state/store: the state directory (issue 16)', () => {
       ),
     ).to.equal(0);
     expect(fs.text(JOURNAL).length).to.equal(size);
-    const last = fs.text(JOURNAL).trim().split('\n').at(-1)!;
+    // The last line is the batch's commit marker; the record is the one before it.
+    const last = fs.text(JOURNAL).trim().split('\n').at(-2)!;
     expect(JSON.parse(last.slice(9))).to.deep.equal({ t: 'usage', u: { [KEY_A]: 10 } });
   });
 

@@ -204,6 +204,12 @@ export class FakeKernel implements Kernel {
           const device = this.requireDevice(name);
           device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
         }),
+      // A copy, as the kernel's reply is: the caller zeroes it.
+      readPrivateKey: (name) =>
+        this.op('readPrivateKey', [name], () => {
+          const key = this.requireDevice(name).privateKey;
+          return key === null ? null : Buffer.from(key);
+        }),
     };
 
     this.link = {
