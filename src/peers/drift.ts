@@ -9,9 +9,7 @@
  * damaged; an interface recreated under the daemon (another ifindex) marks both damaged. The
  * change pipeline calls `repairDamage` before each change: the next write repairs what the last
  * read showed lost. `repair` sets up or repairs one facility against the live peers of a device
- * read and logs each repair at warn; the kernel layer decides what to do. `goneFrom` names the
- * committed peers a device read no longer shows (deleted behind the daemon's back, e.g. `wg set
- * … remove`): the service records their deletion through the pipeline. No journal, no events.
+ * read and logs each repair at warn; the kernel layer decides what to do. No journal, no events.
  */
 import type {
   CapRef,
@@ -36,20 +34,6 @@ export interface DriftRead {
   device: WireGuardDevice;
   limits: ReadonlyMap<string, LimitState>;
   caps: ReadonlyMap<string, KernelDataCap>;
-}
-
-/**
- * The committed peers (public keys) that a device read does not show. Pure; costs one lookup
- * per committed peer (the device's keys in a Set only when there is something to look for).
- */
-export function goneFrom(committed: Iterable<string>, device: WireGuardDevice): string[] {
-  let keys: Set<string> | null = null;
-  const gone: string[] = [];
-  for (const key of committed) {
-    keys ??= new Set(device.peers.map((p) => p.publicKey));
-    if (!keys.has(key)) gone.push(key);
-  }
-  return gone;
 }
 
 /** The losses a read shows: limits and caps of addresses no peer has, or no longer whole. */

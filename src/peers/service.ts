@@ -8,12 +8,11 @@
  * through ./creates.ts; each kernel change runs alone in the kernel's change queue and ends the
  * list's freshness window. What a read shows lost behind the daemon's back is noticed
  * (./drift.ts) and repaired on the next write; a committed peer a read no longer shows is
- * recorded as deleted (once confirmed by a read of its own). The jobs live in their own files:
+ * recorded as deleted (./behind-back.ts). The jobs live in their own files:
  * kernel calls (./kernel-calls.ts), drift and repair (./drift.ts), creates (./creates.ts), the
  * kernel side of each change (./peer-changes.ts), durable records (./pipeline.ts); this file
  * wires them and validates what callers ask.
  */
-import type { WireGuardDevice } from '../kernel/types';
 import type { ExhaustionTimes } from './exhaustion-times';
 import { CleanupFailedError, PeerNotFoundError } from './errors';
 import { parsePublicKey } from './keys';
@@ -31,8 +30,9 @@ import {
 } from './cap-plan';
 import { systemClock } from './period-scheduler';
 import { PeriodResets } from './period-resets';
-import { KernelCalls, messageOf } from './kernel-calls';
-import { Drift, goneFrom } from './drift';
+import { KernelCalls } from './kernel-calls';
+import { Drift } from './drift';
+import { BehindBackDeletions } from './behind-back';
 import { ChangePipeline, type PeerJournal } from './pipeline';
 import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
@@ -44,7 +44,6 @@ import type {
   PeerServiceOptions,
   ResetCap,
 } from './contracts';
-import { tunnelAddressOfCidrs } from './restore-plan';
 
 export type * from './contracts';
 
@@ -80,10 +79,8 @@ export class PeerService implements PeerServiceApi {
   private readonly now: () => number;
   private readonly observer: KernelObserver | undefined;
   private readonly exhaustion: ExhaustionTimes | undefined;
-  /** Committed peers a read no longer showed, whose deletion is being confirmed and recorded. */
-  private readonly forgetting = new Map<string, Promise<void>>();
-  /** The interface the journal's peers live on (as restored, else as first read). */
-  private ifindex: number | null = null;
+  /** Committed peers a read no longer shows: recorded as deleted (./behind-back.ts). */
+  private readonly behindBack: BehindBackDeletions;
 
   constructor(options: PeerServiceOptions) {
     const ifname = options.interfaceName;
@@ -96,6 +93,7 @@ export class PeerService implements PeerServiceApi {
     this.fence = options.usageFence ?? new UsageFence();
     const addresses6 = options.addresses6 ?? [];
     let drift: Drift | null = null;
+    let behindBack: BehindBackDeletions | null = null;
     this.calls = new KernelCalls(
       options.kernel,
       ifname,
@@ -103,7 +101,7 @@ export class PeerService implements PeerServiceApi {
       options.observer,
       options.endpointHost ?? null,
       (device) => {
-        this.homeIfindex(device);
+        behindBack?.home(device);
         drift?.noticeDevice(device);
       },
     );
@@ -142,6 +140,15 @@ export class PeerService implements PeerServiceApi {
       onPeriodReset: options.onPeriodReset,
     });
     this.periodResets.bind(this.changes);
+    this.behindBack = behindBack = new BehindBackDeletions({
+      journal: this.journal,
+      pipeline: this.pipeline,
+      changes: this.changes,
+      calls: this.calls,
+      kernelChange,
+      adds: () => this.creates.adds,
+      log: this.log,
+    });
     this.snapshots = new FreshRead(
       async () => {
         await this.ready;
@@ -322,7 +329,7 @@ export class PeerService implements PeerServiceApi {
       this.observer?.kernelRead(readMs, true);
       const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
       this.drift.notice(read);
-      await this.forgetGone(device, addsAtStart);
+      await this.behindBack.notice(device, addsAtStart);
       this.periodResets.schedule(device, caps);
       const startedAt = read.takenAt - readMs;
       const exhausted = this.exhaustion?.read({
@@ -343,63 +350,5 @@ export class PeerService implements PeerServiceApi {
       this.observer?.kernelRead(elapsed(), false);
       throw error;
     }
-  }
-
-  /**
-   * Committed peers that a fresh read no longer shows were removed behind the daemon's back
-   * (`wg set … remove`): each is recorded as deleted through its pipeline turn, then its kernel
-   * objects are removed and `peer.deleted` is announced, once; the list answers only after the
-   * deletion is on disk, so no list shows a peer gone that a reboot would bring back. A read
-   * during which a create reached the kernel may have missed that create's peer: then each is
-   * first confirmed gone by a read of its own. Without a state directory nothing is committed.
-   * Peers gone with their interface (another ifindex) are not deleted: the interface was lost.
-   */
-  private async forgetGone(device: WireGuardDevice, addsAtStart: number): Promise<void> {
-    const journal = this.journal;
-    if (journal === null || journal.state.peers.size === 0) return;
-    // An interface recreated under the daemon lost its peers with it: not deletions, a restart
-    // restores them as after a reboot (./restore-plan.ts).
-    if (device.ifindex !== this.homeIfindex(device)) return;
-    const gone = goneFrom(journal.state.peers.keys(), device);
-    const raced = this.creates.adds !== addsAtStart;
-    await Promise.all(gone.map((key) => this.forget(key, raced)));
-  }
-
-  /** The ifindex the journal's peers live on: as restored, else as the service first read it. */
-  private homeIfindex(device: WireGuardDevice): number {
-    this.ifindex ??= this.journal?.state.boot?.ifindex ?? device.ifindex;
-    return this.ifindex;
-  }
-
-  private forget(key: string, confirm: boolean): Promise<void> {
-    const running = this.forgetting.get(key);
-    if (running !== undefined) return running;
-    const address = tunnelAddressOfCidrs(this.journal?.state.peers.get(key)?.allowedIps ?? []);
-    const forgotten = this.pipeline
-      .run(key, 'gone', async (latest) => {
-        const gone =
-          latest !== undefined &&
-          (!confirm ||
-            !(await this.change(() => this.calls.readDevice())).peers.some(
-              (p) => p.publicKey === key,
-            ));
-        const kernel = (): Promise<void> =>
-          gone ? this.changes.forgetGone(key, address) : Promise.resolve();
-        return { arg: gone, step: { kernel } };
-      })
-      .catch((error: unknown) => {
-        this.log.warn(
-          {
-            event: 'peer_forget_failed',
-            interface: this.calls.ifname,
-            publicKey: key,
-            error: messageOf(error),
-          },
-          "recording a peer removed behind wg-peerd's back failed; the next read tries again",
-        );
-      })
-      .finally(() => this.forgetting.delete(key));
-    this.forgetting.set(key, forgotten);
-    return forgotten;
   }
 }
