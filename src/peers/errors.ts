@@ -4,6 +4,7 @@
  * the call that got it; nothing here knows errno or netlink, and nothing here knows HTTP (the
  * HTTP layer maps `category` to a status code).
  */
+import { JournalBrokenError, StateReadOnlyError } from '../state';
 import * as kernel from '../kernel/errors';
 
 /** What kind of failure it is; the HTTP layer turns it into 400/404/409/503/500. */
@@ -246,9 +247,23 @@ export class StateWriteError extends DomainError {
     super(
       'STATE_WRITE_FAILED',
       `The change could not be saved in the state directory (${reason}); ${undone}. ` +
-        'Free space on its file system, then try again',
+        remedyOf(cause),
     );
   }
+}
+
+/**
+ * What to do about a state directory write that failed: a full disk wants space; a read-only or
+ * broken journal's own message says what to do; anything else is the disk's (EIO).
+ */
+function remedyOf(cause: unknown): string {
+  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT')
+    return 'Free space on its file system, then try again';
+  if (cause instanceof StateReadOnlyError || cause instanceof JournalBrokenError) {
+    return 'Then try again';
+  }
+  return 'Check the disk (dmesg), then try again';
 }
 
 /**
