@@ -83,6 +83,12 @@ export interface Restored {
 
 export class History {
   readonly ops: Op[] = [];
+  /**
+   * The first value id of this history: a later round's values continue after the rounds before,
+   * so a limit or quota written in one round is never mistaken for the same number written in
+   * another (the restored value of round 1 read as half of an unanswered change of round 2).
+   */
+  idBase = 0;
   private clock = 0;
   /** The instant of the crash; null before it. */
   crashedAt: number | null = null;

@@ -91,7 +91,7 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
   const known = history.known();
   if (known.length === 0) return null;
   const key = known[command.peer % known.length];
-  const id = history.ops.length;
+  const id = history.idBase + history.ops.length;
   switch (command.kind) {
     case 'delete':
       return history.invoke('delete', 'delete', key, { exists: false }, () =>
@@ -295,6 +295,8 @@ export async function runCase(program: Program): Promise<CaseResult> {
       return result;
     }
     ({ daemon, disk, bootId } = next);
+    const before = history;
     history = History.from(result.restored!);
+    history.idBase = before.idBase + before.ops.length;
   }
 }
