@@ -129,6 +129,18 @@ export function errno(code: string, message: string): NodeJS.ErrnoException {
 }
 
 /** `pick` from a generator of floats in [0, 1) (Math.random, fast-check's, a seeded one). */
+/** A seeded generator of floats in [0, 1) (mulberry32): a crash state chosen by a seed. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 export function pickFrom(rng: () => number): (n: number) => number {
   return (n) => Math.min(n - 1, Math.floor(rng() * n));
 }

@@ -25,7 +25,7 @@ import {
 } from '../../../src/events';
 import type { Send } from '../../../src/events/webhooks';
 import { Outbox, decodeOutbox } from '../../../src/state';
-import { MemoryFs, pickFrom } from '../../support/memory-fs';
+import { MemoryFs, pickFrom, seeded } from '../../support/memory-fs';
 
 const T0 = Date.parse('2026-03-01T12:00:00.000Z');
 const DIR = '/var/lib/wg-peerd/wg0';
@@ -428,15 +428,3 @@ describe('events: webhook outbox, at-least-once delivery across restarts and cra
     clock = sinon.useFakeTimers({ now: T0, toFake: ['Date'] });
   });
 });
-
-/** A seeded generator of floats in [0, 1) (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

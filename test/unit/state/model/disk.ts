@@ -17,7 +17,7 @@
  *   sync, open: EMFILE or EIO), counted apart from the journal's writes.
  */
 import type { AppendFile, FileInfo, StateFs, WriteFile } from '../../../../src/state/files';
-import { MemoryFs } from '../../../support/memory-fs';
+import { MemoryFs, seeded } from '../../../support/memory-fs';
 
 /** What a crash keeps of the bytes written but not yet synced (per file). */
 export interface CrashChoice {
@@ -63,18 +63,6 @@ export function crashImage(disk: MemoryFs, choice: CrashChoice): MemoryFs {
   if (choice.restart === true) return disk.killed();
   if (choice.alice == null) return disk.crashed(choice.unsyncedBytes);
   return disk.crashState(seeded(choice.alice));
-}
-
-/** A small seeded generator of floats in [0, 1) (mulberry32), for the crash state's choices. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export class ModelDisk implements StateFs {
