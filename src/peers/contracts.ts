@@ -25,6 +25,8 @@ export type PeerJournal = Pick<
   | 'commitCreates'
   | 'abortCreates'
   | 'recordDelete'
+  | 'recordGone'
+  | 'settleDelete'
   | 'recordLimit'
   | 'recordCap'
   | 'recordSuspension'

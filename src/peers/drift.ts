@@ -76,7 +76,25 @@ export class Drift {
   constructor(
     private readonly calls: KernelCalls,
     private readonly log: EventLogger,
+    /**
+     * The cap the state directory holds for a peer (null: none, or no state directory): a cap
+     * the kernel lost is restored with its plan and rate, which every acknowledged change
+     * recorded there first, whatever this memory saw.
+     */
+    private readonly savedCap: (publicKey: string) => DataCap | null = () => null,
   ) {}
+
+  /**
+   * What a cap the kernel lost is restored from: the journal's cap when it holds one, with the
+   * bytes counted as last seen here (a read newer than its last checkpoint), else the cap last
+   * seen here.
+   */
+  restoreFrom(address: string, publicKey: string): DataCap | null {
+    const seen = this.capOf(address, publicKey);
+    const saved = this.savedCap(publicKey);
+    if (saved === null) return seen;
+    return { ...saved, usedBytes: seen?.usedBytes ?? saved.usedBytes };
+  }
 
   /** The cap last seen at `address`, if its owner is `publicKey`. */
   capOf(address: string, publicKey: string): DataCap | null {
@@ -209,7 +227,7 @@ export class Drift {
       repairs = await calls.call('suspension', () => kernel.suspension.ensure(ifname, live));
     } else {
       const withCaps: CapRef[] = live.map((peer) => {
-        const seen = this.capOf(peer.address, peer.publicKey);
+        const seen = this.restoreFrom(peer.address, peer.publicKey);
         return seen === null ? peer : { ...peer, lastSeen: seen };
       });
       repairs = await calls.call('quota', () => kernel.quota.ensure(ifname, withCaps));

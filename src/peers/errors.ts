@@ -253,6 +253,25 @@ export class StateWriteError extends DomainError {
 }
 
 /**
+ * 507: the change's record was written but not confirmed on disk, and could not be cut back out
+ * of the journal either, so a restart could still apply it. The kernel was not changed. The
+ * journal rewrites itself from memory (without the change) before its next write.
+ */
+export class StateWriteUncertainError extends DomainError {
+  readonly category = 'storage';
+  constructor(cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'STATE_WRITE_UNCERTAIN',
+      `The change could not be saved in the state directory, nor cut back out of it (${reason}); ` +
+        'the kernel was not changed, but until the state directory is rewritten (before its next ' +
+        'write) a restart could apply the change. Check the disk (dmesg), then repeat the request, ' +
+        'or undo it',
+    );
+  }
+}
+
+/**
  * What to do about a state directory write that failed: a full disk wants space; a read-only or
  * broken journal's own message says what to do; anything else is the disk's (EIO).
  */

@@ -23,8 +23,8 @@
  * the same. What each kind records and undoes is the table `RECORDS` below; what it does in the
  * kernel is the caller's `kernel` function (./peer-changes.ts).
  */
-import type { SavedCap, SavedPeer } from '../state';
-import { StateUndoFailedError, StateWriteError } from './errors';
+import { JournalUncertainError, type SavedCap, type SavedPeer } from '../state';
+import { StateUndoFailedError, StateWriteError, StateWriteUncertainError } from './errors';
 import { messageOf } from './kernel-calls';
 import type { EventLogger, PeerJournal } from './contracts';
 
@@ -46,6 +46,8 @@ interface RecordRule<A> {
   undo(journal: PeerJournal, key: string, latest: SavedPeer | undefined): Promise<void> | null;
   /** Whether a kernel failure is undone; absent: always. */
   undoAfter?(error: unknown): boolean;
+  /** Once the kernel change has ended well: what the journal may let go of (memory only). */
+  settled?(journal: PeerJournal, key: string): void;
 }
 
 /** A cap as the journal keeps it across a change that sets it: the bytes counted stay. */
@@ -56,10 +58,12 @@ const keepPeer = (journal: PeerJournal, latest: SavedPeer | undefined): Promise<
 
 /** The table: each kind of change, its record and its undo. */
 export const RECORDS = {
+  /** A tombstone until the kernel's delete has ended: a restart finishes one cut off by a crash. */
   delete: {
     fenced: true,
     record: (journal, key) => journal.recordDelete(key),
     undo: (journal, _key, latest) => keepPeer(journal, latest),
+    settled: (journal, key) => journal.settleDelete(key),
   } satisfies RecordRule<void>,
   limit: {
     fenced: false,
@@ -93,7 +97,7 @@ export const RECORDS = {
   gone: {
     fenced: true,
     record: (journal, key, latest, gone: boolean) =>
-      gone && latest !== undefined ? journal.recordDelete(key) : null,
+      gone && latest !== undefined ? journal.recordGone(key) : null,
     undo: () => null,
     undoAfter: () => false,
   } satisfies RecordRule<boolean>,
@@ -188,6 +192,7 @@ export class ChangePipeline {
       if (written !== null && undo(error)) await this.undo(rule, journal, key, latest, error);
       throw error;
     }
+    rule.settled?.(journal, key);
     const after = step.after?.(journal, result) ?? null;
     if (after !== null) {
       await after.catch((error: unknown) => this.notSaved(error, 'the kernel has the change'));
@@ -229,11 +234,20 @@ export class ChangePipeline {
     }
   }
 
-  notSaved(error: unknown, undone: string): StateWriteError {
+  /**
+   * The answer to a record the disk did not take: 507 STATE_WRITE_FAILED, or, when the record may
+   * still be in the journal (its cut-back failed), 507 STATE_WRITE_UNCERTAIN.
+   */
+  notSaved(error: unknown, undone: string): StateWriteError | StateWriteUncertainError {
+    const uncertain = error instanceof JournalUncertainError;
     this.options.log.error(
-      { event: 'state_write_failed', interface: this.options.ifname, error: messageOf(error) },
+      {
+        event: uncertain ? 'state_write_uncertain' : 'state_write_failed',
+        interface: this.options.ifname,
+        error: messageOf(error),
+      },
       `saving a change in the state directory failed: ${messageOf(error)}; ${undone}`,
     );
-    return new StateWriteError(error, undone);
+    return uncertain ? new StateWriteUncertainError(error) : new StateWriteError(error, undone);
   }
 }

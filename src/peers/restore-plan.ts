@@ -15,7 +15,8 @@
  *   holds with another value than the journal is taken as the kernel has it (a warning each). A
  *   limit, cap (with its usage and plan) or suspension the journal holds and the kernel lost
  *   (`nft flush ruleset` while the daemon was down) is put back, as the runtime repair does, and
- *   logged as a repair (issue 28): a restart repairs, it does not forget.
+ *   logged as a repair (issue 28): a restart repairs, it does not forget. A delete saved whose
+ *   peer the kernel still has (a crash cut it off before the kernel) is finished.
  * In every mode a peer the kernel has and the journal does not is adopted (a warning each, but
  * on a first start or when the interface itself is adopted: then one line counts them); a create
  * whose intent was saved but whose commit was not never answered: its private key went nowhere,
@@ -64,7 +65,9 @@ export interface RestoreWarning {
     /** A restart put back what the journal holds and the kernel lost. */
     | 'kernel_repaired'
     /** A saved peer not put back: another peer holds its address. */
-    | 'peer_address_taken';
+    | 'peer_address_taken'
+    /** A restart finished a delete that a crash cut off between its record and the kernel. */
+    | 'delete_finished';
   publicKey: string;
   message: string;
   /** kernel_repaired: the facility put back. */
@@ -87,8 +90,13 @@ export interface RestorePlan {
   mode: RestoreMode;
   /** Peers to add to the kernel, whole. */
   addPeers: SavedPeer[];
-  /** Public keys to remove from the kernel (creates that were never answered). */
+  /** Public keys to remove from the kernel (creates never answered, deletes cut off). */
   removePeers: string[];
+  /**
+   * The facilities that hold something of a peer removed here (a delete cut off): reconciled
+   * with the live peers, which takes it away.
+   */
+  cleanup: Set<'shaper' | 'quota' | 'suspension'>;
   /**
    * Limits to set: peer and rate (the peer is in `addPeers` or already in the kernel); a
    * dual-stack peer's limit also names its IPv6 address (issue 18).
@@ -172,6 +180,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     mode: modeOf(saved, view),
     addPeers: [],
     removePeers: [],
+    cleanup: new Set(),
     limits: [],
     caps: [],
     suspensions: [],
@@ -180,6 +189,7 @@ export function planRestore(saved: Readonly<SavedState>, view: KernelView): Rest
     adopted: { peers: 0, limits: 0, caps: 0, suspensions: 0 },
   };
   const inKernel = planUnansweredCreates(saved, view, plan);
+  if (plan.mode === 'restart') planUnfinishedDeletes(saved, view, inKernel, plan);
   for (const peer of inKernel.values()) planKernelPeer(saved, view, peer, plan);
   if (plan.mode === 'restart') planDeletedBehindBack(saved, inKernel, plan);
   else planPutBack(saved, inKernel, plan);
@@ -208,6 +218,35 @@ export function planUnansweredCreates(
     });
   }
   return inKernel;
+}
+
+/**
+ * Step 1b, a restart: a delete saved (a tombstone) whose peer the kernel still has was cut off by
+ * a crash between its record and the kernel: it is finished, the peer removed with its limit, cap
+ * and suspension (issue 28). After a reboot the kernel's peer was put there by something else.
+ */
+export function planUnfinishedDeletes(
+  saved: Pick<SavedState, 'tombstones'>,
+  view: Pick<KernelView, 'limits' | 'caps' | 'suspended'>,
+  inKernel: Map<string, Pick<WireGuardPeer, 'publicKey' | 'allowedIps'>>,
+  plan: Pick<RestorePlan, 'removePeers' | 'cleanup' | 'warnings'>,
+): void {
+  for (const publicKey of saved.tombstones ?? []) {
+    const peer = inKernel.get(publicKey);
+    if (peer === undefined) continue;
+    inKernel.delete(publicKey);
+    plan.removePeers.push(publicKey);
+    for (const address of hostAddresses(cidrsOf(peer))) {
+      if (view.limits.has(address)) plan.cleanup.add('shaper');
+      if (view.caps.has(address)) plan.cleanup.add('quota');
+      if (view.suspended?.has(address) === true) plan.cleanup.add('suspension');
+    }
+    plan.warnings.push({
+      event: 'delete_finished',
+      publicKey,
+      message: `the delete of peer ${publicKey} was saved but cut off before the kernel had it: finished it`,
+    });
+  }
 }
 
 /** Step 2: a peer the kernel has: adopted when the journal lacks it, else reconciled. */

@@ -127,7 +127,7 @@ async function commitToKernel(
     await step('wireguard', ifname, () => kernel.wireguard.removePeers(ifname, plan.removePeers));
   }
   const live = livePeers(plan);
-  if (plan.suspensions.length > 0) {
+  if (plan.suspensions.length > 0 || plan.cleanup.has('suspension')) {
     // Before the peers are back in WireGuard: a suspended peer never passes a packet.
     const restore = plan.suspensions.map(refOf);
     await step('suspension', ifname, () => kernel.suspension.ensure(ifname, live, restore));
@@ -139,14 +139,14 @@ async function commitToKernel(
     }));
     await step('wireguard', ifname, () => kernel.wireguard.addPeers(ifname, peers));
   }
-  if (plan.limits.length > 0) {
+  if (plan.limits.length > 0 || plan.cleanup.has('shaper')) {
     const limits = plan.limits.map((l) => ({ peer: refOf(l), bytesPerSecond: l.bytesPerSecond }));
     await step('shaper', ifname, async () => {
       await kernel.shaper.ensure(ifname, live);
-      await kernel.shaper.setLimits(ifname, limits);
+      if (limits.length > 0) await kernel.shaper.setLimits(ifname, limits);
     });
   }
-  if (plan.caps.length > 0) {
+  if (plan.caps.length > 0 || plan.cleanup.has('quota')) {
     const saved = new Map(plan.caps.map((c) => [c.publicKey, c.cap]));
     const withCaps: CapRef[] = live.map((peer) => {
       const cap = saved.get(peer.publicKey);

@@ -16,6 +16,7 @@
 import type { ExhaustionTimes } from './exhaustion-times';
 import { CleanupFailedError, PeerNotFoundError } from './errors';
 import { parsePublicKey } from './keys';
+import type { DataCap } from '../kernel/types';
 import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
 import type { ListReads } from './checkpoint';
@@ -23,6 +24,7 @@ import { allInOrder } from './settled';
 import type { UsageRead, KernelObserver, PeerSnapshot } from './snapshot';
 import {
   type DataCapChange,
+  type ResolvedCap,
   capToKeep,
   checkCapChange,
   checkInteger,
@@ -58,6 +60,24 @@ export const DATA_CAP_MAX = Number.MAX_SAFE_INTEGER;
 function usageOf(snapshot: PeerSnapshot): UsageRead {
   if (snapshot.usage === undefined) throw new Error('the read kept no caps');
   return snapshot.usage;
+}
+
+/**
+ * A cap change resolved against the journal's cap: the fields left out are given explicitly, as
+ * the journal holds them (the kernel writes the same as for a field left out while it has them,
+ * and puts them back whole when nft lost the cap).
+ */
+function keptFrom(saved: DataCap, resolved: ResolvedCap): ResolvedCap {
+  return {
+    quotaBytes: resolved.quotaBytes,
+    plan: resolved.plan === undefined ? (saved.plan ?? null) : resolved.plan,
+    afterCap: resolved.afterCap ?? { throttleBytesPerSecond: saved.throttleBytesPerSecond ?? null },
+  };
+}
+
+/** The cap the state directory holds for a peer (what drift restores a lost cap from). */
+function savedCapsOf(journal: PeerJournal | null): (publicKey: string) => DataCap | null {
+  return (publicKey) => journal?.state.peers.get(publicKey)?.cap ?? null;
 }
 
 /** A kernel failure after which a delete needs no undo: the peer is gone either way. */
@@ -105,7 +125,7 @@ export class PeerService implements PeerServiceApi {
         drift?.noticeDevice(device);
       },
     );
-    this.drift = drift = new Drift(this.calls, this.log);
+    this.drift = drift = new Drift(this.calls, this.log, savedCapsOf(this.journal));
     const kernelChange = <T>(task: () => Promise<T>): Promise<T> => this.change(task);
     this.pipeline = new ChangePipeline({
       journal: this.journal,
@@ -215,17 +235,23 @@ export class PeerService implements PeerServiceApi {
     checkCapChange(asked);
     const capAlone =
       asked.quotaBytes !== undefined && Object.keys(asked).every((field) => field === 'quotaBytes');
-    return this.pipeline.run(key, 'cap', async () => {
-      // What a left-out field keeps comes from the kernel's cap (a read, nothing written), read
-      // in this change's turn: no other change of the peer runs in between.
+    return this.pipeline.run(key, 'cap', async (peer) => {
+      // What a left-out field keeps. With a state directory that holds the cap: the journal's
+      // plan and rate, given explicitly (they are the kernel's for every change the daemon
+      // made, and the cap goes back whole even when nft lost it behind the daemon's back, before
+      // or during this change). Else the kernel's cap (a read, nothing written; a cap alone
+      // needs none). In this change's turn: no other change of the peer runs in between.
+      const saved: DataCap | null = peer?.cap ?? null;
       const { quotaBytes, plan, afterCap } =
-        capAlone && asked.quotaBytes !== undefined
-          ? { quotaBytes: asked.quotaBytes, plan: undefined, afterCap: undefined }
-          : resolveCapChange(
-              await this.change(() => this.changes.currentCap(key)),
-              asked,
-              this.now(),
-            );
+        saved !== null
+          ? keptFrom(saved, resolveCapChange(saved, asked, this.now()))
+          : capAlone && asked.quotaBytes !== undefined
+            ? { quotaBytes: asked.quotaBytes, plan: undefined, afterCap: undefined }
+            : resolveCapChange(
+                await this.change(() => this.changes.currentCap(key)),
+                asked,
+                this.now(),
+              );
       return {
         // The bytes counted stay as saved; the kernel keeps its own count across the change.
         arg: (latest) =>

@@ -9,12 +9,14 @@
  * `apply`), so the owner's memory is always exactly what a restart would read. Appends that
  * arrive while a flush is under way wait for the next one and share it: fifty concurrent writes
  * cost a handful of disk flushes, not fifty. A write or flush that fails rejects every append of
- * its batch, cuts the file back to its last good length (no half batch stays to damage the next
- * one) and applies nothing.
+ * its batch, cuts the file back to its last good length, durably (no half batch stays to damage
+ * the next one, and a restart never reads a batch that was refused), and applies nothing.
  *
- * Broken: when that cut-back fails too, the file's end is unknown, and no append is acknowledged
- * again until a compaction from memory (the acknowledged records) has written a new generation;
- * each later append tries it first and rejects (the owner's `brokenError`) while it fails.
+ * Broken: when that cut-back fails too, the file's end is unknown: a compaction from memory (the
+ * acknowledged records) is tried at once; while none has succeeded, the failed batch may still be
+ * in the file (its appends reject with the owner's `uncertainError`), and no append is
+ * acknowledged; each later append tries the compaction first and rejects (the owner's
+ * `brokenError`) while it fails.
  *
  * Compaction rewrites the file as the owner's `snapshot()` in a new file (`<name>.new`,
  * O_EXCL|O_NOFOLLOW, fsync) renamed over the old one; with `keepPrevious` the old generation
@@ -68,6 +70,11 @@ export interface BatchFileOwner<R> {
   keepPrevious: boolean;
   /** What an append rejects with while broken and the compaction retried failed (default: that failure). */
   brokenError?(broken: unknown, retried: unknown): unknown;
+  /**
+   * What the appends of a failed batch reject with when the batch may still be in the file (the
+   * cut-back and the rewrite both failed: a restart could read it); default: the write's failure.
+   */
+  uncertainError?(failed: unknown, unknownEnd: unknown): unknown;
 }
 
 interface Pending<R> {
@@ -245,13 +252,14 @@ export class BatchFile<R> {
       await file.sync();
     } catch (error) {
       this.readOnlyAfter(error);
-      try {
-        await file.truncate(this.bytes);
-      } catch (truncateError) {
-        // The half batch may stay: a batch after it would be read as damage, or lost with it.
-        this.broken = truncateError;
-      }
-      this.rejectAll(batch, error);
+      const unknownEnd = await this.cutBack(file);
+      const owner = this.owner;
+      this.rejectAll(
+        batch,
+        unknownEnd === null || !owner.uncertainError
+          ? error
+          : owner.uncertainError(error, unknownEnd),
+      );
       return;
     }
     this.seq = seq;
@@ -261,6 +269,30 @@ export class BatchFile<R> {
       this.appendCount++;
       for (const record of pending.records) this.owner.apply(record);
       pending.resolve();
+    }
+  }
+
+  /**
+   * After a failed write or flush: cuts the file back to its last good length, durably, so the
+   * failed batch is not in it even after a kill -9 (the page cache keeps what was written); when
+   * that fails, rewrites the file from memory at once (a compaction). Answers null when the
+   * failed batch is certainly gone, else why it may still be in the file (the file is broken).
+   */
+  private async cutBack(file: AppendFile): Promise<unknown> {
+    try {
+      await file.truncate(this.bytes);
+      await file.sync();
+      return null;
+    } catch (error) {
+      // The half batch may stay: a batch after it would be read as damage, or lost with it.
+      this.broken = error;
+    }
+    try {
+      await this.compact();
+      return null;
+    } catch (error) {
+      this.readOnlyAfter(error);
+      return error;
     }
   }
 

@@ -61,6 +61,24 @@ export class JournalBrokenError extends Error {
   }
 }
 
+/**
+ * A batch whose write or flush failed, and whose cut-back and rewrite from memory failed too: it
+ * may still be in the journal, so a restart could apply it.
+ */
+export class JournalUncertainError extends Error {
+  constructor(
+    readonly journal: string,
+    readonly failed: unknown,
+    readonly unknownEnd: unknown,
+  ) {
+    super(
+      `writing the journal ${journal} failed (${messageOf(failed)}), and cutting the change back ` +
+        `out of it failed too (${messageOf(unknownEnd)}): it may be saved`,
+    );
+    this.name = 'JournalUncertainError';
+  }
+}
+
 export interface JournalStats {
   /** Bytes in the journal file now. */
   bytes: number;
@@ -91,6 +109,7 @@ export class Journal {
         mode: JOURNAL_MODE,
         keepPrevious: true,
         brokenError: (broken, retried) => new JournalBrokenError(path, broken, retried),
+        uncertainError: (failed, unknownEnd) => new JournalUncertainError(path, failed, unknownEnd),
       },
       seq,
     );

@@ -82,6 +82,12 @@ export interface SavedState {
   intents: Map<string, string[]>;
   /** Exhaustion times by public key (of committed peers); absent in older journals: none. */
   exhausted?: Map<string, SavedExhaustion>;
+  /**
+   * Deletes saved whose kernel side may not have ended (issue 28): a restart in the same boot
+   * finishes each one the kernel still has. A delete leaves one until its kernel change is known
+   * to have ended (`settleDelete`, memory only: the next compaction drops it); absent: none.
+   */
+  tombstones?: Set<string>;
 }
 
 export type JournalRecord =
@@ -101,7 +107,11 @@ export type JournalRecord =
     }
   /** A create that failed in the kernel after its intent. */
   | { t: 'abort'; k: string }
-  | { t: 'del'; k: string }
+  /**
+   * A peer deleted. `done`: the kernel needs nothing more (it lost the peer already, or the
+   * deletion is only memory put right); else a tombstone stays until the kernel's delete ended.
+   */
+  | { t: 'del'; k: string; done?: true }
   | { t: 'limit'; k: string; bps: number | null }
   | { t: 'cap'; k: string; cap: SavedCap | null }
   /** Suspended or resumed. */
@@ -133,9 +143,11 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
       };
       return;
     case 'intent':
+      state.tombstones?.delete(record.k);
       state.intents.set(record.k, [...record.ips]);
       return;
     case 'peer':
+      state.tombstones?.delete(record.k);
       state.intents.delete(record.k);
       state.peers.set(record.k, {
         publicKey: record.k,
@@ -152,6 +164,8 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
       state.intents.delete(record.k);
       state.peers.delete(record.k);
       state.exhausted?.delete(record.k);
+      if (record.done === true) state.tombstones?.delete(record.k);
+      else (state.tombstones ??= new Set()).add(record.k);
       return;
     case 'limit': {
       const peer = state.peers.get(record.k);
@@ -206,6 +220,7 @@ export function compactRecords(state: SavedState): JournalRecord[] {
   for (const [k, e] of state.exhausted ?? []) {
     if (state.peers.has(k)) records.push({ t: 'exh', k, q: e.quotaBytes, at: e.at });
   }
+  for (const k of state.tombstones ?? []) records.push({ t: 'del', k });
   return records;
 }
 

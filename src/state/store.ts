@@ -294,8 +294,19 @@ export class StateStore {
     return this.journal.append(...publicKeys.map((k) => ({ t: 'abort' as const, k })));
   }
 
+  /** A delete, before its kernel change: a tombstone until `settleDelete` (a restart finishes it). */
   recordDelete(publicKey: string): Promise<void> {
     return this.journal.append({ t: 'del', k: publicKey });
+  }
+
+  /** A peer the kernel already lost (removed behind the daemon's back): nothing left to finish. */
+  recordGone(publicKey: string): Promise<void> {
+    return this.journal.append({ t: 'del', k: publicKey, done: true });
+  }
+
+  /** The kernel side of the peer's delete has ended: its tombstone goes (memory only). */
+  settleDelete(publicKey: string): void {
+    this.journal.state.tombstones?.delete(publicKey);
   }
 
   recordLimit(publicKey: string, bytesPerSecond: number | null): Promise<void> {
@@ -319,23 +330,20 @@ export class StateStore {
     );
   }
 
-  /** Puts peers back as whole records (adopted peers, a compensation after a failed change). */
   /**
    * Puts the peer back in memory as it was (`peer`, or absent) when the record undoing a refused
    * change could not be written; the journal rewrites itself from memory before its next write
    * (Journal.amend).
    */
   amendPeer(publicKey: string, peer: SavedPeer | undefined): void {
-    this.journal.amend(peer === undefined ? { t: 'del', k: publicKey } : peerRecord(peer));
+    this.journal.amend(
+      peer === undefined ? { t: 'del', k: publicKey, done: true } : peerRecord(peer),
+    );
   }
 
+  /** Puts peers back as whole records (adopted peers, a compensation after a failed change). */
   recordPeers(peers: readonly SavedPeer[]): Promise<void> {
     return this.journal.append(...peers.map(peerRecord));
-  }
-
-  /** Forgets peers (the kernel no longer has them) and intents, in one write. */
-  forget(publicKeys: readonly string[]): Promise<void> {
-    return this.journal.append(...publicKeys.map((k) => ({ t: 'del' as const, k })));
   }
 
   /**

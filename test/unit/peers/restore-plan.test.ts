@@ -280,6 +280,42 @@ describe('peers/restore-plan: what a start with a state directory does (issue 16
     });
   });
 
+  describe('a delete saved whose kernel side a crash cut off (a tombstone, issue 28)', () => {
+    it('is finished at a restart: the peer the kernel still has is removed, and the facilities holding its limit, cap or suspension are reconciled', () => {
+      const state = saved([peer(A, '10.8.0.2')], { tombstones: new Set([B]) });
+      const plan = planRestore(
+        state,
+        kernel({
+          peers: [kernelPeer(A, '10.8.0.2'), kernelPeer(B, '10.8.0.3')],
+          caps: new Map([['10.8.0.3', { quotaBytes: 10, usedBytes: 1, enforced: true }]]),
+          suspended: new Map([['10.8.0.3', B]]),
+        }),
+      );
+      expect(plan.removePeers).to.deep.equal([B]);
+      expect(plan.next.has(B)).to.equal(false);
+      expect([...plan.cleanup].sort()).to.deep.equal(['quota', 'suspension']);
+      expect(plan.warnings.map((w) => w.event)).to.deep.equal(['delete_finished']);
+    });
+
+    it('changes nothing at a restart when the kernel has the peer no more', () => {
+      const state = saved([peer(A, '10.8.0.2')], { tombstones: new Set([B]) });
+      const plan = planRestore(state, kernel({ peers: [kernelPeer(A, '10.8.0.2')] }));
+      expect(plan.removePeers).to.deep.equal([]);
+      expect(plan.cleanup.size).to.equal(0);
+      expect(plan.warnings).to.deep.equal([]);
+    });
+
+    it('is no reason to remove a peer after a reboot: the kernel lost the old one, so what has that key now was put there by something else', () => {
+      const state = saved([], { tombstones: new Set([B]) });
+      const plan = planRestore(
+        state,
+        kernel({ bootId: 'boot-2', peers: [kernelPeer(B, '10.8.0.3')] }),
+      );
+      expect(plan.removePeers).to.deep.equal([]);
+      expect(plan.next.has(B)).to.equal(true);
+    });
+  });
+
   describe('suspensions (issue 19)', () => {
     it('puts a suspended peer back suspended after a reboot, and no other', () => {
       const plan = planRestore(

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import {
   type JournalRecord,
   JournalBrokenError,
+  JournalUncertainError,
   StateDirError,
   StateStore,
   decodeJournal,
@@ -277,11 +278,25 @@ describe('state/journal: nothing acknowledged that a restart would not read (iss
     expect(after.state.peers.get(key(0))?.limit).to.equal(5);
   });
 
-  it('marks the journal broken when the cut-back after a failed write fails, and acknowledges again only after a compaction from memory', async () => {
+  it('rewrites the journal from memory at once when the cut-back after a failed write fails, so the refused change is gone even after a kill -9', async () => {
     const { fs, store } = await acknowledged(2);
     fs.fail('write', 'EIO', { partial: 25 });
     fs.fail('truncate', 'EIO');
-    await rejection(store.recordLimit(key(0), 1));
+    const refused = await rejection(store.recordLimit(key(0), 1));
+    expect(refused).to.not.be.instanceOf(JournalUncertainError);
+    expect(store.broken).to.equal(null);
+    // kill -9: the page cache survives, so a record cut back only in memory would be read.
+    const after = await open(fs.killed());
+    expect(after.tornTail).to.equal(null);
+    expect(after.state.peers.get(key(0))?.limit).to.equal(1000);
+  });
+
+  it('says a refused change may be saved when the cut-back and the rewrite both fail, marks the journal broken, and acknowledges again only after a compaction from memory', async () => {
+    const { fs, store } = await acknowledged(2);
+    fs.fail('write', 'EIO', { partial: 25 });
+    fs.fail('truncate', 'EIO');
+    fs.fail('create', 'EIO', { path: 'journal.new' });
+    expect(await rejection(store.recordLimit(key(0), 1))).to.be.instanceOf(JournalUncertainError);
     expect(store.broken).to.contain('EIO');
     // The compaction the next append tries fails too: that append is refused, not lost.
     fs.fail('create', 'EIO', { path: 'journal.new' });

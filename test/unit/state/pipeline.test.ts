@@ -153,6 +153,60 @@ describe('peers/pipeline: every answered change survives, whatever the order (is
     expect((await afterCrash(fs)).peers.has(publicKey)).to.equal(true);
   });
 
+  it('keeps the plan the journal holds when a cap alone is set on a peer whose cap nft lost (a flushed ruleset)', async () => {
+    const { fs, kernel, service } = await setUp();
+    const { publicKey, ip } = await service.createPeer();
+    await service.setDataCap(publicKey, {
+      quotaBytes: 1_000_000,
+      period: 'day',
+      periodStart: '2026-03-01T00:00:00Z',
+    });
+    kernel.loseAllCaps(); // `nft flush ruleset` (systemctl reload nftables)
+    await service.setDataCap(publicKey, 2_000_000); // a field left out keeps its value
+    const cap = await kernel.quota.getCap('wg0', { address: ip, publicKey });
+    expect(cap?.quotaBytes).to.equal(2_000_000);
+    expect(cap?.plan?.period).to.equal('day');
+    expect((await afterCrash(fs)).peers.get(publicKey)?.cap?.plan?.period).to.equal('day');
+  });
+
+  it('restores a cap nft lost with the plan the journal holds, though the daemon has not read it since it started (a reset, then a flush, then a reset)', async () => {
+    const { store, kernel, service, log } = await setUp();
+    const { publicKey, ip } = await service.createPeer();
+    await service.setDataCap(publicKey, {
+      quotaBytes: 1_000_000,
+      period: 'day',
+      periodStart: '2026-03-01T00:00:00Z',
+    });
+    // A restarted daemon: the journal holds the plan, the new service has seen no cap yet.
+    const restarted = new PeerService({
+      kernel,
+      interfaceName: 'wg0',
+      endpointHost: 'vpn.example.net',
+      logger: log.logger,
+      journal: store,
+    });
+    await restarted.resetDataCap(publicKey);
+    kernel.loseAllCaps(); // `nft flush ruleset`
+    await restarted.resetDataCap(publicKey); // repairs the cap first
+    const cap = await kernel.quota.getCap('wg0', { address: ip, publicKey });
+    expect(cap?.plan?.period).to.equal('day');
+    expect(store.state.peers.get(publicKey)?.cap?.plan?.period).to.equal('day');
+  });
+
+  it('keeps a delete on disk as a tombstone until its kernel change has ended, so a restart after a crash in between finishes it', async () => {
+    const { fs, kernel, store, service } = await setUp();
+    const { publicKey } = await service.createPeer();
+    const release = kernel.hold('wireguard.removePeers');
+    const deleted = service.deletePeer(publicKey);
+    await settle();
+    const during = await afterCrash(fs);
+    expect(during.peers.has(publicKey)).to.equal(false);
+    expect([...(during.tombstones ?? [])]).to.deep.equal([publicKey]);
+    release();
+    await deleted;
+    expect(store.state.tombstones?.has(publicKey) ?? false).to.equal(false);
+  });
+
   it('publishes peer.created only once the create is on disk', async () => {
     const { service, published } = await setUp();
     await Promise.all([service.createPeer(), service.createPeer(), service.createPeer()]);
@@ -168,6 +222,29 @@ describe('peers/pipeline: every answered change survives, whatever the order (is
     const error = await rejected(service.setSpeedLimit(publicKey, 125_000));
     expect(error).to.have.property('code', 'STATE_WRITE_FAILED');
     expect((await kernel.shaper.listLimits('wg0')).has(ip)).to.equal(false);
+  });
+
+  it('answers 507 STATE_WRITE_UNCERTAIN, not "nothing was changed", when a record written but not flushed can be neither cut back nor rewritten away (a restart could read it)', async () => {
+    const { fs, kernel, service } = await setUp();
+    const { publicKey, ip } = await service.createPeer();
+    fs.fail('sync', 'EIO');
+    fs.fail('truncate', 'EIO');
+    fs.fail('create', 'EIO', { path: 'journal.new' });
+    const error = await rejected(service.setSpeedLimit(publicKey, 125_000));
+    expect(error).to.have.property('code', 'STATE_WRITE_UNCERTAIN');
+    expect((await kernel.shaper.listLimits('wg0')).has(ip)).to.equal(false);
+  });
+
+  it('answers 507 STATE_WRITE_FAILED when the cut-back fails but a rewrite from memory takes the record away at once', async () => {
+    const { fs, kernel, service } = await setUp();
+    const { publicKey, ip } = await service.createPeer();
+    fs.fail('sync', 'EIO');
+    fs.fail('truncate', 'EIO');
+    const error = await rejected(service.setSpeedLimit(publicKey, 125_000));
+    expect(error).to.have.property('code', 'STATE_WRITE_FAILED');
+    expect((await kernel.shaper.listLimits('wg0')).has(ip)).to.equal(false);
+    const killed = await StateStore.open({ dir: DIR, interfaceName: 'wg0', fs: fs.killed() });
+    expect(killed.state.peers.get(publicKey)?.limit).to.equal(null);
   });
 });
 

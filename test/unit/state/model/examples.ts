@@ -167,4 +167,104 @@ export const EXAMPLES: readonly Example[] = [
       faults: [],
     },
   },
+  {
+    title:
+      'a change answered 507 whose record was written whole, when the fdatasync and the cut-back both fail, is not applied at a restart after kill -9 (the answer says it may be saved, or the rewrite took it away)',
+    program: {
+      initialPeers: 1,
+      steps: [{ gap: 0, command: { kind: 'suspend', peer: 0, suspended: false } }],
+      crashAt: 0,
+      crash: { unsyncedBytes: 0, restart: false, alice: null },
+      faults: [],
+      rounds: [
+        {
+          steps: [{ gap: 0, command: { kind: 'setCap', peer: 0, period: null } }],
+          crashAt: 2,
+          crash: { unsyncedBytes: 0, restart: true, alice: null },
+          faults: [
+            { at: 0, code: 'EIO', written: 1 },
+            { at: 1, code: 'EIO', written: 0 },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    title:
+      'a cap alone set on a peer whose cap nft flushed during the change keeps the plan the journal holds, at a restart too',
+    program: {
+      initialPeers: 1,
+      steps: [
+        { gap: 0, command: { kind: 'setCap', peer: 0, period: 'day' } },
+        { gap: 15, command: { kind: 'usage', peer: 0, bytes: 1 } },
+      ],
+      crashAt: 3,
+      crash: { unsyncedBytes: 0, restart: true, alice: null },
+      faults: [],
+      rounds: [
+        {
+          steps: [
+            { gap: 0, command: { kind: 'resetCap', peer: 0 } },
+            { gap: 0, command: { kind: 'removeCap', peer: 0 } },
+            { gap: 0, command: { kind: 'setCap', peer: 0, period: null } },
+            { gap: 0, command: { kind: 'flushRuleset' } },
+            { gap: 15, command: { kind: 'usage', peer: 0, bytes: 1 } },
+          ],
+          crashAt: 9,
+          crash: { unsyncedBytes: 0, restart: true, alice: null },
+          faults: [
+            { at: 0, code: 'EIO', written: 0 },
+            { at: 2, code: 'EIO', written: 0 },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    title:
+      "a delete cut off by kill -9 between its record and the kernel, after an nft flush took the peer's suspension, is finished at the restart (the peer is not adopted back without it)",
+    program: {
+      initialPeers: 1,
+      steps: [{ gap: 0, command: { kind: 'delete', peer: 0 } }],
+      crashAt: 0,
+      crash: { unsyncedBytes: 0, restart: false, alice: null },
+      faults: [],
+      rounds: [
+        {
+          steps: [
+            { gap: 0, command: { kind: 'suspend', peer: 0, suspended: true } },
+            { gap: 15, command: { kind: 'removeLimit', peer: 0 } },
+            { gap: 0, command: { kind: 'flushRuleset' } },
+            { gap: 0, command: { kind: 'delete', peer: 0 } },
+          ],
+          crashAt: 20,
+          crash: { unsyncedBytes: 0, restart: true, alice: null },
+          faults: [],
+        },
+      ],
+    },
+  },
+  {
+    title:
+      'a cap nft flushed is put back with the plan the journal holds by a daemon that has not read it since its restart (a reset, a flush, a reset), so the next restart keeps the plan',
+    program: {
+      initialPeers: 1,
+      steps: [{ gap: 0, command: { kind: 'setCap', peer: 0, period: 'month' } }],
+      crashAt: 10000,
+      crash: { unsyncedBytes: 0, restart: true, alice: null },
+      faults: [],
+      rounds: [
+        {
+          steps: [
+            { gap: 0, command: { kind: 'resetCap', peer: 0 } },
+            { gap: 15, command: { kind: 'flushRuleset' } },
+            { gap: 15, command: { kind: 'resetCap', peer: 0 } },
+          ],
+          crashAt: 10000,
+          crash: { unsyncedBytes: 0, restart: true, alice: null },
+          faults: [],
+        },
+      ],
+    },
+  },
 ];

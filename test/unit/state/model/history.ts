@@ -28,6 +28,7 @@ import {
   NoDataCapError,
   PeerNotFoundError,
   StateUndoFailedError,
+  StateWriteUncertainError,
   StateWriteError,
   type CreatedPeer,
 } from '../../../../src/peers';
@@ -189,9 +190,10 @@ export class History {
 
   /** When the operation's answer reached its caller; Infinity: not before the crash. */
   answered(op: Op): number {
-    // 507 STATE_UNDO_FAILED says the refused change may be on disk until the journal rewrites
-    // itself: like a change in flight at the crash, it may be present or absent.
-    if (op.outcome?.ok === false && op.outcome.error instanceof StateUndoFailedError)
+    // 507 STATE_UNDO_FAILED and STATE_WRITE_UNCERTAIN say the change may be on disk until the
+    // journal rewrites itself: like a change in flight at the crash, it may be present or absent.
+    const error = op.outcome?.ok === false ? op.outcome.error : null;
+    if (error instanceof StateUndoFailedError || error instanceof StateWriteUncertainError)
       return Infinity;
     const at = op.toldBy ? (op.toldBy.outcome?.ok ? op.toldBy.answeredAt : null) : op.answeredAt;
     const crash = this.crashedAt ?? Infinity;
@@ -405,6 +407,7 @@ export class History {
 export function errorCode(error: unknown): string {
   if (error instanceof StateWriteError) return '507 STATE_WRITE_FAILED';
   if (error instanceof StateUndoFailedError) return '507 STATE_UNDO_FAILED';
+  if (error instanceof StateWriteUncertainError) return '507 STATE_WRITE_UNCERTAIN';
   if (error instanceof PeerNotFoundError) return '404';
   if (error instanceof NoDataCapError) return '409 NO_DATA_CAP';
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
