@@ -222,11 +222,16 @@ export function isFacilityAbsent(error: unknown): boolean {
   return error instanceof FacilityMissingError;
 }
 
+/** An error's own words (its message, or the value itself). */
+function reasonOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** The peer is gone from the interface, but its limit or cap could not be removed: 500. */
 export class CleanupFailedError extends DomainError {
   readonly category = 'internal';
   constructor(cause: unknown) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = reasonOf(cause);
     super(
       'PEER_CLEANUP_FAILED',
       `The peer was removed, but removing its speed limit or data cap failed (${reason}); ` +
@@ -243,7 +248,7 @@ export class CleanupFailedError extends DomainError {
 export class StateWriteError extends DomainError {
   readonly category = 'storage';
   constructor(cause: unknown, undone: string) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = reasonOf(cause);
     super(
       'STATE_WRITE_FAILED',
       `The change could not be saved in the state directory (${reason}); ${undone}. ` +
@@ -260,7 +265,7 @@ export class StateWriteError extends DomainError {
 export class StateWriteUncertainError extends DomainError {
   readonly category = 'storage';
   constructor(cause: unknown) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = reasonOf(cause);
     super(
       'STATE_WRITE_UNCERTAIN',
       `The change could not be saved in the state directory, nor cut back out of it (${reason}); ` +
@@ -294,12 +299,10 @@ function remedyOf(cause: unknown): string {
 export class StateUndoFailedError extends DomainError {
   readonly category = 'storage';
   constructor(refused: unknown, cause: unknown) {
-    const text = (error: unknown): string =>
-      error instanceof Error ? error.message : String(error);
     super(
       'STATE_UNDO_FAILED',
-      `The kernel refused the change (${text(refused)}), and saving its undoing in the state ` +
-        `directory failed (${text(cause)}); the state directory is rewritten before its next ` +
+      `The kernel refused the change (${reasonOf(refused)}), and saving its undoing in the state ` +
+        `directory failed (${reasonOf(cause)}); the state directory is rewritten before its next ` +
         'write, and until then a reboot could bring the refused change back. Check the disk ' +
         '(dmesg), then repeat the request',
     );
