@@ -12,6 +12,7 @@ import { testConfig } from '../support/config';
 import { captureLog } from '../support/log-capture';
 import { httpCall } from '../../support/http-call';
 import { MemoryFs } from '../../support/memory-fs';
+import { StateStore } from '../../../src/state';
 
 async function call(daemon: Daemon, method: string, urlPath: string, body?: unknown) {
   const reply = await httpCall(daemon.address.port, method, urlPath, { body });
@@ -102,6 +103,29 @@ describe('peers/restore: a restart repairs what the kernel lost, it does not for
         mode: 'restart',
         repaired: 3,
       });
+    } finally {
+      await daemon.shutdown();
+    }
+  });
+
+  it('finishes a delete whose record is on disk but whose kernel change a kill -9 cut off: the peer goes, with its limit, cap and suspension', async () => {
+    const kernel = new FakeKernel();
+    const fs = new MemoryFs();
+    const [keyA, keyB] = await twoPeers(kernel, fs);
+    // A DELETE of A whose record reached the disk, then kill -9 before the kernel change.
+    const store = await StateStore.open({ dir: '/state', interfaceName: 'wg0', fs });
+    await store.recordDelete(keyA);
+    const afterKill = fs.killed();
+    expect(kernel.devices.get('wg0')!.peers.some((p) => p.publicKey === keyA)).to.equal(true);
+
+    const { daemon, log } = await start(kernel, afterKill);
+    try {
+      expect((await listed(daemon)).map((p) => p['public_key'])).to.deep.equal([keyB]);
+      expect(kernel.limits.get('wg0')?.has('10.8.0.2') ?? false).to.equal(false);
+      expect(kernel.caps.get('wg0')?.has('10.8.0.2') ?? false).to.equal(false);
+      expect(kernel.suspended.get('wg0')?.has('10.8.0.2') ?? false).to.equal(false);
+      const finished = log.lines().filter((l) => l['event'] === 'delete_finished');
+      expect(finished.map((l) => [l['level'], l['publicKey']])).to.deep.equal([[40, keyA]]);
     } finally {
       await daemon.shutdown();
     }

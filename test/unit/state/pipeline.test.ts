@@ -196,12 +196,13 @@ describe('peers/pipeline: every answered change survives, whatever the order (is
   it('keeps a delete on disk as a tombstone until its kernel change has ended, so a restart after a crash in between finishes it', async () => {
     const { fs, kernel, store, service } = await setUp();
     const { publicKey } = await service.createPeer();
-    const release = kernel.hold('wireguard.removePeers');
+    const release = kernel.hold('removePeers');
     const deleted = service.deletePeer(publicKey);
     await settle();
     const during = await afterCrash(fs);
     expect(during.peers.has(publicKey)).to.equal(false);
     expect([...(during.tombstones ?? [])]).to.deep.equal([publicKey]);
+    expect(store.state.tombstones?.has(publicKey)).to.equal(true); // the kernel has not answered
     release();
     await deleted;
     expect(store.state.tombstones?.has(publicKey) ?? false).to.equal(false);
