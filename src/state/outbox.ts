@@ -18,8 +18,8 @@
  * (StateReadOnlyError). What an entry holds is opaque here: the events room decides
  * (src/events/webhooks.ts); nothing here knows HTTP.
  */
-import { crc32 } from 'node:zlib';
 import { BatchFile } from './batch-file';
+import { checkedLine, encodeBatch } from './records';
 import type { StateFs } from './files';
 
 export const OUTBOX_FILE = 'outbox';
@@ -63,17 +63,6 @@ export class OutboxFileError extends Error {
   }
 }
 
-function encodeLine(value: object): string {
-  const json = JSON.stringify(value);
-  return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
-}
-
-function encodeBatch(records: readonly OutboxRecord[], seq: number): Buffer {
-  const body = Buffer.from(records.map(encodeLine).join(''), 'utf8');
-  const marker = encodeLine({ t: 'commit', seq, len: body.length, n: records.length });
-  return Buffer.concat([body, Buffer.from(marker, 'utf8')]);
-}
-
 function isRecord(value: unknown): value is OutboxRecord {
   if (typeof value !== 'object' || value === null) return false;
   const r = value as Record<string, unknown>;
@@ -99,17 +88,7 @@ export function decodeOutbox(bytes: Buffer): {
     const newline = bytes.indexOf(0x0a, start);
     const end = newline === -1 ? bytes.length : newline;
     const line = bytes.subarray(start, end);
-    let value: unknown = null;
-    if (newline !== -1 && line.length > 9 && line[8] === 0x20) {
-      const json = line.subarray(9);
-      if (crc32(json).toString(16).padStart(8, '0') === line.subarray(0, 8).toString('latin1')) {
-        try {
-          value = JSON.parse(json.toString('utf8'));
-        } catch {
-          value = null;
-        }
-      }
-    }
+    const value = newline === -1 ? null : checkedLine(bytes, start, end).value;
     const marker = value as { t?: unknown; seq?: unknown } | null;
     if (marker?.t === 'commit' && Number.isSafeInteger(marker.seq)) seq = marker.seq as number;
     else if (isRecord(value)) records.push(value);

@@ -224,9 +224,14 @@ export function compactRecords(state: SavedState): JournalRecord[] {
   return records;
 }
 
-export function encodeRecord(record: JournalRecord): string {
-  const json = JSON.stringify(record);
+/** One checksummed line: the CRC-32 of the JSON in hex, a space, the JSON, a newline. */
+export function encodeLine(value: object): string {
+  const json = JSON.stringify(value);
   return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
+}
+
+export function encodeRecord(record: JournalRecord): string {
+  return encodeLine(record);
 }
 
 /**
@@ -241,13 +246,14 @@ export interface CommitMarker {
   n: number;
 }
 
-/** Record lines and their commit marker: one flushed batch, or a whole compacted journal. */
-export function encodeBatch(records: readonly JournalRecord[], seq: number): Buffer {
-  const body = Buffer.from(records.map(encodeRecord).join(''), 'utf8');
+/**
+ * Record lines and their commit marker: one flushed batch, or a whole compacted file (the
+ * journal's, and the webhook outbox's with its own records).
+ */
+export function encodeBatch<R extends object>(records: readonly R[], seq: number): Buffer {
+  const body = Buffer.from(records.map(encodeLine).join(''), 'utf8');
   const marker: CommitMarker = { t: 'commit', seq, len: body.length, n: records.length };
-  const json = JSON.stringify(marker);
-  const line = `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
-  return Buffer.concat([body, Buffer.from(line, 'utf8')]);
+  return Buffer.concat([body, Buffer.from(encodeLine(marker), 'utf8')]);
 }
 
 /** Damage with acknowledged records after it: the start refuses (the operator salvages). */
@@ -317,12 +323,15 @@ function isWholeNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-/** Why a line is no record, or its value. Works on bytes: a hole of zeros is not UTF-8 text. */
-function decodeLine(
+/**
+ * The JSON value of one checksummed line (`bytes` from `start` to its newline at `end`), or why
+ * it has none. Works on bytes: a hole of zeros is not UTF-8 text.
+ */
+export function checkedLine(
   bytes: Buffer,
   start: number,
   end: number,
-): Pick<JournalLine, 'fault' | 'value'> {
+): { fault: string; value: null } | { fault: null; value: unknown } {
   const line = bytes.subarray(start, end);
   if (line.length < 9 || line[8] !== 0x20) return { fault: 'no checksum', value: null };
   const sum = line.subarray(0, 8).toString('latin1');
@@ -331,12 +340,22 @@ function decodeLine(
   if (crc32(json).toString(16).padStart(8, '0') !== sum) {
     return { fault: 'checksum mismatch', value: null };
   }
-  let value: unknown;
   try {
-    value = JSON.parse(json.toString('utf8'));
+    return { fault: null, value: JSON.parse(json.toString('utf8')) as unknown };
   } catch {
     return { fault: 'not JSON', value: null };
   }
+}
+
+/** Why a line is no journal record, or its value. */
+function decodeLine(
+  bytes: Buffer,
+  start: number,
+  end: number,
+): Pick<JournalLine, 'fault' | 'value'> {
+  const checked = checkedLine(bytes, start, end);
+  if (checked.fault !== null) return { fault: checked.fault, value: null };
+  const value = checked.value;
   if (typeof value !== 'object' || value === null || !('t' in value)) {
     return { fault: 'not a record', value: null };
   }
