@@ -46,8 +46,9 @@ export function httpPhase(config: Config, deps: DaemonDeps, services: Services):
   const { admin, read } = config.tokens;
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
   const tls = { current: config.tls?.material ?? null };
-  if (tls.current !== null)
+  if (tls.current !== null) {
     registerTlsMetrics(services.metrics.registry, () => tls.current!.certificate);
+  }
   const server = createHttpServer({
     service: services.service,
     tokens,

@@ -9,8 +9,7 @@
  * closing what the phases before it opened. Signals are the process's (src/main.ts): SIGHUP
  * calls the daemon's one reload path (reload.ts), SIGTERM and SIGINT its shutdown.
  */
-import type { Config } from '../config';
-import { formatListen } from '../config';
+import { formatListen, type Config } from '../config';
 import {
   configurationPhase,
   interfacePhase,
