@@ -44,7 +44,9 @@ let nativeModule: NativeModule | undefined;
  * takes a prebuild that loads, else compiles native/ with the node-gyp npm carries.
  */
 export function buildCommand(root: string): string {
-  return `cd ${root} && npm run install`;
+  // Quoted for the shell when the path holds anything but the usual characters of a path.
+  const dir = /^[\w./@+-]+$/.test(root) ? root : `'${root.replace(/'/g, `'\\''`)}'`;
+  return `cd ${dir} && npm run install`;
 }
 
 const BUILD_TOOLS = 'it needs gcc, make and python3: `apt-get install build-essential python3`';

@@ -12,6 +12,7 @@ import type { Transport } from '../../../src/netlink';
 import { NLMSG_ERROR, NLM_F_CAPPED } from '../../../src/netlink/constants';
 import {
   NativeAddonMissingError,
+  buildCommand,
   loadNativeFrom,
   type RequireFunction,
 } from '../../../src/netlink/native';
@@ -97,6 +98,11 @@ describe('a start that explains itself', function () {
         'build it with `cd /opt/wg-peerd && npm run install` ' +
         '(it needs gcc, make and python3: `apt-get install build-essential python3`)',
     );
+  });
+
+  it('quotes the directory in that command for the shell when it holds a space or a quote', () => {
+    expect(buildCommand('/opt/wg-peerd')).to.equal('cd /opt/wg-peerd && npm run install');
+    expect(buildCommand("/srv/it's here")).to.equal("cd '/srv/it'\\''s here' && npm run install");
   });
 
   it('loads the file node-gyp-build chose, a prebuild when there is no local build', () => {
