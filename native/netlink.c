@@ -65,8 +65,43 @@ typedef struct {
     }                                                                      \
   } while (0)
 
+/* The errno names, for `code` on errors: strerrorname_np(3) would give them, but it is glibc 2.32's
+ * and the release's addon must load on glibc 2.28 (Debian 11 has 2.31, Ubuntu 20.04 2.31, RHEL 8
+ * 2.28; test/unit/netlink/addon-glibc.test.ts reads the symbols the addon needs). The list is
+ * Linux's own, every name of <asm-generic/errno-base.h> and <asm-generic/errno.h> in their order
+ * (x86-64 and arm64 use these numbers; the aliases EWOULDBLOCK and EDEADLOCK name the same numbers
+ * as EAGAIN and EDEADLK, which strerrorname_np also answers). The numbers come from <errno.h>. */
+#define N(e) [e] = #e
+static const char *const ERRNO_NAMES[] = {
+    N(EPERM), N(ENOENT), N(ESRCH), N(EINTR), N(EIO), N(ENXIO), N(E2BIG), N(ENOEXEC), N(EBADF),
+    N(ECHILD), N(EAGAIN), N(ENOMEM), N(EACCES), N(EFAULT), N(ENOTBLK), N(EBUSY), N(EEXIST),
+    N(EXDEV), N(ENODEV), N(ENOTDIR), N(EISDIR), N(EINVAL), N(ENFILE), N(EMFILE), N(ENOTTY),
+    N(ETXTBSY), N(EFBIG), N(ENOSPC), N(ESPIPE), N(EROFS), N(EMLINK), N(EPIPE), N(EDOM), N(ERANGE),
+    N(EDEADLK), N(ENAMETOOLONG), N(ENOLCK), N(ENOSYS), N(ENOTEMPTY), N(ELOOP), N(ENOMSG), N(EIDRM),
+    N(ECHRNG), N(EL2NSYNC), N(EL3HLT), N(EL3RST), N(ELNRNG), N(EUNATCH), N(ENOCSI), N(EL2HLT),
+    N(EBADE), N(EBADR), N(EXFULL), N(ENOANO), N(EBADRQC), N(EBADSLT), N(EBFONT), N(ENOSTR),
+    N(ENODATA), N(ETIME), N(ENOSR), N(ENONET), N(ENOPKG), N(EREMOTE), N(ENOLINK), N(EADV),
+    N(ESRMNT), N(ECOMM), N(EPROTO), N(EMULTIHOP), N(EDOTDOT), N(EBADMSG), N(EOVERFLOW), N(ENOTUNIQ),
+    N(EBADFD), N(EREMCHG), N(ELIBACC), N(ELIBBAD), N(ELIBSCN), N(ELIBMAX), N(ELIBEXEC), N(EILSEQ),
+    N(ERESTART), N(ESTRPIPE), N(EUSERS), N(ENOTSOCK), N(EDESTADDRREQ), N(EMSGSIZE), N(EPROTOTYPE),
+    N(ENOPROTOOPT), N(EPROTONOSUPPORT), N(ESOCKTNOSUPPORT), N(EOPNOTSUPP), N(EPFNOSUPPORT),
+    N(EAFNOSUPPORT), N(EADDRINUSE), N(EADDRNOTAVAIL), N(ENETDOWN), N(ENETUNREACH), N(ENETRESET),
+    N(ECONNABORTED), N(ECONNRESET), N(ENOBUFS), N(EISCONN), N(ENOTCONN), N(ESHUTDOWN),
+    N(ETOOMANYREFS), N(ETIMEDOUT), N(ECONNREFUSED), N(EHOSTDOWN), N(EHOSTUNREACH), N(EALREADY),
+    N(EINPROGRESS), N(ESTALE), N(EUCLEAN), N(ENOTNAM), N(ENAVAIL), N(EISNAM), N(EREMOTEIO),
+    N(EDQUOT), N(ENOMEDIUM), N(EMEDIUMTYPE), N(ECANCELED), N(ENOKEY), N(EKEYEXPIRED),
+    N(EKEYREVOKED), N(EKEYREJECTED), N(EOWNERDEAD), N(ENOTRECOVERABLE), N(ERFKILL), N(EHWPOISON),
+};
+#undef N
+
+/* The name of errno `err` ("ENOBUFS"), or NULL for a number Linux does not define. */
+static const char *errno_name(int err) {
+  if (err <= 0 || (size_t)err >= sizeof ERRNO_NAMES / sizeof ERRNO_NAMES[0]) return NULL;
+  return ERRNO_NAMES[err];
+}
+
 static napi_value make_errno_error(napi_env env, int err, const char *syscall) {
-  const char *name = strerrorname_np(err);
+  const char *name = errno_name(err);
   char message[160];
   snprintf(message, sizeof message, "%s %s: %s", syscall, name ? name : "EUNKNOWN", strerror(err));
   napi_value code_value, message_value, error, errno_value, syscall_value;

@@ -12,6 +12,9 @@
 set -e
 if [ "${npm_config_build_from_source:-}" != "true" ] && [ -d prebuilds ] &&
   PREBUILDS_ONLY=1 node-gyp-build-test >/dev/null 2>&1; then
+  # A build/ left by an earlier source build would come first at run time (node-gyp-build looks
+  # there before prebuilds/): the prebuild that loads is the one to use.
+  rm -rf build
   echo "wg-peerd: using the prebuilt netlink addon of prebuilds/ (nothing to compile)"
   exit 0
 fi

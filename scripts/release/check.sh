@@ -5,7 +5,10 @@
 #      Debian without a compiler and asks `wg-peerd --version` (issue 21, done-when 1);
 #   3. the README's install block as written, in the tarball's directory, with npm's prefix
 #      (npm_config_prefix) a clean directory instead of /usr; then DIR/bin/wg-peerd --version;
-#   4. in the VM (stock kernel), scripts/release/readme-walkthrough.sh runs the README's blocks with
+#   4. the tarball's prebuilt addon asks for no glibc symbol newer than 2.28 (objdump -T), and a
+#      copy installed without a fitting prebuild fails to start with a line naming a command
+#      that, run as written, builds an addon that loads (issue 32);
+#   5. in the VM (stock kernel), scripts/release/readme-walkthrough.sh runs the README's blocks with
 #      that installed copy: set-up, start, create, a client passing traffic through the tunnel,
 #      list, delete.
 # Every check prints "ok N - ..." or "not ok N - ..."; SUMMARY_FILE gets {"passed", "failed",
@@ -88,6 +91,28 @@ fi
 version="$("$prefix/bin/wg-peerd" --version 2>&1)"
 [ "$version" = "wg-peerd $(node -p 'require("./package.json").version')" ]
 one $? "the installed wg-peerd --version answers: $version"
+
+echo "--- the addon on older glibc, and the command its load failure names"
+newest="$(tar -xzOf "$tarball" "package/$prebuild" >"$work/prebuild.node" &&
+  objdump -T "$work/prebuild.node" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)"
+[ -n "$newest" ] && [ "$(printf '%s\n2.28\n' "$newest" | sort -V | tail -n 1)" = 2.28 ]
+one $? "the prebuilt addon asks for glibc ${newest:-?} at most (the oldest supported: 2.28)"
+rebuild="$work/rebuild-prefix"
+npm_config_prefix="$rebuild" npm install -g "$tarball" >"$work/rebuild.log" 2>&1
+installed="$rebuild/lib/node_modules/wg-peerd"
+rm -rf "$installed/prebuilds" "$installed/build" # as on a machine no prebuild fits
+# The addon loads before anything else is opened; should it load after all, the state directory
+# others may read stops the start before the kernel is touched.
+mkdir -m 0755 "$work/exposed-state"
+said="$("$rebuild/bin/wg-peerd" --state-dir "$work/exposed-state" 2>&1 >/dev/null | tail -n 1)"
+command="$(sed -n 's/.*build it with `\([^`]*\)`.*/\1/p' <<<"$said")"
+echo "    $said"
+[ -n "$command" ] && (cd / && bash -c "$command") >>"$work/rebuild.log" 2>&1 &&
+  node -e 'const { NativeTransport } = require(process.argv[1]); new NativeTransport(0).close()' \
+    "$installed/dist/src/netlink/native.js"
+status=$?
+[ "$status" -eq 0 ] || tail -n 20 "$work/rebuild.log" | sed 's/^/    /'
+one "$status" "without a fitting prebuild, the command the start names (${command:-none}) builds an addon that loads"
 
 echo "--- the README, block by block, in the VM, with the installed copy"
 if scripts/vm/prepare.sh >"$work/prepare.log" 2>&1; then

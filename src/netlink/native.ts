@@ -37,17 +37,36 @@ export interface NativeModule {
 
 let nativeModule: NativeModule | undefined;
 
-/** The addon is not built (or not where the build puts it): say how to build it. */
+/**
+ * The command that builds the addon in `root`, wherever that is: a checkout, or a release
+ * installed with `npm install -g` (which has no lockfile, so `npm ci` fails there, and whose
+ * install script npm 11 may not have run). `npm run install` runs scripts/build-native.sh, which
+ * takes a prebuild that loads, else compiles native/ with the node-gyp npm carries.
+ */
+export function buildCommand(root: string): string {
+  // Quoted for the shell when the path holds anything but the usual characters of a path.
+  const dir = /^[\w./@+-]+$/.test(root) ? root : `'${root.replace(/'/g, `'\\''`)}'`;
+  return `cd ${dir} && npm run install`;
+}
+
+const BUILD_TOOLS = 'it needs gcc, make and python3: `apt-get install build-essential python3`';
+
+/**
+ * The addon cannot be loaded: none is built and no prebuild fits this machine, or the one
+ * node-gyp-build chose does not load here (`file`, with the loader's words as `reason`: a libc
+ * older than the one it was built for, a damaged file). Either way the message says the command
+ * that builds one for this machine, in the place the package is.
+ */
 export class NativeAddonMissingError extends Error {
   constructor(
     readonly root: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; file?: string; reason?: string },
   ) {
-    super(
-      `the native netlink addon is not built and no prebuilt one fits this machine: run \`npm ci\` in ${root} ` +
-        '(it needs gcc, make and python3)',
-      options,
-    );
+    const what =
+      options?.file === undefined
+        ? 'the native netlink addon is not built and no prebuilt one fits this machine'
+        : `the native netlink addon ${options.file} does not load on this machine (${options.reason ?? 'unknown reason'})`;
+    super(`${what}: build it with \`${buildCommand(root)}\` (${BUILD_TOOLS})`, options);
     this.name = 'NativeAddonMissingError';
   }
 }
@@ -60,8 +79,8 @@ export type ResolveFunction = (root: string) => string;
  * node-gyp-build's choice of addon for `root`: `build/Release/netlink.node` (built here by
  * `npm ci` or by the install script's fallback), else the prebuild of `prebuilds/<platform>-<arch>/`
  * that fits this Node.js and libc (made by `npm pack`, so a release installs without a compiler).
- * Only "nothing fits" becomes NativeAddonMissingError; a file that exists but does not load (a
- * broken file, a libc it was not built for) keeps its own message.
+ * "Nothing fits" and a file that does not load both become NativeAddonMissingError, which names
+ * the command that builds one (the loader's own words kept in the message and as its cause).
  */
 export function loadNativeFrom(
   root: string,
@@ -78,7 +97,12 @@ export function loadNativeFrom(
     }
     throw error;
   }
-  return load(file) as NativeModule;
+  try {
+    return load(file) as NativeModule;
+  } catch (error) {
+    const reason = (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
+    throw new NativeAddonMissingError(root, { cause: error, file, reason });
+  }
 }
 
 function loadNative(): NativeModule {

@@ -4,8 +4,9 @@
 // environment variable MOCHA_SUMMARY_FILE, when that is set. "failed" counts failed tests and
 // failed hooks (mocha's own failure count, which is also its exit status); "skipped" counts
 // pending tests (it.skip, this.skip(), tests without a body); "failures" lists the full titles of
-// what failed, so scripts/vm/test-kernel.sh can say which kernel each failure was on. .ci/run sums
-// these files.
+// what failed, so scripts/vm/test-kernel.sh can say which kernel each failure was on; "node" is
+// the Node.js version the tests ran on (.ci/run runs them on 20, 22 and 24 and says which ran).
+// .ci/run sums these files.
 //
 // MOCHA_PROGRESS_FILE, when set, is rewritten as the run goes (at each test and hook start and
 // each result) with the same counts so far plus "running": the full title of the test or hook
@@ -48,7 +49,13 @@ class SummaryReporter extends Spec {
     const kernel = process.env.WG_PEERD_TEST_KERNEL;
     const summary = () => {
       const stats = runner.stats || this.stats;
-      return { passed: stats.passes, failed: stats.failures, skipped: stats.pending, failures };
+      return {
+        passed: stats.passes,
+        failed: stats.failures,
+        skipped: stats.pending,
+        failures,
+        node: process.version,
+      };
     };
     runner.on(EVENT_TEST_FAIL, (test) =>
       failures.push(kernel ? `[${kernel}] ${test.fullTitle()}` : test.fullTitle()),

@@ -20,6 +20,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import { fatalAlsoOnStderr } from '../../../src/main';
+
 const MAIN = path.resolve(__dirname, '../../../src/main.js');
 
 describe('wg-peerd process: a fatal error under journald (issue 32)', function () {
@@ -74,5 +76,26 @@ describe('wg-peerd process: a fatal error under journald (issue 32)', function (
     expect(out.split('\n').filter((line) => line.includes('has mode 0755'))).to.have.length(1);
     expect(err).to.match(/^wg-peerd: state directory .* has mode 0755/);
     expect(err.trimEnd().split('\n')).to.have.length(1);
+  });
+});
+
+describe('wg-peerd process: where a fatal error is said besides the log (issue 32)', () => {
+  const journal = '8:42';
+  // Stands for fstat(2) of each descriptor: those listed are the journal stream 8:42.
+  const streams =
+    (...fds: number[]) =>
+    (value: string | undefined, fd = 1): boolean =>
+      value === journal && fds.includes(fd);
+
+  it('says nothing more when standard output and standard error are both the journal stream', () => {
+    expect(fatalAlsoOnStderr(journal, streams(1, 2))).to.equal(false);
+  });
+
+  it('says it on stderr when only standard output is the journal (stderr goes elsewhere)', () => {
+    expect(fatalAlsoOnStderr(journal, streams(1))).to.equal(true);
+  });
+
+  it('says it on stderr without JOURNAL_STREAM (a terminal, a pipe, a container)', () => {
+    expect(fatalAlsoOnStderr(undefined, streams(1, 2))).to.equal(true);
   });
 });

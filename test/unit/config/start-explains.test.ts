@@ -12,6 +12,7 @@ import type { Transport } from '../../../src/netlink';
 import { NLMSG_ERROR, NLM_F_CAPPED } from '../../../src/netlink/constants';
 import {
   NativeAddonMissingError,
+  buildCommand,
   loadNativeFrom,
   type RequireFunction,
 } from '../../../src/netlink/native';
@@ -81,7 +82,7 @@ describe('a start that explains itself', function () {
       .and.contain('linux-image-amd64');
   });
 
-  it('names `npm ci` and its build tools when neither a build nor a fitting prebuild exists', () => {
+  it('names the command that builds the addon there, and its build tools, when neither a build nor a fitting prebuild exists', () => {
     // node-gyp-build itself looks in /opt/wg-peerd: no build/Release, no prebuilds/linux-x64.
     const loaded: string[] = [];
     let error: unknown;
@@ -94,8 +95,14 @@ describe('a start that explains itself', function () {
     expect(error).to.be.instanceOf(NativeAddonMissingError);
     expect((error as Error).message).to.equal(
       'the native netlink addon is not built and no prebuilt one fits this machine: ' +
-        'run `npm ci` in /opt/wg-peerd (it needs gcc, make and python3)',
+        'build it with `cd /opt/wg-peerd && npm run install` ' +
+        '(it needs gcc, make and python3: `apt-get install build-essential python3`)',
     );
+  });
+
+  it('quotes the directory in that command for the shell when it holds a space or a quote', () => {
+    expect(buildCommand('/opt/wg-peerd')).to.equal('cd /opt/wg-peerd && npm run install');
+    expect(buildCommand("/srv/it's here")).to.equal("cd '/srv/it'\\''s here' && npm run install");
   });
 
   it('loads the file node-gyp-build chose, a prebuild when there is no local build', () => {
@@ -109,13 +116,27 @@ describe('a start that explains itself', function () {
     expect(loaded).to.deep.equal([prebuild]);
   });
 
-  it('keeps the own message of an addon that exists but does not load', () => {
-    const stale: RequireFunction = () => {
-      throw new Error('The module was compiled against a different Node.js version');
+  it("says the same command for an addon that exists but does not load, with the loader's words (issue 32)", () => {
+    // What the dynamic linker says of a prebuild made for a newer glibc than this machine's.
+    const prebuild = '/opt/wg-peerd/prebuilds/linux-x64/wg-peerd.glibc.node';
+    const tooOld: RequireFunction = () => {
+      throw new Error(
+        `/lib/x86_64-linux-gnu/libc.so.6: version \`GLIBC_2.32' not found (required by ${prebuild})`,
+      );
     };
-    expect(() =>
-      loadNativeFrom('/opt/wg-peerd', stale, () => '/opt/wg-peerd/build/Release/netlink.node'),
-    ).to.throw(/different Node\.js version/);
+    let error: unknown;
+    try {
+      loadNativeFrom('/opt/wg-peerd', tooOld, () => prebuild);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).to.be.instanceOf(NativeAddonMissingError);
+    expect((error as Error).message).to.equal(
+      `the native netlink addon ${prebuild} does not load on this machine ` +
+        `(/lib/x86_64-linux-gnu/libc.so.6: version \`GLIBC_2.32' not found (required by ${prebuild})): ` +
+        'build it with `cd /opt/wg-peerd && npm run install` ' +
+        '(it needs gcc, make and python3: `apt-get install build-essential python3`)',
+    );
   });
 
   it('prints that one line and exits 1 when the built daemon runs without build/Release', function () {
@@ -136,7 +157,8 @@ describe('a start that explains itself', function () {
       const lines = result.stderr.split('\n').filter((l) => l !== '');
       expect(lines).to.deep.equal([
         'wg-peerd: the native netlink addon is not built and no prebuilt one fits this machine: ' +
-          `run \`npm ci\` in ${dir} (it needs gcc, make and python3)`,
+          `build it with \`cd ${dir} && npm run install\` ` +
+          '(it needs gcc, make and python3: `apt-get install build-essential python3`)',
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -123,6 +123,22 @@ describe('src/ layers', () => {
     });
   }
 
+  it('nothing imports the wiring: no room imports src/daemon or src/main.ts, src/daemon not main.ts', () => {
+    // src/main.ts (the process) and src/daemon (startDaemon's phases, issue 32) sit above every
+    // layer and may import each; an import back would tie a layer to the whole daemon.
+    const rooms = readdirSync(SRC).filter(
+      (name) => name !== 'daemon' && statSync(path.join(SRC, name)).isDirectory(),
+    );
+    expect([
+      ...rooms.flatMap((room) => offenders(room, ['daemon', 'main'])),
+      ...offenders('daemon', ['main']),
+    ]).to.deep.equal([]);
+    // Checks the check: main.ts's own import of src/daemon is read as one.
+    expect(
+      importsOf(path.join(SRC, 'main.ts')).map((s) => layerOf(path.join(SRC, 'main.ts'), s)),
+    ).to.include('daemon');
+  });
+
   it("src/netlink knows no family: no family's constants, no family named in code", () => {
     const found: string[] = [];
     for (const file of sourceFiles(path.join(SRC, 'netlink'))) {

@@ -135,6 +135,19 @@ describe('the release package (npm pack)', function () {
       expect(existsSync(path.join(dir, 'build'))).to.equal(false);
     });
 
+    it('removes a build/ of an earlier source build when the prebuild loads (it would shadow it)', () => {
+      // What `npm run install` meets where a damaged build/Release stopped the start (issue 32).
+      copyFileSync(
+        path.join(ROOT, 'build', 'Release', 'netlink.node'),
+        path.join(dir, 'prebuilds', 'linux-x64', 'wg-peerd.glibc.node'),
+      );
+      mkdirSync(path.join(dir, 'build', 'Release'), { recursive: true });
+      writeFileSync(path.join(dir, 'build', 'Release', 'netlink.node'), 'damaged');
+      const result = install();
+      expect(result.status, result.stderr).to.equal(0);
+      expect(existsSync(path.join(dir, 'build'))).to.equal(false);
+    });
+
     it('builds from source (node-gyp) when the prebuild does not load', () => {
       writeFileSync(path.join(dir, 'prebuilds', 'linux-x64', 'wg-peerd.glibc.node'), 'not ELF');
       const result = install();
@@ -159,10 +172,14 @@ describe('the release package (npm pack)', function () {
       expect(result.stdout).to.contain('keeping the built dist/');
     });
 
-    it('succeeds without dist/ too, saying how to build it', () => {
+    it('stops without dist/, with one line saying to run `npm ci` (issue 32)', () => {
+      // It used to succeed here, and `npm start` then died with MODULE_NOT_FOUND.
       const result = prepare();
-      expect(result.status).to.equal(0);
-      expect(result.stderr).to.contain('npm ci && npm run build');
+      expect(result.status).to.equal(1);
+      expect(result.stdout).to.equal('');
+      const lines = result.stderr.split('\n').filter((line) => line !== '');
+      expect(lines).to.have.length(1);
+      expect(lines[0]).to.match(/^wg-peerd: dist\/ is not built .*: run `npm ci`/);
     });
   });
 
