@@ -392,6 +392,13 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     onPeriodReset: () => periodResets.inc(),
     exhaustion: events.exhaustionTimes,
     usageFence,
+    clientDefaults: {
+      dns: config.clientDns ?? [],
+      allowedIps: config.clientAllowedIps,
+      mtu: config.clientMtu,
+      persistentKeepalive: config.clientKeepalive,
+      presharedKeys: config.presharedKeys,
+    },
   });
   const checkpoints =
     store === null

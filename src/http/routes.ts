@@ -22,6 +22,7 @@ import {
   check,
   capResetResponse,
   checkPublicKey,
+  createBody,
   createdResponse,
   dataCapBody,
   emptyBody,
@@ -119,6 +120,8 @@ export function toCreatedJson(created: CreatedPeer) {
       ...(created.ipv6 === null ? {} : { ipv6: created.ipv6 }),
       privateKey: created.privateKey,
       publicKey: created.publicKey,
+      // Issue 31: returned here and in the config only, once.
+      ...(created.presharedKey === null ? {} : { presharedKey: created.presharedKey }),
     },
     server: { publicKey: created.serverPublicKey, endpoint: created.endpoint },
     config: created.clientConfig,
@@ -219,7 +222,7 @@ export const ROUTES: readonly RouteDef[] = [
     polled: false,
     scope: 'admin',
     summary: 'Create a peer; the response holds its private key, which is never kept',
-    body: emptyBody as ValidateFunction<unknown>,
+    body: createBody as ValidateFunction<unknown>,
     success: {
       status: 201,
       description:
@@ -235,8 +238,7 @@ export const ROUTES: readonly RouteDef[] = [
     },
     handler: ({ service }) =>
       route(async (req, res) => {
-        check(emptyBody, req.body, 'body');
-        const created = await service.createPeer();
+        const created = await service.createPeer(check(createBody, req.body, 'body'));
         res.status(201).set('Cache-Control', 'no-store').json(toCreatedJson(created));
       }),
   },

@@ -5,6 +5,12 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import {
   ALIVE,
+  CLIENT_ALLOWED_IPS_MAX_ITEMS,
+  CLIENT_DNS_MAX_ITEMS,
+  CLIENT_KEEPALIVE_MAX,
+  CLIENT_MTU_MAX,
+  CLIENT_MTU_MIN,
+  type CreateOptions,
   DATA_CAP_MAX,
   DEAD,
   NO_HANDSHAKE,
@@ -107,6 +113,53 @@ export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBod
       maximum: THROTTLE_MAX,
       description:
         'With afterCap "throttle" (required for a cap that does not throttle yet); alone, the new rate of a cap that throttles',
+    },
+  },
+  additionalProperties: false,
+});
+
+export type CreateBody = CreateOptions;
+
+/**
+ * POST /api/peer (issue 31): every field optional; none, or `{}`, is the peer every create
+ * made before. The shapes are checked here, the addresses and prefixes by the domain
+ * (src/peers/client-options.ts), both answering 400 with `details`.
+ */
+export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>({
+  type: 'object',
+  properties: {
+    presharedKey: {
+      type: 'boolean',
+      description:
+        'true: the peer gets a preshared key (32 random bytes), returned once as peer.presharedKey and in the config; false: none even with --preshared-keys. Left out: --preshared-keys decides',
+    },
+    dns: {
+      type: 'array',
+      maxItems: CLIENT_DNS_MAX_ITEMS,
+      items: { type: 'string', maxLength: 45, description: 'An IPv4 or IPv6 address' },
+      description:
+        "The client's DNS servers (the config's `DNS =` line); [] writes none. Left out: --client-dns",
+    },
+    allowedIps: {
+      type: 'array',
+      minItems: 1,
+      maxItems: CLIENT_ALLOWED_IPS_MAX_ITEMS,
+      items: { type: 'string', maxLength: 49, description: 'An IPv4 or IPv6 CIDR' },
+      description:
+        'What the client routes through the tunnel (the config\'s `AllowedIPs =`), e.g. ["0.0.0.0/0", "::/0"] for a full tunnel. Left out: --client-allowed-ips, else the interface\'s subnet (everything, on a dual-stack interface)',
+    },
+    mtu: {
+      type: 'integer',
+      minimum: CLIENT_MTU_MIN,
+      maximum: CLIENT_MTU_MAX,
+      description: "The client's `MTU =`. Left out: --client-mtu, else no line",
+    },
+    persistentKeepalive: {
+      type: 'integer',
+      minimum: 0,
+      maximum: CLIENT_KEEPALIVE_MAX,
+      description:
+        "The client's `PersistentKeepalive =` in seconds; 0 writes none (off). Left out: --client-keepalive (25)",
     },
   },
   additionalProperties: false,
@@ -413,6 +466,12 @@ export const createdResponse: JsonSchema = {
         },
         privateKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
         publicKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+        presharedKey: {
+          type: 'string',
+          pattern: '^[A-Za-z0-9+/]{43}=$',
+          description:
+            "The peer's preshared key (base64 of 32 random bytes), only when one was made (presharedKey: true, or --preshared-keys): returned this once, never listed or logged; also the config's PresharedKey",
+        },
       },
       required: ['ip', 'privateKey', 'publicKey'],
       additionalProperties: false,

@@ -36,6 +36,7 @@ import { BehindBackDeletions } from './behind-back';
 import { ChangePipeline, type PeerJournal } from './pipeline';
 import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
+import { type CreateOptions, DEFAULT_CLIENT_DEFAULTS, checkCreateOptions } from './client-options';
 import type {
   ChangedPeer,
   CreatedPeer,
@@ -129,6 +130,7 @@ export class PeerService implements PeerServiceApi {
       events: options.events,
       random: options.random,
       addresses6,
+      clientDefaults: options.clientDefaults ?? DEFAULT_CLIENT_DEFAULTS,
     });
     this.changes = new PeerChanges({
       calls: this.calls,
@@ -177,8 +179,10 @@ export class PeerService implements PeerServiceApi {
     sinceLastRead: () => this.snapshots.sinceLastRead(),
   };
 
-  createPeer(): Promise<CreatedPeer> {
-    return this.creates.create();
+  /** A create body's options (issue 31): every one optional, none is today's peer. */
+  async createPeer(options: CreateOptions = {}): Promise<CreatedPeer> {
+    checkCreateOptions(options);
+    return this.creates.create(options);
   }
 
   async deletePeer(publicKey: string): Promise<ChangedPeer> {

@@ -35,7 +35,7 @@ import {
   WG_GENL_NAME,
   deviceReadAttributes,
   deviceWriteAttributes,
-  peerAttributes,
+  peerWriteAttributes,
 } from './schema';
 
 /**
@@ -47,7 +47,7 @@ const PEERS_BYTES_PER_MESSAGE = 32 * 1024;
 /** Allowed IPs per peer entry; a peer with more continues in further entries. */
 const ALLOWED_IPS_PER_ENTRY = 256;
 
-type PeerAttributes = Attributes<typeof peerAttributes>;
+type PeerAttributes = Attributes<typeof peerWriteAttributes>;
 
 function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']>[number] {
   return {
@@ -77,7 +77,7 @@ export function planPeerMessages(peers: PeerAttributes[]): PeerAttributes[][] {
       );
     }
   }
-  const entryCodec = nested(peerAttributes);
+  const entryCodec = nested(peerWriteAttributes);
   const messages: PeerAttributes[][] = [];
   let current: PeerAttributes[] = [];
   let size = 0;
@@ -163,6 +163,7 @@ export class WireGuard implements WireGuardApi {
           (peer.replaceAllowedIps ? WGPEER_F_REPLACE_ALLOWEDIPS : 0) |
           (peer.updateOnly ? WGPEER_F_UPDATE_ONLY : 0),
         persistentKeepalive: peer.persistentKeepalive,
+        ...(peer.presharedKey === undefined ? {} : { presharedKey: peer.presharedKey }),
         allowedIps: peer.allowedIps.map(toAllowedIp),
       })),
       'add',

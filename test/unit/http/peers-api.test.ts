@@ -210,9 +210,9 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
   });
 
   it('rejects unknown body fields with 400 and details naming them', async () => {
-    const res = await setup().http.post('/api/peer').send({ name: 'laptop' });
+    const res = await setup().http.post('/api/peer').send({ colour: 'blue' });
     expectError(res, 400, 'VALIDATION_FAILED');
-    expect(res.body.details).to.deep.equal([{ field: '/name', message: 'is not a known field' }]);
+    expect(res.body.details).to.deep.equal([{ field: '/colour', message: 'is not a known field' }]);
   });
 
   it('rejects a JSON array body with 400', async () => {

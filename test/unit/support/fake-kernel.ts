@@ -130,6 +130,8 @@ export class FakeKernel implements Kernel {
   closed = false;
   private nextIndex = 10;
   private readonly failures = new Map<string, { error: Error; once: boolean }>();
+  /** The preshared key bytes each peer was given (WGPEER_A_PRESHARED_KEY), by public key. */
+  readonly presharedKeys = new Map<string, Buffer>();
 
   readonly wireguard: WireGuardApi;
   readonly link: LinkApi;
@@ -188,6 +190,13 @@ export class FakeKernel implements Kernel {
                 allowedIps: [],
               };
               device.peers.push(peer);
+            }
+            if (config.presharedKey !== undefined) {
+              // As the kernel: all zeros remove it (wireguard.h), the dump says only whether set.
+              const bytes = Buffer.from(config.presharedKey);
+              this.presharedKeys.set(config.publicKey, bytes);
+              if (bytes.some((b) => b !== 0)) peer.presharedKey = true;
+              else delete peer.presharedKey;
             }
             if (config.replaceAllowedIps) peer.allowedIps = [];
             for (const prefix of config.allowedIps) {
