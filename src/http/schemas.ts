@@ -246,6 +246,11 @@ export const peerResponse: JsonSchema = {
     rx_bytes: BYTES,
     tx_bytes: BYTES,
     persistent_keepalive_seconds: { type: 'integer', minimum: 0, description: '0 when off' },
+    preshared_key: {
+      type: 'boolean',
+      description:
+        'The kernel holds a preshared key for the peer (issue 31); the key itself is never listed',
+    },
     speed_limit_bytes_per_second: nullable({
       type: 'integer',
       minimum: SPEED_LIMIT_MIN,
@@ -318,6 +323,7 @@ export const peerResponse: JsonSchema = {
     'rx_bytes',
     'tx_bytes',
     'persistent_keepalive_seconds',
+    'preshared_key',
     'speed_limit_bytes_per_second',
     'speed_limit_holds',
     'data_cap',

@@ -4,6 +4,7 @@
  * with `details`.
  */
 import { expect } from 'chai';
+import request from 'supertest';
 import { DEFAULT_CLIENT_DEFAULTS } from '../../../src/peers';
 import { expectError, setup } from './helpers';
 
@@ -179,5 +180,25 @@ describe('http POST /api/peer: preshared keys (issue 31)', () => {
     expect(kernel.presharedKeys.has(refused.body.peer.publicKey)).to.equal(false);
     const plain = await setup().http.post('/api/peer');
     expect(plain.body.peer).to.not.have.property('presharedKey');
+  });
+});
+
+describe('http GET /api/peers: preshared_key (issue 31)', () => {
+  it('lists true for a peer the kernel holds a preshared key for, false otherwise, never the key', async () => {
+    const { app, http } = setup();
+    const withKey = await http.post('/api/peer').send({ presharedKey: true });
+    const without = await http.post('/api/peer');
+    const res = await http.get('/api/peers');
+    const byKey = new Map(
+      (res.body.peers as Array<Record<string, unknown>>).map((p) => [p['public_key'], p]),
+    );
+    expect(byKey.get(withKey.body.peer.publicKey)?.['preshared_key']).to.equal(true);
+    expect(byKey.get(without.body.peer.publicKey)?.['preshared_key']).to.equal(false);
+    expect(res.text).to.not.contain(withKey.body.peer.presharedKey);
+    // A partial response is not the full peer the recorded responses are checked against.
+    const partial = await request(app).get('/api/peers?fields=public_key,preshared_key');
+    expect(
+      partial.body.peers.map((p: Record<string, unknown>) => p['preshared_key']),
+    ).to.deep.equal([true, false]);
   });
 });

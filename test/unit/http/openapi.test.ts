@@ -211,6 +211,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       rxBytes: 1,
       txBytes: 2,
       persistentKeepalive: 25,
+      presharedKey: true,
       speedLimitBytesPerSecond: 125000,
       speedLimitHolds: 'both',
       dataCap: {

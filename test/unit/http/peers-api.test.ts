@@ -38,6 +38,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       rx_bytes: 100,
       tx_bytes: 200,
       persistent_keepalive_seconds: 0,
+      preshared_key: false,
       speed_limit_bytes_per_second: null,
       speed_limit_holds: null,
       data_cap: null,

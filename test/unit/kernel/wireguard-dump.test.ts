@@ -270,3 +270,21 @@ describe('kernel/wireguard-dump: a DumpMemo reuses unchanged peers across reads'
     );
   });
 });
+
+// Issue 31: the list's preshared_key comes from WGPEER_A_PRESHARED_KEY, which the kernel's dump
+// always carries (32 bytes, zeros for none); the key itself never becomes a JS value.
+describe('kernel/wireguard-dump: preshared keys (issue 31)', () => {
+  it('marks the peers whose key is not all zeros, and only them', () => {
+    const device = decodeDeviceDump('wgx', generatedDump(12, 5));
+    const marked = device.peers.map((peer) => peer.presharedKey === true);
+    expect(marked).to.deep.equal(Array.from({ length: 12 }, (_, i) => i % 5 === 1));
+    for (const peer of device.peers) {
+      expect(Object.values(peer).some((value) => Buffer.isBuffer(value))).to.equal(false);
+    }
+  });
+
+  it('keeps the shape of a peer without one as it was (no presharedKey property)', () => {
+    const [first] = decodeDeviceDump('wgx', generatedDump(1)).peers;
+    expect(first).to.not.have.property('presharedKey');
+  });
+});
