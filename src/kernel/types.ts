@@ -69,6 +69,11 @@ export interface WireGuardApi {
    * (issue 28). The caller zeroes it after use and never logs it.
    */
   readPrivateKey(name: string): Promise<Buffer | null>;
+  /**
+   * The peers' non-zero preshared keys (32 raw bytes each) by public key (issue 31): for a peer
+   * the state directory takes from the kernel. The caller zeroes them and never logs them.
+   */
+  readPresharedKeys(name: string): Promise<Map<string, Buffer>>;
 }
 
 export interface LinkInfo {

@@ -175,6 +175,8 @@ export class Creates {
     const records = plans.map((p) => ({
       publicKey: p.keys.publicKey,
       allowedIps: cidrTexts(allowedIpsOf(p)),
+      // Issue 31: kept so a reboot puts it back (the commit only: an intent never needs it).
+      ...(p.presharedKey === null ? {} : { presharedKey: p.presharedKey.toString('base64') }),
     }));
     await pipeline.durable(journal.intendCreates(records), 'nothing was created');
     try {

@@ -45,6 +45,11 @@ export interface SavedPeer {
   cap: SavedCap | null;
   /** Suspended (issue 19); absent in journals written before suspension existed: false. */
   suspended?: boolean;
+  /**
+   * The peer's preshared key, base64 (issue 31), so that a reboot puts it back; absent: none.
+   * The journal is mode 0600 in a 0700 directory, as the server key's file.
+   */
+  presharedKey?: string;
 }
 
 /** The interface as the daemon created it (its private key is in a file of its own). */
@@ -98,6 +103,8 @@ export type JournalRecord =
       cap: SavedCap | null;
       /** Present (true) only for a suspended peer. */
       s?: true;
+      /** The preshared key (base64), present only for a peer with one (issue 31). */
+      psk?: string;
     }
   /** A create that failed in the kernel after its intent. */
   | { t: 'abort'; k: string }
@@ -143,6 +150,7 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
         limit: record.limit,
         cap: record.cap === null ? null : { ...record.cap },
         ...(record.s === true ? { suspended: true } : {}),
+        ...(typeof record.psk === 'string' ? { presharedKey: record.psk } : {}),
       });
       return;
     case 'abort':
@@ -193,6 +201,7 @@ export function peerRecord(peer: SavedPeer): JournalRecord {
     limit: peer.limit,
     cap: peer.cap === null ? null : { ...peer.cap },
     ...(peer.suspended === true ? { s: true as const } : {}),
+    ...(peer.presharedKey === undefined ? {} : { psk: peer.presharedKey }),
   };
 }
 

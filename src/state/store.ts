@@ -100,6 +100,8 @@ export async function readBootId(file = BOOT_ID_FILE): Promise<string> {
 export interface NewPeer {
   publicKey: string;
   allowedIps: readonly string[];
+  /** Its preshared key, base64 (issue 31): in the commit only, never in the intent. */
+  presharedKey?: string;
 }
 
 /** What the checks of `open` found in one directory of the state dir. */
@@ -286,6 +288,7 @@ export class StateStore {
         allowedIps: [...p.allowedIps],
         limit: null,
         cap: null,
+        ...(p.presharedKey === undefined ? {} : { presharedKey: p.presharedKey }),
       })),
     );
   }

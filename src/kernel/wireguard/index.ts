@@ -25,6 +25,7 @@ import {
 import { AF_INET, AF_INET6 } from '../rtnetlink';
 import { DumpMemo, decodeDeviceDump } from './dump';
 import { takeDevicePrivateKey } from './private-key';
+import { takePresharedKeys } from './preshared-keys';
 import type { DeviceConfig, IpPrefix, PeerConfig, WireGuardApi, WireGuardDevice } from '../types';
 import {
   WGPEER_F_REMOVE_ME,
@@ -138,6 +139,15 @@ export class WireGuard implements WireGuardApi {
    */
   async readPrivateKey(name: string): Promise<Buffer | null> {
     return takeDevicePrivateKey(await this.dumpDevice(name));
+  }
+
+  /**
+   * WG_CMD_GET_DEVICE again, read for the peers' non-zero WGPEER_A_PRESHARED_KEYs alone
+   * (./preshared-keys.ts): by public key; the keys' bytes in the received messages are zeroed
+   * once copied; the caller zeroes the copies.
+   */
+  async readPresharedKeys(name: string): Promise<Map<string, Buffer>> {
+    return takePresharedKeys(await this.dumpDevice(name));
   }
 
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {

@@ -214,6 +214,15 @@ export class FakeKernel implements Kernel {
           device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
         }),
       // A copy, as the kernel's reply is: the caller zeroes it.
+      readPresharedKeys: (name) =>
+        this.op('readPresharedKeys', [name], () => {
+          const held = new Set(this.requireDevice(name).peers.map((p) => p.publicKey));
+          return new Map(
+            [...this.presharedKeys]
+              .filter(([key, bytes]) => held.has(key) && bytes.some((b) => b !== 0))
+              .map(([key, bytes]) => [key, Buffer.from(bytes)]),
+          );
+        }),
       readPrivateKey: (name) =>
         this.op('readPrivateKey', [name], () => {
           const key = this.requireDevice(name).privateKey;
