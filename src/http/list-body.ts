@@ -118,6 +118,7 @@ function peerJson(view: PeerView): string {
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
     `,"data_cap":${cap === null ? 'null' : capJson(cap, view.exhaustedAt)}` +
     `,"suspended":${suspended}` +
+    `,"name":${view.name === null ? 'null' : JSON.stringify(view.name)}` +
     '}'
   );
 }
@@ -155,6 +156,7 @@ export const PEER_WRITERS: Readonly<Record<string, PeerWriter>> = {
   speed_limit_holds: (v) => textOrNull(limitOf(v.limit).holds),
   data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v.exhaustedAt)),
   suspended: (v) => String(v.suspended),
+  name: (v) => (v.name === null ? 'null' : JSON.stringify(v.name)),
 };
 
 /** Each field of a peer's `data_cap` object (`data_cap.<field>`), as `capJson` writes it. */

@@ -29,6 +29,7 @@ import {
   listQuery,
   listResponse,
   messageResponse,
+  nameBody,
   speedLimitBody,
   suspensionBody,
 } from './schemas';
@@ -43,6 +44,7 @@ export type RouteId =
   | 'removeDataCap'
   | 'resetDataCap'
   | 'setSuspension'
+  | 'setName'
   | 'deletePeer'
   | 'openapi'
   | 'docs'
@@ -361,6 +363,21 @@ export const ROUTES: readonly RouteDef[] = [
       const { suspended } = check(suspensionBody, req.body, 'body');
       const peer = await service.setSuspension(key, suspended);
       return `${suspended ? 'Suspended' : 'Resumed'} ${named(peer)}`;
+    },
+  ),
+  limitRoute(
+    'setName',
+    'patch',
+    '/name',
+    "Name the peer, rename it, or clear its name (null); shown as the list's `name`",
+    nameBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { name } = check(nameBody, req.body, 'body');
+      const peer = await service.setName(key, name);
+      return name === null
+        ? `Name of ${named(peer)} cleared`
+        : `Name of ${named(peer)} set to ${JSON.stringify(name)}`;
     },
   ),
   {

@@ -11,6 +11,8 @@ import {
   CLIENT_MTU_MAX,
   CLIENT_MTU_MIN,
   type CreateOptions,
+  NAME_MAX_LENGTH,
+  NAME_PATTERN,
   DATA_CAP_MAX,
   DEAD,
   NO_HANDSHAKE,
@@ -41,6 +43,7 @@ export const ajv = new Ajv({ allErrors: true, strict: true, validateSchema: fals
 export interface ListQuery {
   status?: FilterStatus;
   fields?: string;
+  name?: string;
 }
 export type EmptyBody = Record<string, never>;
 export interface KeyParams {
@@ -125,9 +128,22 @@ export type CreateBody = CreateOptions;
  * made before. The shapes are checked here, the addresses and prefixes by the domain
  * (src/peers/client-options.ts), both answering 400 with `details`.
  */
+/** A peer's name (issue 31): 1 to 64 characters without control characters. */
+const NAME_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  maxLength: NAME_MAX_LENGTH,
+  pattern: NAME_PATTERN,
+} as const;
+
 export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>({
   type: 'object',
   properties: {
+    name: {
+      ...NAME_SCHEMA,
+      description:
+        "The peer's name (1 to 64 characters, no control characters): listed as `name`, filtered by `GET /api/peers?name=`, changed by PATCH .../name",
+    },
     presharedKey: {
       type: 'boolean',
       description:
@@ -162,6 +178,23 @@ export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>(
         "The client's `PersistentKeepalive =` in seconds; 0 writes none (off). Left out: --client-keepalive (25)",
     },
   },
+  additionalProperties: false,
+});
+
+export interface NameBody {
+  name: string | null;
+}
+
+/** PATCH .../name (issue 31): a name, or null to clear it. */
+export const nameBody: ValidateFunction<NameBody> = ajv.compile<NameBody>({
+  type: 'object',
+  properties: {
+    name: {
+      anyOf: [NAME_SCHEMA, { type: 'null' }],
+      description: 'The new name (1 to 64 characters, no control characters); null clears it',
+    },
+  },
+  required: ['name'],
   additionalProperties: false,
 });
 
@@ -310,6 +343,10 @@ export const peerResponse: JsonSchema = {
       type: 'boolean',
       description: 'No tunnelled packet of the peer passes either way (PATCH .../suspension)',
     },
+    name: nullable({
+      type: 'string',
+      description: "The peer's name (create's name, PATCH .../name); null when it has none",
+    }),
   },
   required: [
     'public_key',
@@ -328,6 +365,7 @@ export const peerResponse: JsonSchema = {
     'speed_limit_holds',
     'data_cap',
     'suspended',
+    'name',
   ],
   additionalProperties: false,
 };
@@ -367,6 +405,13 @@ export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
   type: 'object',
   properties: {
     status: { type: 'string', enum: ['ALIVE', 'DEAD'] },
+    name: {
+      type: 'string',
+      minLength: 1,
+      maxLength: NAME_MAX_LENGTH,
+      description:
+        'Only the peers with exactly this name (issue 31); with status, those of both. `filter` still echoes status only',
+    },
     fields: {
       type: 'string',
       maxLength: FIELDS_MAX_LENGTH,
@@ -397,6 +442,8 @@ export interface FieldSet {
 
 export interface ListRequest {
   filter: FilterStatus | null;
+  /** Only peers of exactly this name (issue 31); null: any. */
+  name: string | null;
   /** null: the full body (no `fields`, or every field named). */
   fields: FieldSet | null;
 }
@@ -424,6 +471,7 @@ export function checkListQuery(query: unknown): ListRequest {
   const checked = check(listQuery, query, 'query');
   return {
     filter: checked.status ?? null,
+    name: checked.name ?? null,
     fields: checked.fields === undefined ? null : fieldSetOf(checked.fields.split(',')),
   };
 }

@@ -13,6 +13,7 @@
 import { isIpv4 } from '../kernel/ipv4';
 import { isIpv6 } from '../kernel/ipv6';
 import { ValidationError } from './errors';
+import { checkName } from './names';
 
 /** The client's MTU: IPv6's minimum link MTU up to jumbo frames (issue 31). */
 export const CLIENT_MTU_MIN = 1280;
@@ -27,6 +28,8 @@ export const CLIENT_ALLOWED_IPS_MAX_ITEMS = 128;
 
 /** A create's own choices (the create body, checked). */
 export interface CreateOptions {
+  /** The peer's name (./names.ts): 1 to 64 characters without control characters. */
+  name?: string;
   /** Make a preshared key for the peer (true), or not even when --preshared-keys is on (false). */
   presharedKey?: boolean;
   /** The client's DNS servers; [] writes no DNS line whatever the default. */
@@ -126,6 +129,7 @@ function checkWhole(value: number | undefined, field: string, min: number, max: 
 
 /** Throws ValidationError (400, with `details`) for a field a create cannot take. */
 export function checkCreateOptions(options: CreateOptions): void {
+  if (options.name !== undefined) checkName(options.name);
   if (options.presharedKey !== undefined && typeof options.presharedKey !== 'boolean') {
     throw invalid(
       'presharedKey',

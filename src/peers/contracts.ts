@@ -29,6 +29,7 @@ export type PeerJournal = Pick<
   | 'recordLimit'
   | 'recordCap'
   | 'recordSuspension'
+  | 'recordName'
   | 'recordPeers'
   | 'amendPeer'
 >;
@@ -82,6 +83,8 @@ export interface PeerServiceApi {
   setDataCap(publicKey: string, change: number | DataCapChange): Promise<ChangedPeer>;
   removeDataCap(publicKey: string): Promise<ChangedPeer>;
   setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
+  /** Names, renames or (null) unnames the peer (issue 31). */
+  setName(publicKey: string, name: string | null): Promise<ChangedPeer>;
   resetDataCap(publicKey: string): Promise<ResetCap>;
 }
 

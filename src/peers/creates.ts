@@ -27,6 +27,7 @@ import { allInOrder } from './settled';
 import { prefixOf } from './cidrs';
 import type { ClientChoices, ClientDefaults, CreateOptions } from './client-options';
 import { clientChoices } from './client-options';
+import type { PeerNames } from './names';
 
 /** What a create decided before the kernel change. */
 interface CreatePlan {
@@ -40,6 +41,8 @@ interface CreatePlan {
   client: ClientChoices;
   /** 32 random bytes when the peer gets a preshared key (issue 31); never logged. */
   presharedKey: Buffer | null;
+  /** The name the create gave it (issue 31); null: none. */
+  name: string | null;
 }
 
 interface CreateWaiter {
@@ -100,6 +103,8 @@ export interface CreatesOptions {
   addresses6: readonly Ipv6Address[];
   /** The daemon-wide defaults of a create's client config (./client-options.ts). */
   clientDefaults: ClientDefaults;
+  /** Where a created peer's name goes once it is made (./names.ts). */
+  names: PeerNames;
 }
 
 export class Creates {
@@ -119,6 +124,7 @@ export class Creates {
       return this.o.kernelChange(async () => {
         const plan = planned((await this.plan([options]))[0]);
         await this.addPeers([plan]);
+        this.name(plan);
         this.announce(plan);
         return createdPeer(plan);
       });
@@ -159,6 +165,7 @@ export class Creates {
       plans = outcomes.filter((o): o is CreatePlan => !(o instanceof Error));
       if (plans.length === 0) return;
       await this.commit(journal, plans);
+      for (const plan of plans) this.name(plan);
       for (const plan of plans) this.announce(plan);
       plans.forEach((plan, i) => pending[i].resolve(createdPeer(plan)));
     } catch (error) {
@@ -177,6 +184,7 @@ export class Creates {
       allowedIps: cidrTexts(allowedIpsOf(p)),
       // Issue 31: kept so a reboot puts it back (the commit only: an intent never needs it).
       ...(p.presharedKey === null ? {} : { presharedKey: p.presharedKey.toString('base64') }),
+      ...(p.name === null ? {} : { name: p.name }),
     }));
     await pipeline.durable(journal.intendCreates(records), 'nothing was created');
     try {
@@ -297,6 +305,7 @@ export class Creates {
         clientAllowedIps,
         client,
         presharedKey,
+        name: options.name ?? null,
       });
     }
     return plans;
@@ -320,6 +329,11 @@ export class Creates {
         })),
       ),
     );
+  }
+
+  /** A created peer's name, served from now on. */
+  private name(plan: CreatePlan): void {
+    if (plan.name !== null) this.o.names.set(plan.keys.publicKey, plan.name);
   }
 
   /** The log line and `peer.created` of a create, once it is durable (or made, without a journal). */

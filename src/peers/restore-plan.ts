@@ -223,6 +223,8 @@ function planKernelPeer(
 ): void {
   const current = kernelPeer(peer, view);
   const before = saved.peers.get(peer.publicKey);
+  // The kernel keeps no name (issue 31): the journal's stays.
+  if (before?.name !== undefined) current.name = before.name;
   plan.next.set(peer.publicKey, current);
   if (before === undefined) {
     countAdopted(current, plan.adopted);
@@ -353,6 +355,7 @@ function planPutBack(
       cap: before.cap === null ? null : { ...before.cap },
       ...(before.suspended === true ? { suspended: true } : {}),
       ...(before.presharedKey === undefined ? {} : { presharedKey: before.presharedKey }),
+      ...(before.name === undefined ? {} : { name: before.name }),
     };
     plan.addPeers.push(peer);
     plan.next.set(peer.publicKey, peer);

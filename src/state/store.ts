@@ -102,6 +102,8 @@ export interface NewPeer {
   allowedIps: readonly string[];
   /** Its preshared key, base64 (issue 31): in the commit only, never in the intent. */
   presharedKey?: string;
+  /** Its name (issue 31), in the commit. */
+  name?: string;
 }
 
 /** What the checks of `open` found in one directory of the state dir. */
@@ -289,6 +291,7 @@ export class StateStore {
         limit: null,
         cap: null,
         ...(p.presharedKey === undefined ? {} : { presharedKey: p.presharedKey }),
+        ...(p.name === undefined ? {} : { name: p.name }),
       })),
     );
   }
@@ -307,6 +310,11 @@ export class StateStore {
 
   recordCap(publicKey: string, cap: SavedCap | null): Promise<void> {
     return this.journal.append({ t: 'cap', k: publicKey, cap });
+  }
+
+  /** The peer's name (issue 31); null clears it. */
+  recordName(publicKey: string, name: string | null): Promise<void> {
+    return this.journal.append({ t: 'name', k: publicKey, n: name });
   }
 
   recordSuspension(publicKey: string, suspended: boolean): Promise<void> {

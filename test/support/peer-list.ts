@@ -43,6 +43,8 @@ export interface PeerEntry {
   suspended: boolean;
   /** When its cap ran out (the snapshot's `exhausted`), ISO 8601 UTC; null without. */
   exhaustedAt: string | null;
+  /** Its name (issue 31); null without. */
+  name: string | null;
 }
 
 /** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
@@ -97,6 +99,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
             },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
       exhaustedAt: exhaustedAtOf(snapshot, ipAddress),
+      name: snapshot.names?.get(peer.publicKey) ?? null,
     });
   }
   return entries;
@@ -146,6 +149,7 @@ export function toPeerJson(entry: PeerEntry) {
             throttled: entry.dataCap.throttled === true,
           },
     suspended: entry.suspended,
+    name: entry.name,
   };
 }
 

@@ -43,6 +43,7 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       speed_limit_holds: null,
       data_cap: null,
       suspended: false,
+      name: null,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
     expect(peer.ip_address).to.match(/^\d+\.\d+\.\d+\.\d+$/);
