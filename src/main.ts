@@ -359,6 +359,8 @@ export async function startDaemon(config: Config, deps: DaemonDeps): Promise<Dae
     interfaceName: config.interfaceName,
     historySize: config.eventHistory,
     snapshot: () => service.snapshot(),
+    // Every peer event carries the peer's name (issue 31).
+    nameOf: (publicKey) => service.nameOf(publicKey),
     listMaxAgeMs: config.listMaxAgeMs,
     logger,
     registry: metrics.registry,

@@ -206,6 +206,11 @@ export class PeerService implements PeerServiceApi {
     }));
   }
 
+  /** The peer's name now (issue 31), or null: what events write as `name`. */
+  nameOf(publicKey: string): string | null {
+    return this.names.get(publicKey);
+  }
+
   /**
    * Names the peer, renames it, or clears its name (null) (issue 31). The kernel is only read
    * (the peer must be there: 404 otherwise); the name is the daemon's, and the journal's with a
