@@ -22,6 +22,16 @@ import {
   type Tokens,
 } from './token-files';
 import { TlsFileError, loadTlsFiles, type TlsMaterial, type TlsSources } from './tls-files';
+import {
+  CLIENT_ALLOWED_IPS_MAX_ITEMS,
+  CLIENT_DNS_MAX_ITEMS,
+  CLIENT_KEEPALIVE_DEFAULT,
+  CLIENT_KEEPALIVE_MAX,
+  CLIENT_MTU_MAX,
+  CLIENT_MTU_MIN,
+  isCidrText,
+  isIpAddressText,
+} from './peers/client-options';
 
 export interface ListenAddress {
   /** IP literal without brackets, or "localhost". */
@@ -319,6 +329,30 @@ export function formatDuration(ms: number): string {
   return text === '' ? '0s' : text;
 }
 
+/**
+ * A parse of comma-separated lists (spaces around the commas allowed), each item checked by
+ * `valid`: the defaults of the client configs (issue 31).
+ */
+function commaList(
+  valid: (text: string) => boolean,
+  noun: string,
+  example: string,
+  max: number,
+): (text: string, what: string) => string[] {
+  return (text, what) => {
+    const items = text.split(',').map((item) => item.trim());
+    const bad = items.find((item) => !valid(item));
+    if (bad !== undefined || items.length > max) {
+      throw new ConfigError(
+        bad === undefined
+          ? `${what} holds more than ${max} items`
+          : `${what} must be ${noun} separated by commas, like ${example}; "${bad}" is not one`,
+      );
+    }
+    return items;
+  };
+}
+
 /** Ties a row's default to its parse, for the type of Config. */
 function option<T, D extends string | null>(row: Option<T, D>): Option<T, D> {
   return row;
@@ -350,6 +384,66 @@ export const OPTIONS = {
     shown: "the host's primary IPv4 address",
     meaning: 'host part of server.endpoint handed to new peers',
     parse: parseEndpointHost,
+  }),
+  clientDns: option({
+    flag: '--client-dns',
+    env: 'WG_PEERD_CLIENT_DNS',
+    value: 'ADDRS',
+    default: null,
+    shown: 'none (no DNS line)',
+    meaning:
+      "DNS servers of new peers' client configs (IPv4 or IPv6 addresses, comma-separated); a " +
+      "create's dns overrides it",
+    parse: commaList(
+      isIpAddressText,
+      'IP addresses',
+      '1.1.1.1,2606:4700:4700::1111',
+      CLIENT_DNS_MAX_ITEMS,
+    ),
+  }),
+  clientAllowedIps: option({
+    flag: '--client-allowed-ips',
+    env: 'WG_PEERD_CLIENT_ALLOWED_IPS',
+    value: 'CIDRS',
+    default: null,
+    shown: "the interface's subnet",
+    meaning:
+      "AllowedIPs of new peers' client configs, comma-separated CIDRs (0.0.0.0/0,::/0 is a " +
+      "full tunnel; without it a dual-stack interface's clients get 0.0.0.0/0, ::/0); a " +
+      "create's allowedIps overrides it",
+    parse: commaList(
+      isCidrText,
+      'CIDRs',
+      '10.8.0.0/24,192.168.1.0/24',
+      CLIENT_ALLOWED_IPS_MAX_ITEMS,
+    ),
+  }),
+  clientMtu: option({
+    flag: '--client-mtu',
+    env: 'WG_PEERD_CLIENT_MTU',
+    value: 'BYTES',
+    default: null,
+    shown: 'none (no MTU line)',
+    meaning: `MTU of new peers' client configs (${CLIENT_MTU_MIN}-${CLIENT_MTU_MAX}); a create's mtu overrides it`,
+    parse: wholeNumber(CLIENT_MTU_MIN, CLIENT_MTU_MAX),
+  }),
+  clientKeepalive: option({
+    flag: '--client-keepalive',
+    env: 'WG_PEERD_CLIENT_KEEPALIVE',
+    value: 'S',
+    default: String(CLIENT_KEEPALIVE_DEFAULT),
+    meaning:
+      `PersistentKeepalive of new peers' client configs in seconds (0-${CLIENT_KEEPALIVE_MAX}; ` +
+      "0: no line); a create's persistentKeepalive overrides it",
+    parse: wholeNumber(0, CLIENT_KEEPALIVE_MAX, 'a whole number of seconds'),
+  }),
+  presharedKeys: option({
+    flag: '--preshared-keys',
+    env: 'WG_PEERD_PRESHARED_KEYS',
+    default: '0',
+    shown: 'off',
+    meaning: 'every new peer gets a preshared key unless its create says presharedKey false',
+    parse: parseSwitch,
   }),
   adminTokens: option({
     flag: '--token-file',

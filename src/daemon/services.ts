@@ -60,7 +60,11 @@ export async function servicesPhase(
     perPeer: config.metricsPerPeer,
     build: { version: packageVersion(), readiness },
   });
-  const events = eventsRoom(config, deps, input, metrics.registry, snapshot);
+  const events = eventsRoom(config, deps, input, metrics.registry, {
+    snapshot,
+    // Every peer event carries the peer's name (issue 31).
+    nameOf: (publicKey) => late.service?.nameOf(publicKey) ?? null,
+  });
   const capWatch = await watchCaps(config.interfaceName, events, deps);
   // Reads of the caps and changes to them, ordered for the usage checkpoints (usage-fence.ts).
   const fence = new UsageFence();
@@ -85,13 +89,14 @@ function eventsRoom(
   deps: DaemonDeps,
   input: ServicesInput,
   registry: EventsOptions['registry'],
-  snapshot: EventsOptions['snapshot'],
+  { snapshot, nameOf }: Pick<EventsOptions, 'snapshot' | 'nameOf'>,
 ): Events {
   const { store, outbox } = input.state;
   return new Events({
     interfaceName: config.interfaceName,
     historySize: config.eventHistory,
     snapshot,
+    nameOf,
     listMaxAgeMs: config.listMaxAgeMs,
     logger: deps.logger,
     registry,
@@ -131,6 +136,13 @@ function peerService(
     onPeriodReset: () => periodResets.inc(),
     exhaustion: events.exhaustionTimes,
     usageFence: fence,
+    clientDefaults: {
+      dns: config.clientDns ?? [],
+      allowedIps: config.clientAllowedIps,
+      mtu: config.clientMtu,
+      persistentKeepalive: config.clientKeepalive,
+      presharedKeys: config.presharedKeys,
+    },
   });
 }
 

@@ -145,7 +145,13 @@ function payloadSchema(type: string, definition: EventDefinition): JsonSchema {
     type: { const: type },
     at: { type: 'string', format: 'date-time', description: 'When it happened (ISO 8601 UTC)' },
     interface: { type: 'string' },
-    ...(definition.peer ? { public_key: nullableText, ip_address: nullableText } : {}),
+    ...(definition.peer
+      ? {
+          public_key: nullableText,
+          ip_address: nullableText,
+          name: { ...nullableText, description: "The peer's name (issue 31); null: none" },
+        }
+      : {}),
   };
   const required = Object.keys(properties);
   for (const [name, { schema, optional: mayLack }] of Object.entries(definition.fields)) {

@@ -27,6 +27,8 @@ export interface HubOptions {
   observer?: HubObserver;
   /** A listener that threw; the others still get the event. */
   onListenerError?: (error: unknown) => void;
+  /** A peer's name (issue 31), written as `name` into every peer event; absent: always null. */
+  nameOf?: (publicKey: string) => string | null;
 }
 
 export type EventListener = (event: StoredEvent) => void;
@@ -65,6 +67,7 @@ export class EventHub {
   private historyBytes = 0;
   private readonly listeners = new Set<EventListener>();
   private readonly countWatchers = new Set<(count: number) => void>();
+  private readonly nameOf: (publicKey: string) => string | null;
 
   constructor(options: HubOptions) {
     if (!Number.isSafeInteger(options.historySize) || options.historySize < 1) {
@@ -78,6 +81,7 @@ export class EventHub {
     if (!/^[a-z0-9]+$/.test(this.run)) throw new TypeError(`run must be [a-z0-9]+: ${this.run}`);
     this.observer = options.observer;
     this.onListenerError = options.onListenerError ?? (() => {});
+    this.nameOf = options.nameOf ?? (() => null);
     this.ring = new Array<StoredEvent | undefined>(this.historySize);
   }
 
@@ -110,6 +114,7 @@ export class EventHub {
     if (input.publicKey !== undefined) {
       data.public_key = input.publicKey;
       data.ip_address = input.ipAddress ?? null;
+      data.name = input.publicKey === null ? null : this.nameOf(input.publicKey);
     }
     // The domain's camelCase as the wire's snake_case (a field left out stays out).
     const details: Readonly<Record<string, unknown>> = input.details ?? {};

@@ -126,6 +126,8 @@ export interface EventsOptions {
    * (the journal); an exhaustion of a cap without an owner is not told.
    */
   keepExhaustion?: (publicKey: string, time: ExhaustionTime | null) => void;
+  /** A peer's name (issue 31), written as `name` into every peer event; absent: null. */
+  nameOf?: (publicKey: string) => string | null;
 }
 
 /** What the kernel's notification tells of an exhausted cap. */
@@ -171,6 +173,7 @@ export class Events {
       historySize: options.historySize,
       maxHistoryBytes: options.maxHistoryBytes,
       observer: metrics?.hub,
+      ...(options.nameOf === undefined ? {} : { nameOf: options.nameOf }),
       onListenerError: (error) =>
         options.logger.error(
           {

@@ -113,10 +113,12 @@ function peerJson(view: PeerView): string {
     `,"rx_bytes":${peer.rxBytes}` +
     `,"tx_bytes":${peer.txBytes}` +
     `,"persistent_keepalive_seconds":${peer.persistentKeepalive}` +
+    `,"preshared_key":${peer.presharedKey === true}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
     `,"data_cap":${cap === null ? 'null' : capJson(cap, view.exhaustedAt)}` +
     `,"suspended":${suspended}` +
+    `,"name":${view.name === null ? 'null' : JSON.stringify(view.name)}` +
     '}'
   );
 }
@@ -149,10 +151,12 @@ export const PEER_WRITERS: Readonly<Record<string, PeerWriter>> = {
   rx_bytes: (v) => String(v.peer.rxBytes),
   tx_bytes: (v) => String(v.peer.txBytes),
   persistent_keepalive_seconds: (v) => String(v.peer.persistentKeepalive),
+  preshared_key: (v) => String(v.peer.presharedKey === true),
   speed_limit_bytes_per_second: (v) => numberOrNull(limitOf(v.limit).rate),
   speed_limit_holds: (v) => textOrNull(limitOf(v.limit).holds),
   data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v.exhaustedAt)),
   suspended: (v) => String(v.suspended),
+  name: (v) => (v.name === null ? 'null' : JSON.stringify(v.name)),
 };
 
 /** Each field of a peer's `data_cap` object (`data_cap.<field>`), as `capJson` writes it. */

@@ -36,6 +36,8 @@ import { ALIVE, DEAD, type PeerServiceApi } from '../peers';
 import { bearerToken, covers, type TokenIdentity, type TokenStore } from './auth';
 import { toErrorResponse, type ErrorResponse } from './errors';
 import {
+  Projection,
+  buildListBody,
   negotiateEncoding,
   type BodyEncoding,
   type ListBodies,
@@ -111,8 +113,20 @@ export function listRoute({
 }: RouteContext & { listBodies: ListBodies }): RequestHandler {
   return (req, res, next) => {
     const answer = async (): Promise<void> => {
-      const { filter, fields } = checkListQuery(req.query);
+      const { filter, fields, name } = checkListQuery(req.query);
       const snapshot = await service.snapshot();
+      if (name !== null) {
+        // A name picks a few peers (issue 31): their body is built for this request alone,
+        // from the same read, and not kept.
+        const named = snapshot.device.peers.filter(
+          (p) => snapshot.names?.get(p.publicKey) === name,
+        );
+        const narrowed = { ...snapshot, device: { ...snapshot.device, peers: named } };
+        const projection = fields === null ? null : new Projection(fields);
+        const body = await buildListBody(narrowed, filter, undefined, null, projection);
+        writeListResponse(res, null, body, 'identity', snapshot.takenAt);
+        return;
+      }
       const encoding = negotiateEncoding(req.headers['accept-encoding']);
       const body = await listBodies.body(snapshot, filter, encoding, fields);
       // requestLog set X-Request-Id already.

@@ -22,12 +22,14 @@ import {
   check,
   capResetResponse,
   checkPublicKey,
+  createBody,
   createdResponse,
   dataCapBody,
   emptyBody,
   listQuery,
   listResponse,
   messageResponse,
+  nameBody,
   speedLimitBody,
   suspensionBody,
 } from './schemas';
@@ -42,6 +44,7 @@ export type RouteId =
   | 'removeDataCap'
   | 'resetDataCap'
   | 'setSuspension'
+  | 'setName'
   | 'deletePeer'
   | 'openapi'
   | 'docs'
@@ -119,6 +122,8 @@ export function toCreatedJson(created: CreatedPeer) {
       ...(created.ipv6 === null ? {} : { ipv6: created.ipv6 }),
       privateKey: created.privateKey,
       publicKey: created.publicKey,
+      // Issue 31: returned here and in the config only, once.
+      ...(created.presharedKey === null ? {} : { presharedKey: created.presharedKey }),
     },
     server: { publicKey: created.serverPublicKey, endpoint: created.endpoint },
     config: created.clientConfig,
@@ -219,7 +224,7 @@ export const ROUTES: readonly RouteDef[] = [
     polled: false,
     scope: 'admin',
     summary: 'Create a peer; the response holds its private key, which is never kept',
-    body: emptyBody as ValidateFunction<unknown>,
+    body: createBody as ValidateFunction<unknown>,
     success: {
       status: 201,
       description:
@@ -235,8 +240,7 @@ export const ROUTES: readonly RouteDef[] = [
     },
     handler: ({ service }) =>
       route(async (req, res) => {
-        check(emptyBody, req.body, 'body');
-        const created = await service.createPeer();
+        const created = await service.createPeer(check(createBody, req.body, 'body'));
         res.status(201).set('Cache-Control', 'no-store').json(toCreatedJson(created));
       }),
   },
@@ -359,6 +363,21 @@ export const ROUTES: readonly RouteDef[] = [
       const { suspended } = check(suspensionBody, req.body, 'body');
       const peer = await service.setSuspension(key, suspended);
       return `${suspended ? 'Suspended' : 'Resumed'} ${named(peer)}`;
+    },
+  ),
+  limitRoute(
+    'setName',
+    'patch',
+    '/name',
+    "Name the peer, rename it, or clear its name (null); shown as the list's `name`",
+    nameBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { name } = check(nameBody, req.body, 'body');
+      const peer = await service.setName(key, name);
+      return name === null
+        ? `Name of ${named(peer)} cleared`
+        : `Name of ${named(peer)} set to ${JSON.stringify(name)}`;
     },
   ),
   {

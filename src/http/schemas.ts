@@ -5,6 +5,14 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import {
   ALIVE,
+  CLIENT_ALLOWED_IPS_MAX_ITEMS,
+  CLIENT_DNS_MAX_ITEMS,
+  CLIENT_KEEPALIVE_MAX,
+  CLIENT_MTU_MAX,
+  CLIENT_MTU_MIN,
+  type CreateOptions,
+  NAME_MAX_LENGTH,
+  NAME_PATTERN,
   DATA_CAP_MAX,
   DEAD,
   NO_HANDSHAKE,
@@ -35,6 +43,7 @@ export const ajv = new Ajv({ allErrors: true, strict: true, validateSchema: fals
 export interface ListQuery {
   status?: FilterStatus;
   fields?: string;
+  name?: string;
 }
 export type EmptyBody = Record<string, never>;
 export interface KeyParams {
@@ -109,6 +118,83 @@ export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBod
         'With afterCap "throttle" (required for a cap that does not throttle yet); alone, the new rate of a cap that throttles',
     },
   },
+  additionalProperties: false,
+});
+
+export type CreateBody = CreateOptions;
+
+/**
+ * POST /api/peer (issue 31): every field optional; none, or `{}`, is the peer every create
+ * made before. The shapes are checked here, the addresses and prefixes by the domain
+ * (src/peers/client-options.ts), both answering 400 with `details`.
+ */
+/** A peer's name (issue 31): 1 to 64 characters without control characters. */
+const NAME_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  maxLength: NAME_MAX_LENGTH,
+  pattern: NAME_PATTERN,
+} as const;
+
+export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>({
+  type: 'object',
+  properties: {
+    name: {
+      ...NAME_SCHEMA,
+      description:
+        "The peer's name (1 to 64 characters, no control characters): listed as `name`, filtered by `GET /api/peers?name=`, changed by PATCH .../name",
+    },
+    presharedKey: {
+      type: 'boolean',
+      description:
+        'true: the peer gets a preshared key (32 random bytes), returned once as peer.presharedKey and in the config; false: none even with --preshared-keys. Left out: --preshared-keys decides',
+    },
+    dns: {
+      type: 'array',
+      maxItems: CLIENT_DNS_MAX_ITEMS,
+      items: { type: 'string', maxLength: 45, description: 'An IPv4 or IPv6 address' },
+      description:
+        "The client's DNS servers (the config's `DNS =` line); [] writes none. Left out: --client-dns",
+    },
+    allowedIps: {
+      type: 'array',
+      minItems: 1,
+      maxItems: CLIENT_ALLOWED_IPS_MAX_ITEMS,
+      items: { type: 'string', maxLength: 49, description: 'An IPv4 or IPv6 CIDR' },
+      description:
+        'What the client routes through the tunnel (the config\'s `AllowedIPs =`), e.g. ["0.0.0.0/0", "::/0"] for a full tunnel. Left out: --client-allowed-ips, else the interface\'s subnet (everything, on a dual-stack interface)',
+    },
+    mtu: {
+      type: 'integer',
+      minimum: CLIENT_MTU_MIN,
+      maximum: CLIENT_MTU_MAX,
+      description: "The client's `MTU =`. Left out: --client-mtu, else no line",
+    },
+    persistentKeepalive: {
+      type: 'integer',
+      minimum: 0,
+      maximum: CLIENT_KEEPALIVE_MAX,
+      description:
+        "The client's `PersistentKeepalive =` in seconds; 0 writes none (off). Left out: --client-keepalive (25)",
+    },
+  },
+  additionalProperties: false,
+});
+
+export interface NameBody {
+  name: string | null;
+}
+
+/** PATCH .../name (issue 31): a name, or null to clear it. */
+export const nameBody: ValidateFunction<NameBody> = ajv.compile<NameBody>({
+  type: 'object',
+  properties: {
+    name: {
+      anyOf: [NAME_SCHEMA, { type: 'null' }],
+      description: 'The new name (1 to 64 characters, no control characters); null clears it',
+    },
+  },
+  required: ['name'],
   additionalProperties: false,
 });
 
@@ -193,6 +279,11 @@ export const peerResponse: JsonSchema = {
     rx_bytes: BYTES,
     tx_bytes: BYTES,
     persistent_keepalive_seconds: { type: 'integer', minimum: 0, description: '0 when off' },
+    preshared_key: {
+      type: 'boolean',
+      description:
+        'The kernel holds a preshared key for the peer (issue 31); the key itself is never listed',
+    },
     speed_limit_bytes_per_second: nullable({
       type: 'integer',
       minimum: SPEED_LIMIT_MIN,
@@ -252,6 +343,10 @@ export const peerResponse: JsonSchema = {
       type: 'boolean',
       description: 'No tunnelled packet of the peer passes either way (PATCH .../suspension)',
     },
+    name: nullable({
+      type: 'string',
+      description: "The peer's name (create's name, PATCH .../name); null when it has none",
+    }),
   },
   required: [
     'public_key',
@@ -265,10 +360,12 @@ export const peerResponse: JsonSchema = {
     'rx_bytes',
     'tx_bytes',
     'persistent_keepalive_seconds',
+    'preshared_key',
     'speed_limit_bytes_per_second',
     'speed_limit_holds',
     'data_cap',
     'suspended',
+    'name',
   ],
   additionalProperties: false,
 };
@@ -308,6 +405,13 @@ export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
   type: 'object',
   properties: {
     status: { type: 'string', enum: ['ALIVE', 'DEAD'] },
+    name: {
+      type: 'string',
+      minLength: 1,
+      maxLength: NAME_MAX_LENGTH,
+      description:
+        'Only the peers with exactly this name (issue 31); with status, those of both. `filter` still echoes status only',
+    },
     fields: {
       type: 'string',
       maxLength: FIELDS_MAX_LENGTH,
@@ -338,6 +442,8 @@ export interface FieldSet {
 
 export interface ListRequest {
   filter: FilterStatus | null;
+  /** Only peers of exactly this name (issue 31); null: any. */
+  name: string | null;
   /** null: the full body (no `fields`, or every field named). */
   fields: FieldSet | null;
 }
@@ -365,6 +471,7 @@ export function checkListQuery(query: unknown): ListRequest {
   const checked = check(listQuery, query, 'query');
   return {
     filter: checked.status ?? null,
+    name: checked.name ?? null,
     fields: checked.fields === undefined ? null : fieldSetOf(checked.fields.split(',')),
   };
 }
@@ -413,6 +520,12 @@ export const createdResponse: JsonSchema = {
         },
         privateKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
         publicKey: { type: 'string', pattern: PUBLIC_KEY_PATTERN },
+        presharedKey: {
+          type: 'string',
+          pattern: '^[A-Za-z0-9+/]{43}=$',
+          description:
+            "The peer's preshared key (base64 of 32 random bytes), only when one was made (presharedKey: true, or --preshared-keys): returned this once, never listed or logged; also the config's PresharedKey",
+        },
       },
       required: ['ip', 'privateKey', 'publicKey'],
       additionalProperties: false,

@@ -23,6 +23,11 @@ export interface WireGuardPeer {
   /** Seconds; 0 means off. */
   persistentKeepalive: number;
   allowedIps: IpPrefix[];
+  /**
+   * True when the kernel holds a non-zero preshared key for the peer; absent when it holds none
+   * (so peers without one keep the shape they always had).
+   */
+  presharedKey?: true;
 }
 
 export interface WireGuardDevice {
@@ -43,6 +48,8 @@ export interface PeerConfig {
   /** Only change an existing peer, never create one (WGPEER_F_UPDATE_ONLY). */
   updateOnly?: boolean;
   persistentKeepalive?: number;
+  /** 32 raw bytes (WGPEER_A_PRESHARED_KEY); never logged. Absent: left as the peer has it. */
+  presharedKey?: Buffer;
 }
 
 export interface DeviceConfig {
@@ -62,6 +69,11 @@ export interface WireGuardApi {
    * (issue 28). The caller zeroes it after use and never logs it.
    */
   readPrivateKey(name: string): Promise<Buffer | null>;
+  /**
+   * The peers' non-zero preshared keys (32 raw bytes each) by public key (issue 31): for a peer
+   * the state directory takes from the kernel. The caller zeroes them and never logs them.
+   */
+  readPresharedKeys(name: string): Promise<Map<string, Buffer>>;
 }
 
 export interface LinkInfo {

@@ -9,6 +9,7 @@ import type { PeerChangeSink } from './event-sink';
 import type { ExhaustionTimes } from './exhaustion-times';
 import type { PeerKernel } from './kernel-calls';
 import type { RandomSource } from './keys';
+import type { ClientDefaults, CreateOptions } from './client-options';
 import type { SchedulerClock } from './period-scheduler';
 import type { StateStore } from '../state';
 import type { KernelObserver, PeerSnapshot } from './snapshot';
@@ -30,6 +31,7 @@ export type PeerJournal = Pick<
   | 'recordLimit'
   | 'recordCap'
   | 'recordSuspension'
+  | 'recordName'
   | 'recordPeers'
   | 'amendPeer'
 >;
@@ -53,6 +55,8 @@ export interface CreatedPeer {
   clientAllowedIps: string;
   /** Ready wg-quick configuration for the client. */
   clientConfig: string;
+  /** The peer's preshared key, base64, when the create made one (issue 31); null: none. */
+  presharedKey: string | null;
 }
 
 /** A peer as the result of a change names it. */
@@ -72,7 +76,8 @@ export interface PeerServiceApi {
   snapshot(): Promise<PeerSnapshot>;
   /** The snapshot snapshot() would answer at once (inside the window), or null. */
   freshSnapshot(): PeerSnapshot | null;
-  createPeer(): Promise<CreatedPeer>;
+  /** `options`: the create body (issue 31); absent or `{}`: today's peer. */
+  createPeer(options?: CreateOptions): Promise<CreatedPeer>;
   deletePeer(publicKey: string): Promise<ChangedPeer>;
   setSpeedLimit(publicKey: string, bytesPerSecond: number): Promise<ChangedPeer>;
   removeSpeedLimit(publicKey: string): Promise<ChangedPeer>;
@@ -80,6 +85,8 @@ export interface PeerServiceApi {
   setDataCap(publicKey: string, change: number | DataCapChange): Promise<ChangedPeer>;
   removeDataCap(publicKey: string): Promise<ChangedPeer>;
   setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
+  /** Names, renames or (null) unnames the peer (issue 31). */
+  setName(publicKey: string, name: string | null): Promise<ChangedPeer>;
   resetDataCap(publicKey: string): Promise<ResetCap>;
 }
 
@@ -128,4 +135,10 @@ export interface PeerServiceOptions {
    * every change to a cap runs inside it. Absent: one of the service's own.
    */
   usageFence?: UsageFence;
+  /**
+   * What a create's client config gets when its body leaves a field out (--client-dns,
+   * --client-allowed-ips, --client-mtu, --client-keepalive, --preshared-keys); absent: none of
+   * them, keepalive 25 (today's config).
+   */
+  clientDefaults?: ClientDefaults;
 }

@@ -20,11 +20,14 @@ import { DUAL_STACK_CLIENT_ALLOWED_IPS, formatEndpoint, renderClientConfig } fro
 import { InterfaceNotReadyError, InterfaceNotWireGuardError, PoolExhaustedError } from './errors';
 import type { PeerChangeSink } from './event-sink';
 import type { KernelCalls } from './kernel-calls';
-import { generateKeyPair, type RandomSource } from './keys';
+import { KEY_LENGTH, defaultRandom, generateKeyPair, type RandomSource } from './keys';
 import type { ChangePipeline, PeerJournal } from './pipeline';
 import type { CreatedPeer, EventLogger } from './contracts';
 import { allInOrder } from './settled';
 import { prefixOf } from './cidrs';
+import type { ClientChoices, ClientDefaults, CreateOptions } from './client-options';
+import { clientChoices } from './client-options';
+import type { PeerNames } from './names';
 
 /** What a create decided before the kernel change. */
 interface CreatePlan {
@@ -34,9 +37,16 @@ interface CreatePlan {
   serverPublicKey: string;
   endpoint: string;
   clientAllowedIps: string;
+  /** The client's config lines this create asked for (or the daemon's defaults). */
+  client: ClientChoices;
+  /** 32 random bytes when the peer gets a preshared key (issue 31); never logged. */
+  presharedKey: Buffer | null;
+  /** The name the create gave it (issue 31); null: none. */
+  name: string | null;
 }
 
 interface CreateWaiter {
+  options: CreateOptions;
   resolve: (created: CreatedPeer) => void;
   reject: (error: unknown) => void;
 }
@@ -56,8 +66,10 @@ function planned(outcome: CreatePlan | PoolExhaustedError): CreatePlan {
 }
 
 function createdPeer(plan: CreatePlan): CreatedPeer {
-  const { ip, ip6, keys, serverPublicKey, endpoint, clientAllowedIps } = plan;
+  const { ip, ip6, keys, serverPublicKey, endpoint, clientAllowedIps, client } = plan;
+  const presharedKey = plan.presharedKey?.toString('base64') ?? null;
   return {
+    presharedKey,
     ip,
     ipv6: ip6,
     privateKey: keys.privateKey,
@@ -72,6 +84,10 @@ function createdPeer(plan: CreatePlan): CreatedPeer {
       serverPublicKey,
       endpoint,
       allowedIps: clientAllowedIps,
+      dns: client.dns,
+      mtu: client.mtu,
+      persistentKeepalive: client.persistentKeepalive,
+      presharedKey,
     }),
   };
 }
@@ -85,6 +101,10 @@ export interface CreatesOptions {
   events: PeerChangeSink | undefined;
   random: RandomSource | undefined;
   addresses6: readonly Ipv6Address[];
+  /** The daemon-wide defaults of a create's client config (./client-options.ts). */
+  clientDefaults: ClientDefaults;
+  /** Where a created peer's name goes once it is made (./names.ts). */
+  names: PeerNames;
 }
 
 export class Creates {
@@ -97,18 +117,20 @@ export class Creates {
 
   constructor(private readonly o: CreatesOptions) {}
 
-  create(): Promise<CreatedPeer> {
+  /** `options` are checked (./client-options.ts checkCreateOptions) by the caller. */
+  create(options: CreateOptions = {}): Promise<CreatedPeer> {
     const journal = this.o.journal;
     if (journal === null) {
       return this.o.kernelChange(async () => {
-        const plan = planned((await this.plan(1))[0]);
+        const plan = planned((await this.plan([options]))[0]);
         await this.addPeers([plan]);
+        this.name(plan);
         this.announce(plan);
         return createdPeer(plan);
       });
     }
     return new Promise<CreatedPeer>((resolve, reject) => {
-      const waiter = { resolve, reject };
+      const waiter = { options, resolve, reject };
       if (this.forming !== null) {
         this.forming.push(waiter);
         return;
@@ -126,11 +148,11 @@ export class Creates {
     // Every create that arrives until the plan's turn in the change queue joins this batch.
     let pending: CreateWaiter[] = [];
     let taken = false;
-    const take = (): number => {
+    const take = (): CreateOptions[] => {
       pending = this.forming ?? [];
       this.forming = null;
       taken = true;
-      return pending.length;
+      return pending.map((waiter) => waiter.options);
     };
     let plans: CreatePlan[] = [];
     try {
@@ -143,6 +165,7 @@ export class Creates {
       plans = outcomes.filter((o): o is CreatePlan => !(o instanceof Error));
       if (plans.length === 0) return;
       await this.commit(journal, plans);
+      for (const plan of plans) this.name(plan);
       for (const plan of plans) this.announce(plan);
       plans.forEach((plan, i) => pending[i].resolve(createdPeer(plan)));
     } catch (error) {
@@ -159,6 +182,9 @@ export class Creates {
     const records = plans.map((p) => ({
       publicKey: p.keys.publicKey,
       allowedIps: cidrTexts(allowedIpsOf(p)),
+      // Issue 31: kept so a reboot puts it back (the commit only: an intent never needs it).
+      ...(p.presharedKey === null ? {} : { presharedKey: p.presharedKey.toString('base64') }),
+      ...(p.name === null ? {} : { name: p.name }),
     }));
     await pipeline.durable(journal.intendCreates(records), 'nothing was created');
     try {
@@ -212,11 +238,14 @@ export class Creates {
   }
 
   /**
-   * Checks the interface, then chooses an address, keys and the endpoint for each of `count`
-   * creates from one read of it: a PoolExhaustedError for a create that found no address left.
-   * With a state directory the addresses stay reserved until the kernel has the peers.
+   * Checks the interface, then chooses an address, keys and the endpoint for each create (one
+   * per entry of `asked`, its options) from one read of it: a PoolExhaustedError for a create
+   * that found no address left. With a state directory the addresses stay reserved until the
+   * kernel has the peers.
    */
-  private async plan(count: number): Promise<(CreatePlan | PoolExhaustedError)[]> {
+  private async plan(
+    asked: readonly CreateOptions[],
+  ): Promise<(CreatePlan | PoolExhaustedError)[]> {
     const { calls } = this.o;
     const ifname = calls.ifname;
     const link = await calls.call('link', () => calls.kernel.link.getLink(ifname));
@@ -230,14 +259,14 @@ export class Creates {
     const serverPublicKey = device.publicKey;
     if (serverPublicKey === null) throw new InterfaceNotReadyError(ifname, 'key');
     const prefix6 = this.o.addresses6[0] ?? null;
-    const clientAllowedIps =
+    const interfaceAllowedIps =
       prefix6 === null
         ? networkCidr(subnet.address, subnet.prefixLength)
         : DUAL_STACK_CLIENT_ALLOWED_IPS;
     const allowedIps = this.taken(device.peers.flatMap((p) => p.allowedIps));
     const plans: (CreatePlan | PoolExhaustedError)[] = [];
     let endpoint: string | null = null;
-    for (let i = 0; i < count; i++) {
+    for (const options of asked) {
       const ip = allocateAddress({ subnet, serverAddresses: addresses, allowedIps });
       const pool = networkCidr(subnet.address, subnet.prefixLength);
       if (ip === null) {
@@ -263,7 +292,21 @@ export class Creates {
         if (ip6 !== null) this.reserved.add(ip6);
       }
       const keys = generateKeyPair(this.o.random);
-      plans.push({ ...chosen, keys, serverPublicKey, endpoint, clientAllowedIps });
+      const client = clientChoices(options, this.o.clientDefaults);
+      const clientAllowedIps = client.allowedIps?.join(', ') ?? interfaceAllowedIps;
+      const presharedKey = client.presharedKey
+        ? Buffer.from((this.o.random ?? defaultRandom)(KEY_LENGTH))
+        : null;
+      plans.push({
+        ...chosen,
+        keys,
+        serverPublicKey,
+        endpoint,
+        clientAllowedIps,
+        client,
+        presharedKey,
+        name: options.name ?? null,
+      });
     }
     return plans;
   }
@@ -279,9 +322,18 @@ export class Creates {
     await calls.call('wireguard', () =>
       calls.kernel.wireguard.addPeers(
         calls.ifname,
-        plans.map((plan) => ({ publicKey: plan.keys.publicKey, allowedIps: allowedIpsOf(plan) })),
+        plans.map((plan) => ({
+          publicKey: plan.keys.publicKey,
+          allowedIps: allowedIpsOf(plan),
+          ...(plan.presharedKey === null ? {} : { presharedKey: plan.presharedKey }),
+        })),
       ),
     );
+  }
+
+  /** A created peer's name, served from now on. */
+  private name(plan: CreatePlan): void {
+    if (plan.name !== null) this.o.names.set(plan.keys.publicKey, plan.name);
   }
 
   /** The log line and `peer.created` of a create, once it is durable (or made, without a journal). */

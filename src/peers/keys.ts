@@ -16,7 +16,7 @@ export interface KeyPair {
 
 export type RandomSource = (length: number) => Uint8Array;
 
-const defaultRandom: RandomSource = (length) => randomBytes(length);
+export const defaultRandom: RandomSource = (length) => randomBytes(length);
 
 /** Clamps 32 random bytes into an X25519 private key exactly as `wg genkey` does. */
 export function clampPrivateKey(key: Uint8Array): Uint8Array {

@@ -89,6 +89,12 @@ export const RECORDS = {
     record: (journal, key, _latest, suspended: boolean) => journal.recordSuspension(key, suspended),
     undo: (journal, key, latest) => journal.recordSuspension(key, latest?.suspended ?? false),
   } satisfies RecordRule<boolean>,
+  /** A name set, changed or cleared (issue 31). */
+  name: {
+    fenced: false,
+    record: (journal, key, _latest, name: string | null) => journal.recordName(key, name),
+    undo: (journal, key, latest) => journal.recordName(key, latest?.name ?? null),
+  } satisfies RecordRule<string | null>,
   /**
    * A deletion seen behind the daemon's back (`wg set … remove`): recorded as a delete would be,
    * when the peer is confirmed gone (`arg`) and the journal still holds it; never undone (the

@@ -53,6 +53,8 @@ export interface KernelView {
   caps: ReadonlyMap<string, KernelDataCap>;
   /** Suspended tunnel address → owner's public key; absent: none. */
   suspended?: ReadonlyMap<string, string | null>;
+  /** Preshared keys (base64) the kernel holds, by public key (issue 31); absent: none read. */
+  presharedKeys?: ReadonlyMap<string, string>;
 }
 
 export interface RestoreWarning {
@@ -146,7 +148,7 @@ function cidrsOf(peer: Pick<WireGuardPeer, 'allowedIps'>): string[] {
 /** A kernel peer as the journal would save it: its limit, cap and suspension as the kernel has them. */
 export function kernelPeer(
   peer: Pick<WireGuardPeer, 'publicKey' | 'allowedIps'>,
-  view: Pick<KernelView, 'limits' | 'caps' | 'suspended'>,
+  view: Pick<KernelView, 'limits' | 'caps' | 'suspended' | 'presharedKeys'>,
 ): SavedPeer {
   const allowedIps = cidrsOf(peer);
   const address = tunnelAddressOfCidrs(allowedIps);
@@ -160,6 +162,8 @@ export function kernelPeer(
     cap: cap ? capToKeep(cap) : null,
   };
   if (address !== null && view.suspended?.get(address) === peer.publicKey) saved.suspended = true;
+  const presharedKey = view.presharedKeys?.get(peer.publicKey);
+  if (presharedKey !== undefined) saved.presharedKey = presharedKey;
   return saved;
 }
 
@@ -258,6 +262,8 @@ function planKernelPeer(
 ): void {
   const current = kernelPeer(peer, view);
   const before = saved.peers.get(peer.publicKey);
+  // The kernel keeps no name (issue 31): the journal's stays.
+  if (before?.name !== undefined) current.name = before.name;
   plan.next.set(peer.publicKey, current);
   if (before === undefined) {
     countAdopted(current, plan.adopted);
@@ -387,6 +393,8 @@ function planPutBack(
       limit: before.limit,
       cap: before.cap === null ? null : { ...before.cap },
       ...(before.suspended === true ? { suspended: true } : {}),
+      ...(before.presharedKey === undefined ? {} : { presharedKey: before.presharedKey }),
+      ...(before.name === undefined ? {} : { name: before.name }),
     };
     plan.addPeers.push(peer);
     plan.next.set(peer.publicKey, peer);

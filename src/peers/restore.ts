@@ -87,6 +87,10 @@ async function readKernel(options: RestoreOptions): Promise<KernelView> {
     optionalMap('quota', ifname, () => kernel.quota.listCaps(ifname)),
     optionalMap('suspension', ifname, () => kernel.suspension.listSuspended(ifname)),
   ]);
+  // Issue 31: the keys themselves, read only when a peer has one (a second dump).
+  const presharedKeys = device.peers.some((p) => p.presharedKey === true)
+    ? await presharedKeysOf(options)
+    : undefined;
   return {
     bootId: options.bootId,
     ifindex: options.ifindex,
@@ -96,7 +100,20 @@ async function readKernel(options: RestoreOptions): Promise<KernelView> {
     limits,
     caps,
     suspended,
+    ...(presharedKeys === undefined ? {} : { presharedKeys }),
   };
+}
+
+/** The peers' preshared keys as base64 text (what the journal keeps), the raw copies zeroed. */
+async function presharedKeysOf(options: RestoreOptions): Promise<Map<string, string>> {
+  const { kernel, interfaceName: ifname } = options;
+  const raw = await step('wireguard', ifname, () => kernel.wireguard.readPresharedKeys(ifname));
+  const keys = new Map<string, string>();
+  for (const [publicKey, bytes] of raw) {
+    keys.set(publicKey, bytes.toString('base64'));
+    bytes.fill(0);
+  }
+  return keys;
 }
 
 /** The peers the journal holds afterwards, as the kernel facilities name them. */
@@ -136,6 +153,9 @@ async function commitToKernel(
     const peers = plan.addPeers.map((p) => ({
       publicKey: p.publicKey,
       allowedIps: p.allowedIps.map(prefixOf),
+      ...(p.presharedKey === undefined
+        ? {}
+        : { presharedKey: Buffer.from(p.presharedKey, 'base64') }),
     }));
     await step('wireguard', ifname, () => kernel.wireguard.addPeers(ifname, peers));
   }

@@ -38,6 +38,9 @@ import { BehindBackDeletions } from './behind-back';
 import { ChangePipeline, type PeerJournal } from './pipeline';
 import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
+import { type CreateOptions, DEFAULT_CLIENT_DEFAULTS, checkCreateOptions } from './client-options';
+import { PeerNames, checkName } from './names';
+import { tunnelAddressOf } from './view';
 import type {
   ChangedPeer,
   CreatedPeer,
@@ -95,6 +98,8 @@ export class PeerService implements PeerServiceApi {
   private readonly periodResets: PeriodResets;
   private readonly journal: PeerJournal | null;
   private readonly ready: Promise<unknown>;
+  /** Peer names (issue 31), loaded from the journal once the restore is done. */
+  private readonly names = new PeerNames();
   private readonly log: EventLogger;
   private readonly now: () => number;
   private readonly observer: KernelObserver | undefined;
@@ -109,7 +114,8 @@ export class PeerService implements PeerServiceApi {
     this.observer = options.observer;
     this.exhaustion = options.exhaustion;
     this.journal = options.journal ?? null;
-    this.ready = options.ready ?? Promise.resolve();
+    // Once the saved state is back, the names the journal kept are served (issue 31).
+    this.ready = this.names.loadAfter(options.ready ?? Promise.resolve(), this.journal);
     this.fence = options.usageFence ?? new UsageFence();
     const addresses6 = options.addresses6 ?? [];
     let drift: Drift | null = null;
@@ -149,6 +155,8 @@ export class PeerService implements PeerServiceApi {
       events: options.events,
       random: options.random,
       addresses6,
+      clientDefaults: options.clientDefaults ?? DEFAULT_CLIENT_DEFAULTS,
+      names: this.names,
     });
     this.changes = new PeerChanges({
       calls: this.calls,
@@ -197,15 +205,49 @@ export class PeerService implements PeerServiceApi {
     sinceLastRead: () => this.snapshots.sinceLastRead(),
   };
 
-  createPeer(): Promise<CreatedPeer> {
-    return this.creates.create();
+  /** A create body's options (issue 31): every one optional, none is today's peer. */
+  async createPeer(options: CreateOptions = {}): Promise<CreatedPeer> {
+    checkCreateOptions(options);
+    return this.creates.create(options);
   }
 
   async deletePeer(publicKey: string): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
     return this.pipeline.run(key, 'delete', async () => ({
       arg: undefined,
-      step: { kernel: () => this.changes.deletePeer(key), undoAfter: (e) => !deleteStands(e) },
+      step: {
+        kernel: async () => {
+          const deleted = await this.changes.deletePeer(key);
+          this.names.set(key, null);
+          return deleted;
+        },
+        undoAfter: (e) => !deleteStands(e),
+      },
+    }));
+  }
+
+  /** The peer's name now (issue 31), or null: what events write as `name`. */
+  nameOf(publicKey: string): string | null {
+    return this.names.get(publicKey);
+  }
+
+  /**
+   * Names the peer, renames it, or clears its name (null) (issue 31). The kernel is only read
+   * (the peer must be there: 404 otherwise); the name is the daemon's, and the journal's with a
+   * state directory.
+   */
+  async setName(publicKey: string, name: string | null): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    checkName(name);
+    return this.pipeline.run(key, 'name', async () => ({
+      arg: name,
+      step: {
+        kernel: async () => {
+          const peer = await this.calls.findPeer(key);
+          this.names.set(key, name);
+          return { publicKey: key, ip: tunnelAddressOf(peer) };
+        },
+      },
     }));
   }
 
@@ -353,7 +395,15 @@ export class PeerService implements PeerServiceApi {
       ]);
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
-      const read = { takenAt: this.now(), readMs, device, limits, caps, suspended };
+      const read = {
+        takenAt: this.now(),
+        readMs,
+        device,
+        limits,
+        caps,
+        suspended,
+        names: this.names.current,
+      };
       this.drift.notice(read);
       await this.behindBack.notice(device, addsAtStart);
       this.periodResets.schedule(device, caps);

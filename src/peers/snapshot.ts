@@ -21,6 +21,8 @@ export interface PeerSnapshot {
   readonly suspended?: ReadonlyMap<string, string | null>;
   /** Tunnel address → when its used-up cap ran out, ms since the epoch (./exhaustion-times.ts). */
   readonly exhausted?: ReadonlyMap<string, number>;
+  /** Peer names by public key (issue 31); absent: none. Never changed in place. */
+  readonly names?: ReadonlyMap<string, string>;
   /** The kernel's caps as read, for usage checkpoints (./checkpoint.ts); absent in test doubles. */
   readonly usage?: UsageRead;
 }

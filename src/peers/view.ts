@@ -31,6 +31,8 @@ export interface PeerView {
   readonly suspended: boolean;
   /** When its used-up cap ran out in this period, ms since the epoch; null: room, or unknown. */
   readonly exhaustedAt: number | null;
+  /** Its name (issue 31); null: none. */
+  readonly name: string | null;
 }
 
 /** Where a limit holds: both directions, one only (the other was lost), or none. */
@@ -71,7 +73,15 @@ export function viewOf(
     cap: cap ?? null,
     suspended: suspendedAt(peer, ip, snapshot),
     exhaustedAt: exhaustedAtIn(ip, snapshot),
+    name: nameIn(peer, snapshot),
   };
+}
+
+/** The peer's name in the snapshot (issue 31), or null. */
+function nameIn(peer: WireGuardPeer, snapshot: PeerSnapshot): string | null {
+  const names = snapshot.names;
+  if (names === undefined || names.size === 0) return null;
+  return names.get(peer.publicKey) ?? null;
 }
 
 /** When the snapshot says the cap at `ip` ran out (./exhaustion-times.ts), or null. */
@@ -111,7 +121,8 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.throttleBytesPerSecond ?? null) === (view.cap?.throttleBytesPerSecond ?? null) &&
     (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended &&
-    exhaustedAtIn(ip, snapshot) === view.exhaustedAt
+    exhaustedAtIn(ip, snapshot) === view.exhaustedAt &&
+    nameIn(view.peer, snapshot) === view.name
   );
 }
 

@@ -45,6 +45,13 @@ export interface SavedPeer {
   cap: SavedCap | null;
   /** Suspended (issue 19); absent in journals written before suspension existed: false. */
   suspended?: boolean;
+  /**
+   * The peer's preshared key, base64 (issue 31), so that a reboot puts it back; absent: none.
+   * The journal is mode 0600 in a 0700 directory, as the server key's file.
+   */
+  presharedKey?: string;
+  /** The peer's name (issue 31); absent: none. */
+  name?: string;
 }
 
 /** The interface as the daemon created it (its private key is in a file of its own). */
@@ -104,6 +111,10 @@ export type JournalRecord =
       cap: SavedCap | null;
       /** Present (true) only for a suspended peer. */
       s?: true;
+      /** The preshared key (base64), present only for a peer with one (issue 31). */
+      psk?: string;
+      /** The name, present only for a named peer (issue 31). */
+      n?: string;
     }
   /** A create that failed in the kernel after its intent. */
   | { t: 'abort'; k: string }
@@ -116,6 +127,8 @@ export type JournalRecord =
   | { t: 'cap'; k: string; cap: SavedCap | null }
   /** Suspended or resumed. */
   | { t: 'susp'; k: string; s: boolean }
+  /** Named, renamed or its name cleared (null) (issue 31). */
+  | { t: 'name'; k: string; n: string | null }
   /** Usage checkpoint: public key → bytes counted, only the counters that changed. */
   | { t: 'usage'; u: Record<string, number> }
   /** The peer's cap ran out at `at` with `q` quota bytes; `at` null: it has room again. */
@@ -155,6 +168,8 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
         limit: record.limit,
         cap: record.cap === null ? null : { ...record.cap },
         ...(record.s === true ? { suspended: true } : {}),
+        ...(typeof record.psk === 'string' ? { presharedKey: record.psk } : {}),
+        ...(typeof record.n === 'string' ? { name: record.n } : {}),
       });
       return;
     case 'abort':
@@ -182,6 +197,12 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
       if (peer) peer.suspended = record.s;
       return;
     }
+    case 'name': {
+      const peer = state.peers.get(record.k);
+      if (peer && typeof record.n === 'string') peer.name = record.n;
+      else if (peer) delete peer.name;
+      return;
+    }
     case 'usage':
       for (const [key, used] of Object.entries(record.u)) {
         const cap = state.peers.get(key)?.cap;
@@ -207,6 +228,8 @@ export function peerRecord(peer: SavedPeer): JournalRecord {
     limit: peer.limit,
     cap: peer.cap === null ? null : { ...peer.cap },
     ...(peer.suspended === true ? { s: true as const } : {}),
+    ...(peer.presharedKey === undefined ? {} : { psk: peer.presharedKey }),
+    ...(peer.name === undefined ? {} : { n: peer.name }),
   };
 }
 
@@ -301,6 +324,7 @@ const RECORD_TYPES = new Set([
   'limit',
   'cap',
   'susp',
+  'name',
   'usage',
   'exh',
 ]);

@@ -100,6 +100,10 @@ export async function readBootId(file = BOOT_ID_FILE): Promise<string> {
 export interface NewPeer {
   publicKey: string;
   allowedIps: readonly string[];
+  /** Its preshared key, base64 (issue 31): in the commit only, never in the intent. */
+  presharedKey?: string;
+  /** Its name (issue 31), in the commit. */
+  name?: string;
 }
 
 /** What the checks of `open` found in one directory of the state dir. */
@@ -286,6 +290,8 @@ export class StateStore {
         allowedIps: [...p.allowedIps],
         limit: null,
         cap: null,
+        ...(p.presharedKey === undefined ? {} : { presharedKey: p.presharedKey }),
+        ...(p.name === undefined ? {} : { name: p.name }),
       })),
     );
   }
@@ -315,6 +321,11 @@ export class StateStore {
 
   recordCap(publicKey: string, cap: SavedCap | null): Promise<void> {
     return this.journal.append({ t: 'cap', k: publicKey, cap });
+  }
+
+  /** The peer's name (issue 31); null clears it. */
+  recordName(publicKey: string, name: string | null): Promise<void> {
+    return this.journal.append({ t: 'name', k: publicKey, n: name });
   }
 
   recordSuspension(publicKey: string, suspended: boolean): Promise<void> {

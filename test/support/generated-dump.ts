@@ -45,6 +45,8 @@ export interface GeneratedPeer {
   tx: number;
   keepalive: number;
   ips: Array<{ family: number; address: string; cidr: number }>;
+  /** The peer has a preshared key (issue 31): non-zero bytes in WGPEER_A_PRESHARED_KEY. */
+  psk?: boolean;
 }
 
 export function generatedPeer(i: number): GeneratedPeer {
@@ -68,6 +70,7 @@ export function generatedPeer(i: number): GeneratedPeer {
     tx: i * 7,
     keepalive: i % 2 === 0 ? 0 : 25,
     ips,
+    psk: i % 5 === 1,
   };
 }
 
@@ -76,7 +79,8 @@ function peerEntry(peer: GeneratedPeer, ips: GeneratedPeer['ips'], full: boolean
   const writer = new AttributeWriter();
   writer.put(WGPEER_A_PUBLIC_KEY, base64Key.encode(peer.key));
   if (full) {
-    writer.put(WGPEER_A_PUBLIC_KEY + 1, Buffer.alloc(32)); // preshared key: ignored by both
+    // WGPEER_A_PRESHARED_KEY: always 32 bytes, zeros for none; both decoders say only whether set.
+    writer.put(WGPEER_A_PUBLIC_KEY + 1, Buffer.alloc(32, peer.psk === true ? 0x5a : 0));
     if (peer.endpoint !== null) writer.put(WGPEER_A_ENDPOINT, endpoint.encode(peer.endpoint));
     writer.put(WGPEER_A_LAST_HANDSHAKE_TIME, handshakeTime.encode(peer.handshake));
     writer.put(0, PAD); // WGPEER_A_UNSPEC pad before a u64

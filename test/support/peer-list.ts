@@ -32,6 +32,8 @@ export interface PeerEntry {
   txBytes: number;
   /** Seconds, 0 when off. */
   persistentKeepalive: number;
+  /** The kernel holds a non-zero preshared key for it (issue 31). */
+  presharedKey: boolean;
   /** The rate when a limit holds in at least one direction (download's when both), else null. */
   speedLimitBytesPerSecond: number | null;
   /** Where the limit holds: both directions, one only (the other was lost), or none. */
@@ -41,6 +43,8 @@ export interface PeerEntry {
   suspended: boolean;
   /** When its cap ran out (the snapshot's `exhausted`), ISO 8601 UTC; null without. */
   exhaustedAt: string | null;
+  /** Its name (issue 31); null without. */
+  name: string | null;
 }
 
 /** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
@@ -68,6 +72,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
       rxBytes: peer.rxBytes,
       txBytes: peer.txBytes,
       persistentKeepalive: peer.persistentKeepalive,
+      presharedKey: peer.presharedKey === true,
       speedLimitBytesPerSecond: download ?? upload,
       speedLimitHolds:
         download !== null && upload !== null
@@ -94,6 +99,7 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
             },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
       exhaustedAt: exhaustedAtOf(snapshot, ipAddress),
+      name: snapshot.names?.get(peer.publicKey) ?? null,
     });
   }
   return entries;
@@ -126,6 +132,7 @@ export function toPeerJson(entry: PeerEntry) {
     rx_bytes: entry.rxBytes,
     tx_bytes: entry.txBytes,
     persistent_keepalive_seconds: entry.persistentKeepalive,
+    preshared_key: entry.presharedKey,
     speed_limit_bytes_per_second: entry.speedLimitBytesPerSecond,
     speed_limit_holds: entry.speedLimitHolds,
     data_cap:
@@ -142,6 +149,7 @@ export function toPeerJson(entry: PeerEntry) {
             throttled: entry.dataCap.throttled === true,
           },
     suspended: entry.suspended,
+    name: entry.name,
   };
 }
 

@@ -31,7 +31,7 @@ function toPeer(attributes: PeerAttributes): WireGuardPeer {
     const prefix = fromAllowedIp(entry);
     if (prefix) allowedIps.push(prefix);
   }
-  return {
+  const peer: WireGuardPeer = {
     publicKey: attributes.publicKey ?? '',
     endpoint: attributes.endpoint ?? null,
     lastHandshake: attributes.lastHandshake ?? null,
@@ -40,6 +40,8 @@ function toPeer(attributes: PeerAttributes): WireGuardPeer {
     persistentKeepalive: attributes.persistentKeepalive ?? 0,
     allowedIps,
   };
+  if (attributes.presharedKey === true) peer.presharedKey = true;
+  return peer;
 }
 
 export function parseDevice(name: string, replies: GenlReply[]): WireGuardDevice {

@@ -41,6 +41,7 @@ import {
   WGPEER_A_FLAGS,
   WGPEER_A_LAST_HANDSHAKE_TIME,
   WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL,
+  WGPEER_A_PRESHARED_KEY,
   WGPEER_A_PROTOCOL_VERSION,
   WGPEER_A_PUBLIC_KEY,
   WGPEER_A_RX_BYTES,
@@ -51,6 +52,7 @@ import {
   endpointText as readEndpoint,
   handshakeTime,
   ipAddressText,
+  presharedKeySet,
 } from './schema';
 
 // Module-local copies: the netlink index re-exports through getters, and a getter call per
@@ -114,6 +116,7 @@ function decodePeer(entry: AttributeCursor): WireGuardPeer {
   let txBytes = 0;
   let persistentKeepalive = 0;
   let allowedIps: IpPrefix[] | null = null;
+  let presharedKey = false;
   while (entry.next()) {
     switch (entry.type) {
       case WGPEER_A_PUBLIC_KEY:
@@ -150,11 +153,14 @@ function decodePeer(entry: AttributeCursor): WireGuardPeer {
       case WGPEER_A_PROTOCOL_VERSION:
         entry.at(u32.size, 'protocolVersion');
         break;
+      case WGPEER_A_PRESHARED_KEY:
+        presharedKey = presharedKeySet.read(entry.buffer, entry.at(WG_KEY_LEN, 'presharedKey'));
+        break;
       default:
         break;
     }
   }
-  return {
+  const peer: WireGuardPeer = {
     publicKey,
     endpoint: endpointText,
     lastHandshake,
@@ -163,6 +169,8 @@ function decodePeer(entry: AttributeCursor): WireGuardPeer {
     persistentKeepalive,
     allowedIps: allowedIps ?? [],
   };
+  if (presharedKey) peer.presharedKey = true;
+  return peer;
 }
 
 /**

@@ -25,6 +25,7 @@ import {
 import { AF_INET, AF_INET6 } from '../rtnetlink';
 import { DumpMemo, decodeDeviceDump } from './dump';
 import { takeDevicePrivateKey } from './private-key';
+import { takePresharedKeys } from './preshared-keys';
 import type { DeviceConfig, IpPrefix, PeerConfig, WireGuardApi, WireGuardDevice } from '../types';
 import {
   WGPEER_F_REMOVE_ME,
@@ -35,7 +36,7 @@ import {
   WG_GENL_NAME,
   deviceReadAttributes,
   deviceWriteAttributes,
-  peerAttributes,
+  peerWriteAttributes,
 } from './schema';
 
 /**
@@ -47,7 +48,7 @@ const PEERS_BYTES_PER_MESSAGE = 32 * 1024;
 /** Allowed IPs per peer entry; a peer with more continues in further entries. */
 const ALLOWED_IPS_PER_ENTRY = 256;
 
-type PeerAttributes = Attributes<typeof peerAttributes>;
+type PeerAttributes = Attributes<typeof peerWriteAttributes>;
 
 function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']>[number] {
   return {
@@ -77,7 +78,7 @@ export function planPeerMessages(peers: PeerAttributes[]): PeerAttributes[][] {
       );
     }
   }
-  const entryCodec = nested(peerAttributes);
+  const entryCodec = nested(peerWriteAttributes);
   const messages: PeerAttributes[][] = [];
   let current: PeerAttributes[] = [];
   let size = 0;
@@ -140,6 +141,15 @@ export class WireGuard implements WireGuardApi {
     return takeDevicePrivateKey(await this.dumpDevice(name));
   }
 
+  /**
+   * WG_CMD_GET_DEVICE again, read for the peers' non-zero WGPEER_A_PRESHARED_KEYs alone
+   * (./preshared-keys.ts): by public key; the keys' bytes in the received messages are zeroed
+   * once copied; the caller zeroes the copies.
+   */
+  async readPresharedKeys(name: string): Promise<Map<string, Buffer>> {
+    return takePresharedKeys(await this.dumpDevice(name));
+  }
+
   async configureDevice(name: string, config: DeviceConfig): Promise<void> {
     await this.call(
       name,
@@ -163,6 +173,7 @@ export class WireGuard implements WireGuardApi {
           (peer.replaceAllowedIps ? WGPEER_F_REPLACE_ALLOWEDIPS : 0) |
           (peer.updateOnly ? WGPEER_F_UPDATE_ONLY : 0),
         persistentKeepalive: peer.persistentKeepalive,
+        ...(peer.presharedKey === undefined ? {} : { presharedKey: peer.presharedKey }),
         allowedIps: peer.allowedIps.map(toAllowedIp),
       })),
       'add',

@@ -226,7 +226,24 @@ export const allowedIpAttributes = schema({
   cidr: { type: WGALLOWEDIP_A_CIDR_MASK, codec: u8 },
 });
 
-/** A peer as WG_CMD_GET_DEVICE reports it and WG_CMD_SET_DEVICE takes it. */
+/**
+ * WGPEER_A_PRESHARED_KEY as read: whether the peer has one. wireguard.h: "WGPEER_A_PRESHARED_KEY:
+ * len WG_KEY_LEN, all zeros to remove"; the kernel's dump (netlink.c get_peer) always carries the
+ * 32 bytes, zeros for none (the dump is for CAP_NET_ADMIN only, GENL_UNS_ADMIN_PERM). Decoded to
+ * a boolean in place: the key itself never becomes a JS value on the read path.
+ */
+export const presharedKeySet = fixedWidth<boolean>(
+  WG_KEY_LEN,
+  () => {
+    throw new TypeError('a preshared key is written as its bytes (peerWriteAttributes)');
+  },
+  (buffer, offset) => {
+    for (let i = offset; i < offset + WG_KEY_LEN; i++) if (buffer[i] !== 0) return true;
+    return false;
+  },
+);
+
+/** A peer as WG_CMD_GET_DEVICE reports it. */
 export const peerAttributes = schema({
   publicKey: { type: WGPEER_A_PUBLIC_KEY, codec: base64Key },
   flags: { type: WGPEER_A_FLAGS, codec: u32 },
@@ -237,13 +254,23 @@ export const peerAttributes = schema({
   txBytes: { type: WGPEER_A_TX_BYTES, codec: counter },
   allowedIps: { type: WGPEER_A_ALLOWEDIPS, codec: list(nested(allowedIpAttributes)) },
   protocolVersion: { type: WGPEER_A_PROTOCOL_VERSION, codec: u32 },
+  presharedKey: { type: WGPEER_A_PRESHARED_KEY, codec: presharedKeySet },
+});
+
+/**
+ * A peer as WG_CMD_SET_DEVICE takes it: the read table's fields, and the preshared key as its
+ * 32 raw bytes (issue 31; never logged, the caller zeroes its copy once sent).
+ */
+export const peerWriteAttributes = schema({
+  ...peerAttributes,
+  presharedKey: { type: WGPEER_A_PRESHARED_KEY, codec: fixedBytes(WG_KEY_LEN) },
 });
 
 /**
  * The device as read. WGDEVICE_A_PRIVATE_KEY is deliberately absent: the decoder skips
  * attributes it does not know, so the device's private key is never held in a JS object; only
- * ./private-key.ts reads it, for an interface being adopted. (Peers' preshared keys are likewise
- * left out.)
+ * ./private-key.ts reads it, for an interface being adopted. (Peers' preshared keys are read
+ * as whether they are set, presharedKeySet.)
  */
 export const deviceReadAttributes = schema({
   ifindex: { type: WGDEVICE_A_IFINDEX, codec: u32 },
@@ -261,7 +288,7 @@ export const deviceWriteAttributes = schema({
   flags: { type: WGDEVICE_A_FLAGS, codec: u32 },
   listenPort: { type: WGDEVICE_A_LISTEN_PORT, codec: u16 },
   fwmark: { type: WGDEVICE_A_FWMARK, codec: u32 },
-  peers: { type: WGDEVICE_A_PEERS, codec: list(nested(peerAttributes)) },
+  peers: { type: WGDEVICE_A_PEERS, codec: list(nested(peerWriteAttributes)) },
 });
 
 // IPv6 text to bytes for endpoints and allowed IPs (src/kernel/ipv6.ts), a protocol error here.

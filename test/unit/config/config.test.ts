@@ -56,6 +56,11 @@ describe('config: defaults of DESIGN §4', () => {
       interfaceName: 'wg0',
       listen: { host: '127.0.0.1', port: 8080 },
       endpointHost: null,
+      clientDns: null,
+      clientAllowedIps: null,
+      clientMtu: null,
+      clientKeepalive: 25,
+      presharedKeys: false,
       tokens: NO_TOKENS,
       tokenSources: { admin: null, read: null },
       logLevel: 'info',
@@ -113,6 +118,13 @@ describe('config: flags and environment', () => {
         '--state-dir',
         '/var/lib/wg-peerd',
         '--usage-save-interval=30',
+        '--client-dns',
+        '10.8.0.1, fd42::1',
+        '--client-allowed-ips=0.0.0.0/0,::/0',
+        '--client-mtu',
+        '1420',
+        '--client-keepalive=0',
+        '--preshared-keys',
       ],
       {},
       { '/etc/wg-peerd/admin.tokens': `${ADMIN}\n`, '/etc/wg-peerd/read.tokens': `${READ}\n` },
@@ -121,6 +133,11 @@ describe('config: flags and environment', () => {
       interfaceName: 'wg9',
       listen: { host: '::1', port: 9000 },
       endpointHost: 'vpn.example.net',
+      clientDns: ['10.8.0.1', 'fd42::1'],
+      clientAllowedIps: ['0.0.0.0/0', '::/0'],
+      clientMtu: 1420,
+      clientKeepalive: 0,
+      presharedKeys: true,
       tokens: { admin: [ADMIN], read: [READ] },
       tokenSources: {
         admin: { kind: 'file', path: '/etc/wg-peerd/admin.tokens', flag: '--token-file' },
@@ -167,11 +184,21 @@ describe('config: flags and environment', () => {
       WG_PEERD_WEBHOOK_RETRY_FOR: '90m',
       WG_PEERD_STATE_DIR: '/srv/state',
       WG_PEERD_USAGE_SAVE_INTERVAL: '3600',
+      WG_PEERD_CLIENT_DNS: '1.1.1.1',
+      WG_PEERD_CLIENT_ALLOWED_IPS: '192.168.0.0/16',
+      WG_PEERD_CLIENT_MTU: '9000',
+      WG_PEERD_CLIENT_KEEPALIVE: '65535',
+      WG_PEERD_PRESHARED_KEYS: '1',
     });
     expect(config).to.deep.equal({
       interfaceName: 'wgx',
       listen: { host: '0.0.0.0', port: 8081 },
       endpointHost: '203.0.113.5',
+      clientDns: ['1.1.1.1'],
+      clientAllowedIps: ['192.168.0.0/16'],
+      clientMtu: 9000,
+      clientKeepalive: 65535,
+      presharedKeys: true,
       tokens: { admin: [ADMIN], read: [READ] },
       tokenSources: {
         admin: { kind: 'value', tokens: [ADMIN] },
@@ -271,6 +298,11 @@ describe('config: flags and environment', () => {
       ['--max-event-streams N', 'WG_PEERD_MAX_EVENT_STREAMS', '64'],
       ['--event-stream-stall S', 'WG_PEERD_EVENT_STREAM_STALL', '60'],
       ['--webhook-retry-for DURATION', 'WG_PEERD_WEBHOOK_RETRY_FOR', '36h'],
+      ['--client-dns ADDRS', 'WG_PEERD_CLIENT_DNS', 'none (no DNS line)'],
+      ['--client-allowed-ips CIDRS', 'WG_PEERD_CLIENT_ALLOWED_IPS', "the interface's subnet"],
+      ['--client-mtu BYTES', 'WG_PEERD_CLIENT_MTU', 'none (no MTU line)'],
+      ['--client-keepalive S', 'WG_PEERD_CLIENT_KEEPALIVE', '25'],
+      ['--preshared-keys', 'WG_PEERD_PRESHARED_KEYS=1', 'off'],
     ];
     // One block per option: the flag on its own line, then its indented lines.
     const blocks = text.split(/\n(?= {2}--)/);
@@ -328,6 +360,31 @@ describe('config: the command line (issue 21)', () => {
   it('reads arguments in order: the first of -h, -V or a bad one decides', () => {
     expect(parseConfig(['-V', '--bogus'], {}, files({}))).to.deep.equal({ kind: 'version' });
     expect(failure(['--bogus', '-V'])).to.equal('unknown option --bogus (see --help)');
+  });
+});
+
+// Issue 31: the daemon-wide defaults of new peers' client configs.
+describe('config: --client-dns, --client-allowed-ips, --client-mtu, --client-keepalive (issue 31)', () => {
+  it('refuses a DNS entry that is not an IP address, naming it and the flag or variable', () => {
+    const message = failure(['--client-dns', '1.1.1.1,dns.example']);
+    expect(message).to.contain('--client-dns').and.contain('"dns.example"');
+    expect(failure([], { WG_PEERD_CLIENT_DNS: '1.1.1' })).to.contain('WG_PEERD_CLIENT_DNS');
+    expect(failure(['--client-dns', '1.1.1.1,,8.8.8.8'])).to.contain('""');
+  });
+
+  it('refuses allowed IPs that are not CIDRs of their family', () => {
+    for (const bad of ['10.0.0.0', '10.0.0.0/33', '::/129', 'fd00::/x', '0.0.0.0/0;::/0']) {
+      expect(failure(['--client-allowed-ips', bad]), bad).to.contain('--client-allowed-ips');
+    }
+  });
+
+  it('takes an MTU from 1280 to 9000 and a keepalive from 0 to 65535, nothing else', () => {
+    expect(parse(['--client-mtu', '1280']).clientMtu).to.equal(1280);
+    for (const bad of ['1279', '9001', '1420.5']) {
+      expect(failure(['--client-mtu', bad])).to.contain('1280 to 9000');
+    }
+    expect(failure(['--client-keepalive', '65536'])).to.contain('0 to 65535');
+    expect(failure([], { WG_PEERD_PRESHARED_KEYS: 'yes' })).to.contain('1 or 0');
   });
 });
 

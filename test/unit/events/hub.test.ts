@@ -35,6 +35,7 @@ describe('events: the hub (ids, history, resume, reset)', () => {
       interface: 'wg0',
       public_key: KEY,
       ip_address: '10.8.0.2',
+      name: null,
       origin: 'api',
       bytes_per_second: 1000,
     });

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Response } from 'supertest';
 import request from 'supertest';
 import { TokenStore, createApp, type ScopedTokens } from '../../../src/http';
-import { PeerService } from '../../../src/peers';
+import { type ClientDefaults, PeerService } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
 import { type CapturedLog, captureLog } from '../support/log-capture';
 import { recording } from '../../support/response-recorder';
@@ -29,6 +29,8 @@ export function setup(
     log?: CapturedLog;
     /** A dual-stack interface: its IPv6 address and prefix (issue 18), e.g. "fd42::1/64". */
     address6?: string;
+    /** The daemon-wide client config defaults (issue 31); absent: the daemon's own. */
+    clientDefaults?: ClientDefaults;
   } = {},
 ) {
   const kernel = options.kernel ?? FakeKernel.withInterface({ address6: options.address6 });
@@ -42,6 +44,7 @@ export function setup(
     now: () => NOW,
     addresses6:
       address6 === undefined ? [] : [{ address: address6, prefixLength: Number(prefix6) }],
+    ...(options.clientDefaults === undefined ? {} : { clientDefaults: options.clientDefaults }),
   });
   const scoped =
     options.tokens ?? (options.token === undefined ? null : { admin: [options.token], read: [] });

@@ -94,6 +94,7 @@ class FixedService implements PeerServiceApi {
   setDataCap = () => this.unused();
   removeDataCap = () => this.unused();
   setSuspension = () => this.unused();
+  setName = () => this.unused();
   resetDataCap = () => this.unused();
 }
 

@@ -168,6 +168,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       removeDataCap: 'admin',
       resetDataCap: 'admin',
       setSuspension: 'admin',
+      setName: 'admin',
       deletePeer: 'admin',
       openapi: 'read',
       docs: 'public',
@@ -211,6 +212,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       rxBytes: 1,
       txBytes: 2,
       persistentKeepalive: 25,
+      presharedKey: true,
       speedLimitBytesPerSecond: 125000,
       speedLimitHolds: 'both',
       dataCap: {
@@ -222,6 +224,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       },
       suspended: true,
       exhaustedAt: '2026-03-01T11:59:00.000Z',
+      name: 'laptop',
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);
     const ok = ((list['responses'] as Json)['200'] as Json)['content'] as Json;

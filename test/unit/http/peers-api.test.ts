@@ -38,10 +38,12 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       rx_bytes: 100,
       tx_bytes: 200,
       persistent_keepalive_seconds: 0,
+      preshared_key: false,
       speed_limit_bytes_per_second: null,
       speed_limit_holds: null,
       data_cap: null,
       suspended: false,
+      name: null,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
     expect(peer.ip_address).to.match(/^\d+\.\d+\.\d+\.\d+$/);
@@ -210,9 +212,9 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
   });
 
   it('rejects unknown body fields with 400 and details naming them', async () => {
-    const res = await setup().http.post('/api/peer').send({ name: 'laptop' });
+    const res = await setup().http.post('/api/peer').send({ colour: 'blue' });
     expectError(res, 400, 'VALIDATION_FAILED');
-    expect(res.body.details).to.deep.equal([{ field: '/name', message: 'is not a known field' }]);
+    expect(res.body.details).to.deep.equal([{ field: '/colour', message: 'is not a known field' }]);
   });
 
   it('rejects a JSON array body with 400', async () => {

@@ -167,9 +167,9 @@ describe('HTTP limits (issue 10)', () => {
     // SPEC: POST /api/peer takes an empty object and refuses unknown fields.
     const created = await chunked(['{', '}']);
     expect(created.status).to.equal(201);
-    const refused = await chunked(['{"na', 'me":"x"}']);
+    const refused = await chunked(['{"col', 'our":"x"}']);
     expect(refused.status).to.equal(400);
-    expect(JSON.stringify(refused.body)).to.contain('name');
+    expect(JSON.stringify(refused.body)).to.contain('colour');
   });
 
   it('closes a connection whose headers do not arrive in time, with 408 JSON', async () => {

@@ -4,6 +4,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { parseDevice } from '../../support/wg-table-decode';
 import { DumpMemo, decodeDeviceDump } from '../../../src/kernel/wireguard/dump';
+import { takePresharedKeys } from '../../../src/kernel/wireguard/preshared-keys';
 import { AF_INET6 } from '../../../src/kernel/rtnetlink';
 import {
   WGPEER_A_PUBLIC_KEY,
@@ -268,5 +269,33 @@ describe('kernel/wireguard-dump: a DumpMemo reuses unchanged peers across reads'
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+// Issue 31: the list's preshared_key comes from WGPEER_A_PRESHARED_KEY, which the kernel's dump
+// always carries (32 bytes, zeros for none); the key itself never becomes a JS value.
+describe('kernel/wireguard-dump: preshared keys (issue 31)', () => {
+  it('marks the peers whose key is not all zeros, and only them', () => {
+    const device = decodeDeviceDump('wgx', generatedDump(12, 5));
+    const marked = device.peers.map((peer) => peer.presharedKey === true);
+    expect(marked).to.deep.equal(Array.from({ length: 12 }, (_, i) => i % 5 === 1));
+    for (const peer of device.peers) {
+      expect(Object.values(peer).some((value) => Buffer.isBuffer(value))).to.equal(false);
+    }
+  });
+
+  it('keeps the shape of a peer without one as it was (no presharedKey property)', () => {
+    const [first] = decodeDeviceDump('wgx', generatedDump(1)).peers;
+    expect(first).to.not.have.property('presharedKey');
+  });
+
+  it('hands an adopting start the keys themselves, by public key, zeroed in the messages read', () => {
+    const messages = generatedDump(12, 5);
+    const device = decodeDeviceDump('wgx', messages);
+    const keys = takePresharedKeys(messages);
+    const expected = device.peers.filter((p) => p.presharedKey === true).map((p) => p.publicKey);
+    expect([...keys.keys()]).to.deep.equal(expected);
+    for (const key of keys.values()) expect(key.equals(Buffer.alloc(32, 0x5a))).to.equal(true);
+    expect(decodeDeviceDump('wgx', messages).peers.some((p) => p.presharedKey)).to.equal(false);
   });
 });

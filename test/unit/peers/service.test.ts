@@ -66,11 +66,13 @@ describe('peers/service: list', () => {
       rxBytes: 1234,
       txBytes: 5678,
       persistentKeepalive: 25,
+      presharedKey: false,
       speedLimitBytesPerSecond: null,
       speedLimitHolds: null,
       dataCap: null,
       suspended: false,
       exhaustedAt: null,
+      name: null,
     } satisfies PeerEntry);
   });
 

@@ -130,6 +130,8 @@ export class FakeKernel implements Kernel {
   closed = false;
   private nextIndex = 10;
   private readonly failures = new Map<string, { error: Error; once: boolean }>();
+  /** The preshared key bytes each peer was given (WGPEER_A_PRESHARED_KEY), by public key. */
+  readonly presharedKeys = new Map<string, Buffer>();
 
   readonly wireguard: WireGuardApi;
   readonly link: LinkApi;
@@ -189,6 +191,13 @@ export class FakeKernel implements Kernel {
               };
               device.peers.push(peer);
             }
+            if (config.presharedKey !== undefined) {
+              // As the kernel: all zeros remove it (wireguard.h), the dump says only whether set.
+              const bytes = Buffer.from(config.presharedKey);
+              this.presharedKeys.set(config.publicKey, bytes);
+              if (bytes.some((b) => b !== 0)) peer.presharedKey = true;
+              else delete peer.presharedKey;
+            }
             if (config.replaceAllowedIps) peer.allowedIps = [];
             for (const prefix of config.allowedIps) {
               // WireGuard: an allowed IP has one owner; giving it to this peer takes it away.
@@ -205,6 +214,15 @@ export class FakeKernel implements Kernel {
           device.peers = device.peers.filter((p) => !keys.includes(p.publicKey));
         }),
       // A copy, as the kernel's reply is: the caller zeroes it.
+      readPresharedKeys: (name) =>
+        this.op('readPresharedKeys', [name], () => {
+          const held = new Set(this.requireDevice(name).peers.map((p) => p.publicKey));
+          return new Map(
+            [...this.presharedKeys]
+              .filter(([key, bytes]) => held.has(key) && bytes.some((b) => b !== 0))
+              .map(([key, bytes]) => [key, Buffer.from(bytes)]),
+          );
+        }),
       readPrivateKey: (name) =>
         this.op('readPrivateKey', [name], () => {
           const key = this.requireDevice(name).privateKey;
