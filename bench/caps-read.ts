@@ -5,6 +5,9 @@
  * tenth with a billing period, every cap with some bytes used), then BENCH_ROUNDS times
  * (default 7), alternating, timed:
  *   listCaps   the daemon's cap read as the list and the checkpoint call it (`Quota.listCaps`);
+ *   before     the cap read as it was before issue 29's decoders (the same two dumps, decoded
+ *              by the attribute tables: decodeAttributes per object and per element), kept
+ *              here so that the two are compared in the same run on a loaded host;
  *   nft -j     `nft -j list quotas` (the kernel's own tool), a labelled baseline, as the exec
  *              reference reads caps.
  * Medians printed, in milliseconds. Runs as root, in a network namespace of its own (it re-runs
@@ -21,8 +24,20 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
-import { Quota } from '../src/kernel/quota';
-import type { CapRef } from '../src/kernel/types';
+import { decodeAttributes, openNativeTransport } from '../src/netlink';
+import { NfTables } from '../src/kernel/nftables/client';
+import { NFT_OBJECT_QUOTA, NFT_QUOTA_F_DEPLETED } from '../src/kernel/nftables/constants';
+import { quotaAttributes, quotaListing } from '../src/kernel/nftables/schema';
+import {
+  CAPS_MAP,
+  QUOTA_FAMILY,
+  Quota,
+  addressOfObject,
+  quotaTableName,
+} from '../src/kernel/quota';
+import { extrasIn } from '../src/kernel/quota/listing';
+import { elementTargets } from '../src/kernel/quota/objects';
+import type { CapRef, KernelDataCap } from '../src/kernel/types';
 import { median } from './support';
 
 const IFNAME = 'capbench0';
@@ -59,6 +74,26 @@ function capsOf(count: number): CapRef[] {
   }));
 }
 
+/** The cap read before issue 29's decoders (plain blocking caps only, as the bench makes). */
+async function listCapsBefore(nft: NfTables, ifname: string): Promise<Map<string, KernelDataCap>> {
+  const table = quotaTableName(ifname);
+  const caps = new Map<string, KernelDataCap>();
+  const objects = await nft.listObjects(QUOTA_FAMILY, table, NFT_OBJECT_QUOTA, quotaListing);
+  const extras = objects.map((object) => extrasIn(object.userdata));
+  const routes = elementTargets(await nft.listSetElements(QUOTA_FAMILY, table, CAPS_MAP));
+  objects.forEach((object, i) => {
+    const address = object.name ? addressOfObject(object.name) : null;
+    if (!address || !object.data || object.table !== table) return;
+    const data = decodeAttributes(quotaAttributes, object.data, 'quota');
+    const quotaBytes = Number(data.bytes ?? 0n);
+    const usedBytes = Number(data.consumed ?? 0n);
+    const enforced = routes.get(address) === object.name;
+    void (((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0);
+    caps.set(address, { quotaBytes, usedBytes, enforced, ...extras[i]!.plan });
+  });
+  return caps;
+}
+
 async function ms(work: () => Promise<unknown>): Promise<number> {
   const start = performance.now();
   await work();
@@ -67,6 +102,7 @@ async function ms(work: () => Promise<unknown>): Promise<number> {
 
 async function main(): Promise<void> {
   const quota = new Quota();
+  const nft = new NfTables(openNativeTransport);
   const kernel = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
   console.log(`kernel ${kernel}, node ${process.version}, ${ROUNDS} rounds, medians`);
   try {
@@ -82,10 +118,16 @@ async function main(): Promise<void> {
         await session.post('Profiler.enable');
         await session.post('Profiler.start');
       }
+      const before = await listCapsBefore(nft, IFNAME);
+      if (JSON.stringify([...before]) !== JSON.stringify([...read])) {
+        throw new Error('the cap read before and now differ');
+      }
       const ours: number[] = [];
+      const old: number[] = [];
       const theirs: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         ours.push(await ms(() => quota.listCaps(IFNAME)));
+        old.push(await ms(() => listCapsBefore(nft, IFNAME)));
         if (!WITH_NFT) continue;
         const start = performance.now();
         const out = execFileSync('nft', ['-j', 'list', 'quotas'], { maxBuffer: 1 << 30 });
@@ -100,6 +142,7 @@ async function main(): Promise<void> {
       const fmt = (values: number[]): string => `${median(values).toFixed(1)} ms`.padStart(11);
       console.log(`${String(count).padStart(6)} caps (made in ${(made / 1000).toFixed(1)} s):`);
       console.log(`  listCaps (daemon)        ${fmt(ours)}  [${ours.map(Math.round).join(' ')}]`);
+      console.log(`  listCaps before issue 29 ${fmt(old)}  [${old.map(Math.round).join(' ')}]`);
       if (WITH_NFT) {
         console.log(
           `  nft -j list quotas       ${fmt(theirs)}  [${theirs.map(Math.round).join(' ')}]`,
@@ -108,6 +151,7 @@ async function main(): Promise<void> {
       await quota.ensure(IFNAME, []); // the objects go, the skeleton stays for the next count
     }
   } finally {
+    nft.close();
     quota.close();
   }
 }
