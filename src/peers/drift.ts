@@ -64,8 +64,16 @@ function lossesOf(
 }
 
 export class Drift {
-  /** The caps the daemon last saw, per tunnel address with the owner's key. */
-  private readonly lastCaps = new Map<string, { publicKey: string; cap: DataCap }>();
+  /**
+   * The caps the daemon last saw, per tunnel address with the owner's key; `from` the kernel's
+   * cap object it was kept from (the quota facility hands out the same object again while the
+   * cap did not move, and nothing changes a cap it handed out), so an unchanged cap is not
+   * copied again on every poll.
+   */
+  private readonly lastCaps = new Map<
+    string,
+    { publicKey: string; cap: DataCap; from?: KernelDataCap }
+  >();
   /** What the last read showed lost behind the daemon's back: the next write repairs it. */
   private damage = { shaper: false, quota: false };
   /** The losses last logged, so that polling the list logs each loss once. */
@@ -134,12 +142,16 @@ export class Drift {
       if (address !== null) live.set(address, peer.publicKey);
     }
     const { limits, caps } = lossesOf(read, live, this.lastCaps);
-    for (const [address, seen] of [...this.lastCaps]) {
+    // Deleting the entry being visited is safe in a Map's iteration.
+    for (const [address, seen] of this.lastCaps) {
       if (live.get(address) !== seen.publicKey) this.lastCaps.delete(address);
     }
     for (const [address, cap] of read.caps) {
       const publicKey = live.get(address);
-      if (publicKey !== undefined) this.lastCaps.set(address, { publicKey, cap: capToKeep(cap) });
+      if (publicKey === undefined) continue;
+      const seen = this.lastCaps.get(address);
+      if (seen?.from === cap && seen.publicKey === publicKey) continue;
+      this.lastCaps.set(address, { publicKey, cap: capToKeep(cap), from: cap });
     }
     this.damage = {
       shaper: this.damage.shaper || limits.length > 0,
