@@ -4,7 +4,9 @@
  * objects is made by the daemon's own restore (`Quota.ensure` with every peer's last-seen cap: a
  * tenth with a billing period, every cap with some bytes used), then BENCH_ROUNDS times
  * (default 7), alternating, timed:
- *   listCaps   the daemon's cap read as the list and the checkpoint call it (`Quota.listCaps`);
+ *   listCaps   the daemon's cap read as the list and the checkpoint call it (`Quota.listCaps`),
+ *              polled with nothing changed in between (as most polls are: the caps map is not
+ *              read again while the ruleset generation stands);
  *   before     the cap read as it was before issue 29's decoders (the same two dumps, decoded
  *              by the attribute tables: decodeAttributes per object and per element), kept
  *              here so that the two are compared in the same run on a loaded host;

@@ -129,12 +129,28 @@ function samePlan(a: CapPlan | null, b: CapPlan | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/** An interface's map elements as read at one ruleset generation (Quota.doListCaps). */
+interface Routes {
+  generation: number;
+  family: number;
+  table: string;
+  caps: Map<number, string>;
+  /** null: not read (no cap throttled then). */
+  throttleCaps: Map<number, string> | null;
+}
+
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
   /** Interfaces whose caps live in an inet table with caps6 (./dual-stack.ts). */
   private readonly dualStack = new Set<string>();
   /** The cap read's memory of each interface's objects (./listing.ts). */
   private readonly listings = new Map<string, CapListing>();
+  /**
+   * The caps and throttle_caps elements of each interface as last read, with the ruleset
+   * generation read before them: read again only when the generation moved (a transaction,
+   * ours or anyone's), so a poll of an unchanged table reads the objects alone.
+   */
+  private readonly routes = new Map<string, Routes>();
 
   /** Writes run on the kernel layer's change queue (a queue of its own when used alone). */
   private readonly changes: ChangeQueue;
@@ -679,6 +695,8 @@ export class Quota implements QuotaApi {
       listing = new CapListing(table);
       this.listings.set(ifname, listing);
     }
+    // Read before the maps: a change made after it shows as another generation next time.
+    const generation = await this.nft.getGeneration();
     // Polled often, with up to 50,000 objects: one walk of each reply (./listing.ts), and what
     // did not change since the last read is not decoded again.
     const objects = listing.objects(
@@ -692,13 +710,31 @@ export class Quota implements QuotaApi {
     if (objects.length === 0) return new Map();
     // A cap holds only where the map leads packets to its object: caps for a cap that blocks,
     // throttle_caps (read only when a cap throttles) for one that throttles.
-    const [routes, throttleRoutes] = await Promise.all([
+    const throttling = CapListing.throttling(objects);
+    const known = this.routes.get(ifname);
+    const current =
+      known !== undefined &&
+      known.generation === generation &&
+      known.family === family &&
+      known.table === table &&
+      (known.throttleCaps !== null || !throttling);
+    const routes = current ? known : await this.readRoutes(family, table, generation, throttling);
+    this.routes.set(ifname, routes);
+    return listing.caps(objects, routes.caps, routes.throttleCaps ?? new Map<number, string>());
+  }
+
+  /** Both maps' elements (throttle_caps only when `throttling`), stamped with `generation`. */
+  private async readRoutes(
+    family: number,
+    table: string,
+    generation: number,
+    throttling: boolean,
+  ): Promise<Routes> {
+    const [caps, throttleCaps] = await Promise.all([
       this.readObjrefs(family, table, CAPS_MAP),
-      CapListing.throttling(objects)
-        ? this.readObjrefs(family, table, THROTTLE_CAPS_MAP)
-        : new Map<number, string>(),
+      throttling ? this.readObjrefs(family, table, THROTTLE_CAPS_MAP) : null,
     ]);
-    return listing.caps(objects, routes, throttleRoutes);
+    return { generation, family, table, caps, throttleCaps };
   }
 
   /** An object map's elements: key (a 4-byte address as a u32) → object name. */
