@@ -182,12 +182,15 @@ export class Drift {
    * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
    * enforced). `notice` has already dropped what it remembered of peers that are gone.
    */
-  listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): Map<string, KernelDataCap> {
-    const listed = new Map(kernelCaps);
+  listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): ReadonlyMap<string, KernelDataCap> {
+    let listed: Map<string, KernelDataCap> | null = null;
     for (const [address, seen] of this.lastCaps) {
-      if (!listed.has(address)) listed.set(address, { ...seen.cap, enforced: false });
+      if (kernelCaps.has(address)) continue;
+      listed ??= new Map(kernelCaps);
+      listed.set(address, { ...seen.cap, enforced: false });
     }
-    return listed;
+    // Nothing lost (the usual read): the kernel's caps themselves, not a copy of every address.
+    return listed ?? kernelCaps;
   }
 
   /** Before a change: repairs what the last read showed lost; a failed repair is only logged. */
