@@ -64,8 +64,16 @@ function lossesOf(
 }
 
 export class Drift {
-  /** The caps the daemon last saw, per tunnel address with the owner's key. */
-  private readonly lastCaps = new Map<string, { publicKey: string; cap: DataCap }>();
+  /**
+   * The caps the daemon last saw, per tunnel address with the owner's key; `from` the kernel's
+   * cap object it was kept from (the quota facility hands out the same object again while the
+   * cap did not move, and nothing changes a cap it handed out), so an unchanged cap is not
+   * copied again on every poll.
+   */
+  private readonly lastCaps = new Map<
+    string,
+    { publicKey: string; cap: DataCap; from?: KernelDataCap }
+  >();
   /** What the last read showed lost behind the daemon's back: the next write repairs it. */
   private damage = { shaper: false, quota: false };
   /** The losses last logged, so that polling the list logs each loss once. */
@@ -152,12 +160,16 @@ export class Drift {
       if (address !== null) live.set(address, peer.publicKey);
     }
     const { limits, caps } = lossesOf(read, live, this.lastCaps);
-    for (const [address, seen] of [...this.lastCaps]) {
+    // Deleting the entry being visited is safe in a Map's iteration.
+    for (const [address, seen] of this.lastCaps) {
       if (live.get(address) !== seen.publicKey) this.lastCaps.delete(address);
     }
     for (const [address, cap] of read.caps) {
       const publicKey = live.get(address);
-      if (publicKey !== undefined) this.lastCaps.set(address, { publicKey, cap: capToKeep(cap) });
+      if (publicKey === undefined) continue;
+      const seen = this.lastCaps.get(address);
+      if (seen?.from === cap && seen.publicKey === publicKey) continue;
+      this.lastCaps.set(address, { publicKey, cap: capToKeep(cap), from: cap });
     }
     this.damage = {
       shaper: this.damage.shaper || limits.length > 0,
@@ -188,12 +200,15 @@ export class Drift {
    * The kernel's caps, and for a live peer whose cap the kernel lost, the one last seen (not
    * enforced). `notice` has already dropped what it remembered of peers that are gone.
    */
-  listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): Map<string, KernelDataCap> {
-    const listed = new Map(kernelCaps);
+  listedCaps(kernelCaps: ReadonlyMap<string, KernelDataCap>): ReadonlyMap<string, KernelDataCap> {
+    let listed: Map<string, KernelDataCap> | null = null;
     for (const [address, seen] of this.lastCaps) {
-      if (!listed.has(address)) listed.set(address, { ...seen.cap, enforced: false });
+      if (kernelCaps.has(address)) continue;
+      listed ??= new Map(kernelCaps);
+      listed.set(address, { ...seen.cap, enforced: false });
     }
-    return listed;
+    // Nothing lost (the usual read): the kernel's caps themselves, not a copy of every address.
+    return listed ?? kernelCaps;
   }
 
   /** Before a change: repairs what the last read showed lost; a failed repair is only logged. */

@@ -27,9 +27,14 @@ export const PING_PACKET_BYTES = 1000;
 
 export const nftTable = (ifname: string): string => `nft -j list table ip wg_peerd_${ifname}`;
 
-/** Counts the nf_tables transactions (datagrams starting with NFNL_MSG_BATCH_BEGIN) sent. */
+/**
+ * Counts the datagrams sent whose first message has `type` (by default NFNL_MSG_BATCH_BEGIN:
+ * the nf_tables transactions).
+ */
 class BatchCounter {
   count = 0;
+
+  constructor(private readonly type = 0x10) {}
 
   wrap(context: ScenarioContext): ScenarioContext['open'] {
     return (protocol: number): Transport => {
@@ -38,7 +43,7 @@ class BatchCounter {
         protocol: inner.protocol,
         portId: inner.portId,
         send: (datagram: Buffer) => {
-          if (datagram.length >= 16 && datagram.readUInt16LE(4) === 0x10) this.count++;
+          if (datagram.length >= 16 && datagram.readUInt16LE(4) === this.type) this.count++;
           inner.send(datagram);
         },
         receive: (handler) => inner.receive(handler),
@@ -155,8 +160,13 @@ export const quotaSetUp: Scenario<QuotaSetUpResult> = {
   },
 };
 
+/** (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSETELEM: a read of a map's elements. */
+const GETSETELEM = (10 << 8) | 13;
+
 export interface QuotaCapsResult {
   batches: Record<string, number>;
+  /** How many map reads (GETSETELEM) each step's listCaps sent. */
+  mapReads: Record<string, number>;
   /** listCaps after each step, as plain objects. */
   caps: Record<string, Record<string, KernelDataCap>>;
 }
@@ -193,12 +203,16 @@ export const quotaCaps: Scenario<QuotaCapsResult> = {
   },
   async run(context) {
     const counter = new BatchCounter();
-    const open = counter.wrap(context);
+    const mapCounter = new BatchCounter(GETSETELEM);
+    const open = mapCounter.wrap({ ...context, open: counter.wrap(context) });
     let quota = new Quota(open);
     const batches: Record<string, number> = {};
+    const mapReads: Record<string, number> = {};
     const caps: Record<string, Record<string, KernelDataCap>> = {};
     const read = async (step: string): Promise<void> => {
-      caps[step] = Object.fromEntries(await quota.listCaps(CAPS_IF));
+      mapReads[step] = await mapCounter.during(async () => {
+        caps[step] = Object.fromEntries(await quota.listCaps(CAPS_IF));
+      });
       snapshot(context, step, nftTable(CAPS_IF));
     };
     try {
@@ -248,7 +262,7 @@ export const quotaCaps: Scenario<QuotaCapsResult> = {
       batches.ensureAfterRestart = await counter.during(() =>
         quota.ensure(CAPS_IF, [{ address: PEER_B, publicKey: KEY_C }]),
       );
-      return { batches, caps };
+      return { batches, mapReads, caps };
     } finally {
       quota.close();
     }

@@ -19,6 +19,7 @@ import {
   NLM_F_CREATE,
   NLM_F_REQUEST,
   type NetlinkMessage,
+  NetlinkProtocolError,
   NetlinkSocket,
   type Schema,
   type TransportFactory,
@@ -44,6 +45,7 @@ import {
   NFT_MSG_DELSETELEM,
   NFT_MSG_DELTABLE,
   NFT_MSG_GETCHAIN,
+  NFT_MSG_GETGEN,
   NFT_MSG_GETOBJ,
   NFT_MSG_GETOBJ_RESET,
   NFT_MSG_GETRULE,
@@ -62,6 +64,7 @@ import {
 } from './constants';
 import {
   chainAttributes,
+  generationAttributes,
   objectAttributes,
   ruleAttributes,
   setAttributes,
@@ -367,6 +370,22 @@ export class NfTables {
       if (isNetlinkError(error, 'ENOENT')) return [];
       throw error;
     }
+  }
+
+  /**
+   * The ruleset generation (NFT_MSG_GETGEN, NFTA_GEN_ID): every committed transaction of this
+   * network namespace, of any table and any process, advances it, and nothing else does (a
+   * quota counting or a data-path notification does not). Two reads with the same generation
+   * saw the same tables, chains, sets, elements and objects; only counters moved between them.
+   * nft keys its own cache on it the same way.
+   */
+  async getGeneration(): Promise<number> {
+    const reply = await this.get(NFT_MSG_GETGEN, NFPROTO_UNSPEC, Buffer.alloc(0), 'NFT_MSG_GETGEN');
+    const id = reply && decodeNftMessage(generationAttributes, reply, 'generation').id;
+    if (id === undefined || id === null) {
+      throw new NetlinkProtocolError('NFT_MSG_GETGEN answered without NFTA_GEN_ID');
+    }
+    return id;
   }
 
   async getTable(family: number, name: string): Promise<TableAttributes | null> {

@@ -236,6 +236,10 @@ export const NFTA_OBJ_USE = 5;
 export const NFTA_OBJ_HANDLE = 6;
 export const NFTA_OBJ_USERDATA = 8;
 
+// enum nft_gen_attributes: NFTA_GEN_ID, the ruleset generation (NLA_U32, big-endian), which
+// every committed transaction advances (nf_tables_commit: ++nft_net->base_seq)
+export const NFTA_GEN_ID = 1;
+
 // enum nft_quota_flags and nft_quota_attributes
 export const NFT_QUOTA_F_INV = 1 << 0;
 export const NFT_QUOTA_F_DEPLETED = 1 << 1;

@@ -8,6 +8,7 @@
 import { type Codec, be32, be64, bytes, list, nested, schema, string } from '../../netlink';
 import {
   NFTA_CHAIN_FLAGS,
+  NFTA_GEN_ID,
   NFTA_CHAIN_HANDLE,
   NFTA_CHAIN_HOOK,
   NFTA_CHAIN_NAME,
@@ -194,6 +195,11 @@ export const quotaListing = schema({
   type: { type: NFTA_OBJ_TYPE, codec: be32 },
   data: { type: NFTA_OBJ_DATA, codec: nestedView },
   userdata: { type: NFTA_OBJ_USERDATA, codec: bytesView },
+});
+
+/** enum nft_gen_attributes: NFT_MSG_NEWGEN, the answer to NFT_MSG_GETGEN (PID and name left out). */
+export const generationAttributes = schema({
+  id: { type: NFTA_GEN_ID, codec: be32 },
 });
 
 /** enum nft_quota_attributes: the data of an NFT_OBJECT_QUOTA object. */

@@ -58,19 +58,20 @@
 import {
   SerialQueue,
   type TransportFactory,
-  decodeAttributes,
+  encodeAttributes,
   isNetlinkError,
   openNativeTransport,
 } from '../../netlink';
 import { atBoundary } from '../errors';
-import { NfTables, NftBatch } from '../nftables/client';
+import { NfTables, NftBatch, familyName } from '../nftables/client';
 import {
+  NFT_MSG_GETOBJ,
+  NFT_MSG_GETSETELEM,
   NFT_OBJECT_LIMIT,
   NFT_OBJECT_QUOTA,
-  NFT_QUOTA_F_DEPLETED,
   NFT_TABLE_F_DORMANT,
 } from '../nftables/constants';
-import { quotaAttributes, quotaListing } from '../nftables/schema';
+import { objectAttributes, setElementListAttributes } from '../nftables/schema';
 import { ipv4ToBytes } from '../ipv4';
 import { ipv6ToBytes } from '../ipv6';
 import { DUAL_STACK_FAMILY, writeElement6 } from './dual-stack';
@@ -87,7 +88,7 @@ import type {
   QuotaApi,
   Repair,
 } from '../types';
-import { decodeCapUserdata } from './cap-userdata';
+import { CapListing, decodeObjrefElements } from './listing';
 
 export * from './naming';
 export { writeSetUp } from './skeleton';
@@ -115,7 +116,6 @@ import { chainSpecs } from './skeleton';
 import {
   type QuotaState,
   checkQuotaBytes,
-  elementTargets,
   parseQuota,
   writeElement,
   writeNewQuota,
@@ -129,25 +129,28 @@ function samePlan(a: CapPlan | null, b: CapPlan | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-/**
- * The plan and throttle rate in a listed object's userdata. Most caps hold only the owner's
- * comment (one TLV): those are not decoded, so a listing of 10,000 plain caps costs what it did.
- */
-function extrasIn(userdata: Buffer | undefined): {
-  plan?: { plan: CapPlan };
-  throttleBytesPerSecond: number | null;
-} {
-  if (!userdata || userdata.length < 2 || userdata.length <= 2 + userdata[1]!) {
-    return { throttleBytesPerSecond: null };
-  }
-  const { plan, throttleBytesPerSecond } = decodeCapUserdata(userdata);
-  return plan === null ? { throttleBytesPerSecond } : { plan: { plan }, throttleBytesPerSecond };
+/** An interface's map elements as read at one ruleset generation (Quota.doListCaps). */
+interface Routes {
+  generation: number;
+  family: number;
+  table: string;
+  caps: Map<number, string>;
+  /** null: not read (no cap throttled then). */
+  throttleCaps: Map<number, string> | null;
 }
 
 export class Quota implements QuotaApi {
   private readonly nft: NfTables;
   /** Interfaces whose caps live in an inet table with caps6 (./dual-stack.ts). */
   private readonly dualStack = new Set<string>();
+  /** The cap read's memory of each interface's objects (./listing.ts). */
+  private readonly listings = new Map<string, CapListing>();
+  /**
+   * The caps and throttle_caps elements of each interface as last read, with the ruleset
+   * generation read before them: read again only when the generation moved (a transaction,
+   * ours or anyone's), so a poll of an unchanged table reads the objects alone.
+   */
+  private readonly routes = new Map<string, Routes>();
 
   /** Writes run on the kernel layer's change queue (a queue of its own when used alone). */
   private readonly changes: ChangeQueue;
@@ -687,46 +690,67 @@ export class Quota implements QuotaApi {
   private async doListCaps(ifname: string): Promise<Map<string, KernelDataCap>> {
     const table = quotaTableName(ifname);
     const family = this.familyOf(ifname);
-    const caps = new Map<string, KernelDataCap>();
-    // Polled often, with up to 10,000 objects: decode only name and numbers, without copies.
-    const objects = await this.nft.listObjects(family, table, NFT_OBJECT_QUOTA, quotaListing);
-    if (objects.length === 0) return caps;
+    let listing = this.listings.get(ifname);
+    if (listing === undefined || listing.table !== table) {
+      listing = new CapListing(table);
+      this.listings.set(ifname, listing);
+    }
+    // Read before the maps: a change made after it shows as another generation next time.
+    const generation = await this.nft.getGeneration();
+    // Polled often, with up to 50,000 objects: one walk of each reply (./listing.ts), and what
+    // did not change since the last read is not decoded again.
+    const objects = listing.objects(
+      await this.nft.dump(
+        NFT_MSG_GETOBJ,
+        family,
+        encodeAttributes(objectAttributes, { table, type: NFT_OBJECT_QUOTA }),
+        `NFT_MSG_GETOBJ ${familyName(family)} ${table} type ${NFT_OBJECT_QUOTA}`,
+      ),
+    );
+    if (objects.length === 0) return new Map();
     // A cap holds only where the map leads packets to its object: caps for a cap that blocks,
     // throttle_caps (read only when a cap throttles) for one that throttles.
-    const extras = objects.map((object) => extrasIn(object.userdata));
-    const throttling = extras.some((extra) => extra.throttleBytesPerSecond !== null);
-    const [routes, throttleRoutes] = await Promise.all([
-      this.nft.listSetElements(family, table, CAPS_MAP).then(elementTargets),
-      throttling
-        ? this.nft.listSetElements(family, table, THROTTLE_CAPS_MAP).then(elementTargets)
-        : new Map<string, string | undefined>(),
+    const throttling = CapListing.throttling(objects);
+    const known = this.routes.get(ifname);
+    const current =
+      known !== undefined &&
+      known.generation === generation &&
+      known.family === family &&
+      known.table === table &&
+      (known.throttleCaps !== null || !throttling);
+    const routes = current ? known : await this.readRoutes(family, table, generation, throttling);
+    this.routes.set(ifname, routes);
+    return listing.caps(objects, routes.caps, routes.throttleCaps ?? new Map<number, string>());
+  }
+
+  /** Both maps' elements (throttle_caps only when `throttling`), stamped with `generation`. */
+  private async readRoutes(
+    family: number,
+    table: string,
+    generation: number,
+    throttling: boolean,
+  ): Promise<Routes> {
+    const [caps, throttleCaps] = await Promise.all([
+      this.readObjrefs(family, table, CAPS_MAP),
+      throttling ? this.readObjrefs(family, table, THROTTLE_CAPS_MAP) : null,
     ]);
-    objects.forEach((object, i) => {
-      const address = object.name ? addressOfObject(object.name) : null;
-      // The kernel filters the dump; a kernel that ignored the filter must not add others'.
-      if (!address || !object.data || object.table !== table) return;
-      if (object.type !== NFT_OBJECT_QUOTA) return;
-      const data = decodeAttributes(quotaAttributes, object.data, 'quota');
-      const { plan, throttleBytesPerSecond: throttle } = extras[i]!;
-      const quotaBytes = Number(data.bytes ?? 0n);
-      const usedBytes = Number(data.consumed ?? 0n);
-      const enforced = (throttle === null ? routes : throttleRoutes).get(address) === object.name;
-      const depleted = ((data.flags ?? 0) & NFT_QUOTA_F_DEPLETED) !== 0 || usedBytes >= quotaBytes;
-      caps.set(
-        address,
-        throttle === null
-          ? { quotaBytes, usedBytes, enforced, ...plan }
-          : {
-              quotaBytes,
-              usedBytes,
-              enforced,
-              ...plan,
-              throttleBytesPerSecond: throttle,
-              throttled: enforced && depleted,
-            },
-      );
-    });
-    return caps;
+    return { generation, family, table, caps, throttleCaps };
+  }
+
+  /** An object map's elements: key (a 4-byte address as a u32) → object name. */
+  private async readObjrefs(
+    family: number,
+    table: string,
+    set: string,
+  ): Promise<Map<number, string>> {
+    return decodeObjrefElements(
+      await this.nft.dump(
+        NFT_MSG_GETSETELEM,
+        family,
+        encodeAttributes(setElementListAttributes, { table, set }),
+        `NFT_MSG_GETSETELEM ${familyName(family)} ${table} ${set}`,
+      ),
+    );
   }
 
   /** The peer's quota object, read; `existing` null when absent or another key's. */

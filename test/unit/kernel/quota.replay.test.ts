@@ -199,6 +199,22 @@ describe('data caps: set, count, change, run out, raise, remove (recorded transc
     expect(result.caps.empty).to.deep.equal({});
   });
 
+  it('reads the caps map again only after a transaction: counting alone leaves it as it was', () => {
+    // Issue 29: the map changes only by transactions, which advance the ruleset generation.
+    expect(result.mapReads).to.deep.equal({
+      empty: 0, // no object, no map to read
+      set: 1,
+      counted: 0, // ping only
+      lowered: 1,
+      depleted: 0, // ping only
+      raised: 1,
+      countedAgain: 0, // ping only
+      secondPeer: 1,
+      otherKey: 1,
+      removed: 1,
+    });
+  });
+
   it('creates an "over" quota carrying the peer key, reached through the map', () => {
     expect(result.batches.set).to.equal(1);
     expect(quotaOf('set', QA)).to.deep.include({

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { KernelDataCap } from '../../../src/kernel/types';
 import { PeerService } from '../../../src/peers/service';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
@@ -90,6 +91,38 @@ describe('peers/service: losses behind the daemon back, and their repair', () =>
       enforced: true,
     });
     expect(warnings('kernel_repaired').map((line) => line.facility)).to.include('quota');
+  });
+
+  it('restores a lost cap with the usage of the last read, where the kernel handed out the same cap object while it did not move', async () => {
+    const { kernel, svc } = setup();
+    // As the quota facility does (src/kernel/quota/listing.ts): an unchanged cap is the object
+    // of the read before.
+    const handedOut = new Map<string, KernelDataCap>();
+    const listCaps = kernel.quota.listCaps.bind(kernel.quota);
+    kernel.quota.listCaps = async (ifname) => {
+      const caps = await listCaps(ifname);
+      for (const [address, cap] of caps) {
+        const last = handedOut.get(address);
+        if (last && JSON.stringify(last) === JSON.stringify(cap)) caps.set(address, last);
+        else handedOut.set(address, cap);
+      }
+      return caps;
+    };
+    await svc.setDataCap(key(1), 1_000_000);
+    kernel.setUsed('10.8.0.2', 4096);
+    await listPeers(svc, null);
+    await listPeers(svc, null); // the same object again
+    kernel.setUsed('10.8.0.2', 8192);
+    await listPeers(svc, null); // a new one
+    await listPeers(svc, null); // and that one again
+    kernel.loseAllCaps();
+
+    const [lost] = await listPeers(svc, null);
+    expect(lost!.dataCap).to.deep.equal({
+      quotaBytes: 1_000_000,
+      usedBytes: 8192,
+      enforced: false,
+    });
   });
 
   it('removes an upload-only limit left at an address before giving it to a new peer', async () => {
