@@ -6,7 +6,8 @@
 # The README marks the blocks to run with an HTML comment right above the code fence:
 #   <!-- walkthrough: KIND[, check: NAME] -->
 # KIND: `server` runs the block with bash -e on the VPN host (this VM's root network namespace);
-# `daemon` starts it in the background there and waits for /readyz; `client` runs it in the
+# `daemon` starts it in the background there and waits for /readyz (a daemon already running is
+# stopped first with SIGINT, the Ctrl-C the README asks for before it); `client` runs it in the
 # client's network namespace; `install` is not run here (the guest's /usr is read-only):
 # scripts/release/check.sh ran that block on the host with npm's prefix set to a clean directory
 # and passes it as WG_PEERD_PREFIX, whose bin/ comes first on PATH. `check:` names a check of this script run
@@ -16,8 +17,13 @@
 # route via 203.0.113.254, a router namespace `internet` that also holds 1.1.1.1 (a server on the
 # internet) and a client namespace `client` (192.0.2.2, default route via the router). The
 # router has no route to the VPN's 10.8.0.0/24: a client reaches 1.1.1.1 only through the
-# tunnel, IP forwarding and the README's masquerade. `ping` is busybox's (the host has none).
-# /var/lib is an empty tmpfs (the daemon's state dir goes there).
+# tunnel, IP forwarding and the README's masquerade. IPv6 the same way (issue 32): the uplink has
+# the global-looking 2001:db8:ffff::1/64, default route via the router's 2001:db8:ffff::fe, and
+# the router holds 2606:4700:4700::1111 (an IPv6 server on the internet), with no route to the
+# VPN's unique-local fd42:42:42::/64, and the client has no IPv6 but its tunnel: a client reaches
+# that server only through the tunnel, IPv6 forwarding and the README's ip6 masquerade.
+# `ping` is busybox's (the host has none). /var/lib is an empty tmpfs (the daemon's state dir
+# goes there).
 #
 # Output: "ok N - ..." / "not ok N - ..." per block and check, then "N passed, N failed".
 set -uo pipefail
@@ -33,17 +39,23 @@ chmod +x "$work/bin/ping"
 
 n=0
 failed=0
+daemon_logs=()
 result() { # result STATUS DESCRIPTION
   n=$((n + 1))
   if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
 }
-finish() {
+stop_daemon() { # stop_daemon SIGNAL HOW: stops the running daemon block, if any
   if [ -n "${daemon_pid:-}" ] && kill -0 "$daemon_pid" 2>/dev/null; then
-    # The block's shell runs the daemon in the foreground: signal the daemon, as systemd would.
-    kill -TERM $(pgrep -P "$daemon_pid")
+    # The block's shell runs the daemon in the foreground: signal the daemon, as systemd
+    # (SIGTERM) or the terminal's Ctrl-C (SIGINT) would.
+    kill "-$1" $(pgrep -P "$daemon_pid")
     wait "$daemon_pid"
-    result $? "the daemon stops on SIGTERM with status 0"
+    result $? "the daemon stops on $2 with status 0"
   fi
+  daemon_pid=""
+}
+finish() {
+  stop_daemon TERM SIGTERM
   echo "$((n - failed)) passed, $failed failed"
   [ "$failed" -eq 0 ] && exit 0
   exit 1
@@ -70,12 +82,22 @@ ip -n client addr add 192.0.2.2/24 dev eth0
 ip -n client link set lo up
 ip -n client link set eth0 up
 ip -n client route add default via 192.0.2.1
+# nodad: the addresses are usable at once, not after duplicate address detection's second.
+ip addr add 2001:db8:ffff::1/64 dev eth0 nodad
+ip route add default via 2001:db8:ffff::fe dev eth0
+ip -n internet addr add 2001:db8:ffff::fe/64 dev up0 nodad
+ip -n internet addr add 2606:4700:4700::1111/128 dev lo
 # The README's daemon keeps its state in /var/lib/wg-peerd. The guest's root is the host's,
 # read-only: a fresh host's /var/lib is writable, so here it is a tmpfs of its own.
 mount -t tmpfs -o mode=755 tmpfs /var/lib
 set +e
 [ "$(command -v wg-peerd)" = "$prefix/bin/wg-peerd" ]
 result $? "wg-peerd on PATH is the installed copy ($prefix/bin/wg-peerd: $(wg-peerd --version))"
+# What makes the IPv6 step a proof: neither the client nor the internet has a way to the other
+# but the tunnel and the masquerade.
+! ip netns exec client ip -6 route get 2606:4700:4700::1111 >/dev/null 2>&1 &&
+  ! ip -n internet -6 route get fd42:42:42::2 >/dev/null 2>&1
+result $? "the client has no IPv6 route to 2606:4700:4700::1111, the internet none to fd42:42:42::/64"
 
 # --- the README's blocks -------------------------------------------------------------------------
 # Each marked block becomes blocks/NNN.KIND[.CHECK].sh, in order.
@@ -148,7 +170,10 @@ for block in "${blocks[@]}"; do
       result $? "block ${name%%.*} on the client: $first"
       ;;
     daemon)
-      bash -e "$block" >"$work/daemon.log" 2>&1 &
+      stop_daemon INT "Ctrl-C (SIGINT)"
+      log="$work/daemon.$name.log" # each daemon's own, all read by the closing check
+      daemon_logs+=("$log")
+      bash -e "$block" >"$log" 2>&1 &
       daemon_pid=$!
       ready=1
       for _ in $(seq 1 180); do
@@ -157,13 +182,13 @@ for block in "${blocks[@]}"; do
         sleep 1
       done
       result $ready "block ${name%%.*} starts the daemon and it gets ready: $first"
-      if [ "$ready" -ne 0 ]; then sed 's/^/    /' "$work/daemon.log"; fi
+      if [ "$ready" -ne 0 ]; then sed 's/^/    /' "$log"; fi
       ;;
     *) result 1 "block ${name%%.*}: unknown kind '$kind'" ;;
   esac
   if [ -n "$check" ]; then run_check "$check"; fi
 done
-grep -q '"level":50\|"level":60' "$work/daemon.log"
-[ $? -ne 0 ]
-result $? "the daemon logged no error"
+stop_daemon TERM SIGTERM
+! grep -q '"level":50\|"level":60' /dev/null "${daemon_logs[@]}"
+result $? "the daemon logged no error (${#daemon_logs[@]} start(s))"
 finish
