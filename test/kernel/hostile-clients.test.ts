@@ -311,6 +311,9 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
 
         await sleep(1000);
         const rssBefore = rssBytes(pid);
+        const quiet = performance.now();
+        expect((await call(daemon, 'POST', '/api/peer', { token: ADMIN })).status).to.equal(201);
+        const quietMs = performance.now() - quiet;
 
         // 200 raw sockets: the request written, never a byte read (paused before connecting,
         // so that Node never reads from them either).
@@ -346,6 +349,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
           status: number;
           rss: number;
           open: number;
+          answered: number;
         }> = [];
         let maxOpen = 0;
         for (;;) {
@@ -366,6 +370,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
             status: created.status,
             rss: rssBytes(pid),
             open,
+            answered,
           });
           if (open === 0 && answered >= SOCKETS) break;
           if (Date.now() - allWritten > 90_000) break;
@@ -403,7 +408,8 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         console.log(
           `      ` +
             `RSS ${Math.round(rssBefore / MIB)} MiB before, ${Math.round(rssPeak / MIB)} MiB at most; ` +
-            `admin POST ${Math.round(Math.max(...samples.map((s) => s.ms)))} ms at most over ${samples.length} samples; ` +
+            `admin POST ${Math.round(quietMs)} ms before the sockets, then (at ms: took ms) ` +
+            `${samples.map((s) => `${s.at}: ${Math.round(s.ms)} (${s.answered} answered, ${s.open} open)`).join(', ')}; ` +
             `streams ${maxOpen} open at most, none from ${closedAt} ms after the last request; ` +
             `${streamed.length} streamed, ${refused.length} refused; ` +
             `stalledMs ${stalled.map((l) => l.stalledMs).join(',')}; whole test ${Date.now() - started} ms`,
