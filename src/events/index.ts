@@ -59,6 +59,7 @@ export {
   MAX_BUFFERED_BYTES,
   MAX_STREAMS,
   SLICE_BYTES,
+  TURN_BYTES,
   STALL_MS,
   type StreamSink,
 } from './streams';

@@ -7,7 +7,9 @@
  * than `maxBufferedBytes` (what its socket has not taken yet) is closed, logged and counted,
  * never buffered further. A resumption (`Last-Event-ID`) replays from the hub's history in
  * slices of at most SLICE_BYTES under the same bound, one per turn of the event loop, the next
- * once the socket took the last ('drain'); the events published meanwhile are read from the
+ * once the socket took the last ('drain'), and all replays together write at most TURN_BYTES
+ * per turn, the streams taking turns, so that API requests keep their turns however many
+ * streams replay; the events published meanwhile are read from the
  * history in order, so the stream joins the live ones only once it caught up (a reader so slow
  * that the history dropped what it still owed is closed like a slow one). A stream whose socket
  * has held unsent bytes for `stallMs` (`--event-stream-stall`) without once taking them all is
@@ -67,6 +69,13 @@ export const STALL_MS = 60_000;
 export const RETRY_MS = 2_000;
 /** A replay is written in chunks of at most this many bytes, one per turn of the event loop. */
 export const SLICE_BYTES = 16 * 1024;
+/**
+ * What all replays together write per turn of the event loop at most, the streams taking turns
+ * (round robin): 64 streams replaying to readers whose sockets take megabytes (loopback does)
+ * would otherwise write a slice each per turn, a megabyte between any two steps of an API
+ * request, and an admin waited 16 s for POST /api/peer in the VM (issue 30's kernel test).
+ */
+export const TURN_BYTES = 64 * 1024;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -116,6 +125,9 @@ export class EventStreams {
   private readonly logger: StreamLogger;
   private readonly observer: StreamsObserver | undefined;
   private unsubscribe: (() => void) | null = null;
+  /** Replaying streams whose next slice is due, in the order they take their turns. */
+  private readonly due: Stream[] = [];
+  private turnScheduled = false;
   private keepAlive: NodeJS.Timeout | null = null;
   private sweep: NodeJS.Timeout | null = null;
 
@@ -213,8 +225,8 @@ export class EventStreams {
    * kernel buffers take megabytes would otherwise hold the loop, and every API request, for
    * the whole replay).
    */
-  private replay(stream: Stream): void {
-    if (stream.next === null || stream.closed || stream.scheduled) return;
+  private replay(stream: Stream): number {
+    if (stream.next === null || stream.closed || stream.scheduled) return 0;
     const buffered = stream.sink.writableLength;
     const frames: Buffer[] = [];
     let bytes = 0;
@@ -222,7 +234,7 @@ export class EventStreams {
       const event = this.hub.eventAt(stream.next);
       if (event === undefined) {
         this.closeSlow(stream, 'history');
-        return;
+        return 0;
       }
       if (wants(stream, event)) {
         const size = event.frame.length;
@@ -240,20 +252,37 @@ export class EventStreams {
       this.nextSlice(stream);
     }
     // Else the socket is full: its 'drain' (or, at the latest, the sweep) sends the next slice.
+    return bytes;
   }
 
   /**
-   * The next slice on the event loop's next turn, after the I/O waiting (a socket that takes
+   * The next slice on a later turn of the event loop, after the I/O waiting (a socket that takes
    * each write at once emits 'drain' on process.nextTick, which would chain the whole replay
-   * ahead of every request).
+   * ahead of every request), in its place among the other replaying streams.
    */
   private nextSlice(stream: Stream): void {
     if (stream.next === null || stream.scheduled) return;
     stream.scheduled = true;
-    setImmediate(() => {
+    this.due.push(stream);
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(() => this.turn());
+  }
+
+  /** One turn of the replays: slices of the due streams, in turn, up to TURN_BYTES together. */
+  private turn(): void {
+    this.turnScheduled = false;
+    let budget = TURN_BYTES;
+    const turns = this.due.length;
+    for (let i = 0; i < turns && budget > 0; i++) {
+      const stream = this.due.shift()!;
       stream.scheduled = false;
-      this.replay(stream);
-    });
+      budget -= this.replay(stream);
+    }
+    if (this.due.length > 0 && !this.turnScheduled) {
+      this.turnScheduled = true;
+      setImmediate(() => this.turn());
+    }
   }
 
   /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */
@@ -292,7 +321,7 @@ export class EventStreams {
     for (const stream of [...this.streams]) {
       if (stream.sink.writableLength === 0) {
         stream.bufferedSince = null;
-        this.replay(stream);
+        this.nextSlice(stream);
       } else if (stream.bufferedSince !== null && now - stream.bufferedSince >= this.stallMs) {
         this.closeStalled(stream, now - stream.bufferedSince);
       }

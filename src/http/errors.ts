@@ -19,6 +19,12 @@ export class HttpError extends Error {
     readonly code: string,
     message: string,
     readonly headers: Readonly<Record<string, string>> = {},
+    /**
+     * Whether the answer is the daemon's fault, logged at error with the stack (default: a 5xx
+     * status). A limit a client reached (503 EVENT_STREAMS_FULL) is not: it is counted, and its
+     * request line says it, but any read-token holder could otherwise fill the log with errors.
+     */
+    readonly serverFault: boolean = status >= 500,
   ) {
     super(message);
     this.name = 'HttpError';
@@ -82,7 +88,7 @@ export function toErrorResponse(error: unknown): ErrorResponse {
       status: error.status,
       body: body(error.code, error.message),
       headers: error.headers,
-      serverFault: error.status >= 500,
+      serverFault: error.serverFault,
     };
   }
   if (isExpressError(error)) return fromExpressError(error);

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import sinon from 'sinon';
 import { startDaemon, type Daemon } from '../../../src/main';
 import type { ReadTokenFile } from '../../../src/token-files';
 import { testConfig } from '../support/config';
@@ -26,6 +27,11 @@ const REFUSED: Array<[string, string, RegExp]> = [
   [
     'a URL with userinfo',
     `https://hooks:${PASSWORD}@hooks.example/in ${SECRET}`,
+    /line 3: the URL carries a user name or password \(user:pass@\)/,
+  ],
+  [
+    'a URL with a user name alone (an API key as the user)',
+    `https://${PASSWORD}@hooks.example/in ${SECRET}`,
     /line 3: the URL carries a user name or password \(user:pass@\)/,
   ],
   [
@@ -99,7 +105,7 @@ describe('webhooks file: a refused line never shows its secret (issue 30)', func
       daemon = null;
     });
 
-    it('keeps the old targets for each refused line, logs file and line at warn, and never the secret', async () => {
+    it('keeps the old targets for each refused line, logs file and line at warn, and never the secret, neither in the log nor on stdout or stderr', async () => {
       const files = new Map<string, string>([['/etc/wg-peerd/webhooks', fileText('')]]);
       const read: ReadTokenFile = (file) => ({ text: files.get(file)!, mode: 0o100600 });
       const log = captureLog();
@@ -108,10 +114,29 @@ describe('webhooks file: a refused line never shows its secret (issue 30)', func
         logger: log.logger,
         readTokenFile: read,
       });
-      for (const [what, line, message] of REFUSED) {
-        files.set('/etc/wg-peerd/webhooks', fileText(line));
-        expect(daemon.reloadWebhooks(), what).to.equal(false);
-        const warning = log.lines().at(-1)!;
+      // What the process itself writes while reloading, besides the log.
+      const written: string[] = [];
+      const spies = [process.stdout, process.stderr].map((stream) =>
+        sinon.stub(stream, 'write').callsFake((chunk: string | Uint8Array) => {
+          written.push(String(chunk));
+          return true;
+        }),
+      );
+      const results: boolean[] = [];
+      try {
+        for (const [, line] of REFUSED) {
+          files.set('/etc/wg-peerd/webhooks', fileText(line));
+          results.push(daemon.reloadWebhooks());
+        }
+      } finally {
+        for (const spy of spies) spy.restore();
+      }
+      expect(results).to.deep.equal(REFUSED.map(() => false));
+      expectNoSecret(written.join(''), 'stdout and stderr');
+      const warnings = log.lines().filter((l) => l.event === 'webhooks_reload_failed');
+      expect(warnings).to.have.length(REFUSED.length);
+      for (const [i, [what, , message]] of REFUSED.entries()) {
+        const warning = warnings[i]!;
         expect(warning, what).to.include({ event: 'webhooks_reload_failed', level: 40 });
         expect(String(warning.msg), what)
           .to.include('--webhooks-file /etc/wg-peerd/webhooks line 3')

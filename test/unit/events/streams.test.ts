@@ -6,6 +6,7 @@ import {
   EventStreams,
   EventStreamsFullError,
   SLICE_BYTES,
+  TURN_BYTES,
   type EventType,
 } from '../../../src/events';
 
@@ -240,6 +241,34 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(midway).to.be.above(0).and.below(2000);
     for (let round = 0; round < 1000 && sink.ids().length < 2000; round++) await settle();
     expect(sink.ids()).to.deep.equal(Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`));
+  });
+
+  // Issue 30's kernel test: 64 streams replaying to raw sockets that never read (loopback takes
+  // megabytes each) wrote a slice each per turn, and an admin's POST /api/peer waited 16 s.
+  it('writes at most TURN_BYTES of replays per turn of the event loop however many streams replay, each stream in turn, every one in order to its end', async () => {
+    const { hub, streams } = setup({ historySize: 2000 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sinks = Array.from({ length: 16 }, () => new Sink());
+    for (const sink of sinks) streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const written = () =>
+      sinks.map((sink) => sink.chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+    const total = () => written().reduce((a, b) => a + b, 0);
+    let before = total();
+    let turns = 0;
+    while (sinks.some((sink) => sink.ids().length < 2000) && turns < 10_000) {
+      await settle();
+      const now = total();
+      // The last stream of a turn may start below the budget and write a whole slice.
+      expect(now - before, `turn ${turns}`).to.be.at.most(TURN_BYTES + SLICE_BYTES);
+      before = now;
+      turns += 1;
+      if (turns === 20) {
+        // Every stream has had its turns by now: none waits for the others to finish.
+        for (const bytes of written()) expect(bytes).to.be.above(SLICE_BYTES);
+      }
+    }
+    const expected = Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`);
+    for (const sink of sinks) expect(sink.ids()).to.deep.equal(expected);
   });
 
   it('a replaying reader the history runs away from is closed as a slow reader at its next slice, logged and counted', async () => {

@@ -160,7 +160,7 @@ describe('GET /api/events against readers that never read (issue 30, real socket
     }
   });
 
-  it('answers one stream over --max-event-streams 503 EVENT_STREAMS_FULL in JSON, while the API still answers', async () => {
+  it('answers one stream over --max-event-streams 503 EVENT_STREAMS_FULL in JSON, while the API still answers; a refusal is no error line', async () => {
     env = await setup(3);
     for (let i = 0; i < 3; i++) await env.stalled();
     await until(() => env.events.streams.size === 3, 5000);
@@ -176,5 +176,10 @@ describe('GET /api/events against readers that never read (issue 30, real socket
     });
     expect(await env.metric(EVENT_METRIC.refused)).to.equal(1);
     expect((await env.get('/api/peers', ADMIN)).status).to.equal(200);
+    // A limit a client reached, counted above: not the daemon's fault, so no error line (with a
+    // stack) that any read-token holder could repeat at will; its request line says 503.
+    expect(env.log.lines().filter((l) => l.level === 50)).to.deep.equal([]);
+    const line = env.log.lines().find((l) => l.msg === 'request' && l.status === 503);
+    expect(line).to.include({ method: 'GET', path: '/api/events', level: 30 });
   });
 });
