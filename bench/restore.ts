@@ -26,12 +26,22 @@
  * 3. Creates. 50 concurrent POST /api/peer on a fresh interface, BENCH_ROUNDS rounds alternating
  *    with and without a state dir: the time until all 50 answered.
  *
+ * 4. Metrics (issues 29 and 32; only when BENCH_PARTS names it). On the restored interface, per
+ *    `--metrics-per-peer` true then false, one daemon without a state dir and with the longest
+ *    `--list-max-age` (60 s), so that one kernel read serves a whole sequence: each round a
+ *    window opened by a scrape (kernel read + render: "fresh"), then scrapes sharing it, the gzip
+ *    scrapes (the first compresses the read's peer half), the lists on the same read; and a
+ *    window opened by a list (kernel read + list body), then a scrape rendering on the list's
+ *    read. Sizes plain and gzip, series (sample lines), times with their ratio to the fresh
+ *    list. Each scrape's own kernel read count says whether a read ahead ran in a window.
+ *
  * Knobs: BENCH_RESTORE_PEERS (50000), BENCH_ROUNDS (3), BENCH_CONNECTIONS (8), BENCH_WARMUP_S
- * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates"),
+ * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates"; add
+ * "metrics" for part 4),
  * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir; a list such
  * as "10,100" measures each, every round),
- * BENCH_LIMITS (1; 0 writes the peers with caps but no speed limits, for the polls and creates
- * parts only: a checkpoint reads caps, not limits, and the kernel takes about 45 minutes of TCG
+ * BENCH_LIMITS (1; 0 writes the peers with caps but no speed limits, for the polls, creates and
+ * metrics parts only: a checkpoint reads caps, not limits, and the kernel takes about 45 minutes of TCG
  * time to make 50,000 HTB classes, by the daemon or by tc -batch alike), BENCH_CPU_PROF_DIR
  * (unset; a directory: each daemon writes a V8 CPU profile there, daemon-PORT.cpuprofile, PORT
  * as in its log's name; with run.sh --out, /run/vm/out brings them to the host).
@@ -41,6 +51,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { gunzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
 import { generatePrivateKey, publicKeyOf } from '../src/peers/keys';
 import { type SavedPeer, StateStore } from '../src/state';
@@ -64,7 +75,7 @@ const SAVE_INTERVALS_S = (process.env.BENCH_SAVE_INTERVAL_S ?? '1').split(',').m
 const CPU_PROF_DIR = process.env.BENCH_CPU_PROF_DIR ?? '';
 if (!LIMITS && PARTS.includes('restore')) {
   throw new Error(
-    'BENCH_LIMITS=0 is for BENCH_PARTS=polls,creates: the restore part compares limits',
+    'BENCH_LIMITS=0 is for BENCH_PARTS=polls,creates,metrics: the restore part compares limits',
   );
 }
 
@@ -622,17 +633,290 @@ async function createsPart(): Promise<void> {
   cleanKernel();
 }
 
+// ---------------------------------------------------------------- 4. metrics
+
+/** `--list-max-age` of the metrics part: the longest window, so one read is shared by a sequence. */
+const METRICS_WINDOW_MS = 60_000;
+
+interface Fetched {
+  ms: number;
+  bytes: number;
+  body: Buffer;
+}
+
+/** GET `path` on loopback, the body kept as bytes (gzip not decoded): time to its last byte. */
+function fetchTimed(port: number, path: string, gzip: boolean): Promise<Fetched> {
+  const start = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        agent: false,
+        headers: gzip ? { 'accept-encoding': 'gzip' } : {},
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks);
+          if (res.statusCode !== 200) {
+            reject(new Error(`GET ${path}: ${res.statusCode} ${body.toString().slice(0, 300)}`));
+            return;
+          }
+          if ((res.headers['content-encoding'] === 'gzip') !== gzip) {
+            reject(new Error(`GET ${path}: content-encoding ${res.headers['content-encoding']}`));
+            return;
+          }
+          resolve({ ms: performance.now() - start, bytes: body.length, body });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Lines that are samples (not comments, not empty): the series a scrape exports. */
+function seriesOf(text: string): number {
+  let n = 0;
+  for (const line of text.split('\n')) if (line !== '' && !line.startsWith('#')) n += 1;
+  return n;
+}
+
+/** The daemon's kernel reads so far, from a scrape's own half. */
+function kernelReadsOf(text: string): number {
+  const m = /^wg_peerd_kernel_read_duration_seconds_count\{result="ok"\} (\d+)$/m.exec(text);
+  if (m === null) throw new Error('no kernel read count in the scrape');
+  return Number(m[1]);
+}
+
+const MB = (bytes: number): string =>
+  bytes < 100_000 ? `${(bytes / 1e3).toFixed(1)} kB` : `${(bytes / 1e6).toFixed(1)} MB`;
+
+interface MetricsFigures {
+  perPeer: boolean;
+  series: number;
+  plainBytes: number;
+  gzipBytes: number;
+  listBytes: number;
+  listGzipBytes: number;
+  firstListMs: number;
+  rssMiB: number;
+  /** Each: ms of every measured request of that kind. */
+  times: Record<MetricsTimeKind, number[]>;
+  /** Windows in which another kernel read than the measured one ran (read ahead): named, not hidden. */
+  extraReads: number;
+}
+type MetricsTimeKind =
+  | 'scrapeFresh'
+  | 'scrapeShared'
+  | 'scrapeOnListRead'
+  | 'gzipFirst'
+  | 'gzipShared'
+  | 'listFresh'
+  | 'listOnScrapeRead'
+  | 'listShared'
+  | 'listGzipShared';
+
+/**
+ * One daemon (no state dir, `--list-max-age` the longest, `--metrics-per-peer` as given) on the
+ * restored interface. Each round has two windows, each opened by a fresh kernel read after the
+ * previous window ran out: M, opened by a scrape (kernel read + render), then scrapes and lists
+ * sharing that read; L, opened by a list (kernel read + list body), then a scrape rendering on
+ * the list's read. The kernel read counter of every scrape says whether only one read served it.
+ */
+async function metricsRun(perPeer: boolean): Promise<MetricsFigures> {
+  const daemon = startDaemon([
+    '--list-max-age',
+    String(METRICS_WINDOW_MS),
+    '--metrics-per-peer',
+    String(perPeer),
+  ]);
+  const times = Object.fromEntries(
+    (
+      [
+        'scrapeFresh',
+        'scrapeShared',
+        'scrapeOnListRead',
+        'gzipFirst',
+        'gzipShared',
+        'listFresh',
+        'listOnScrapeRead',
+        'listShared',
+        'listGzipShared',
+      ] as const
+    ).map((k) => [k, [] as number[]]),
+  ) as Record<MetricsTimeKind, number[]>;
+  try {
+    await untilReady(daemon);
+    const first = await fetchTimed(daemon.port, '/api/peers', false);
+    const total = (JSON.parse(first.body.toString('utf8')) as { total_count: number }).total_count;
+    if (total !== PEERS) throw new Error(`listed ${total} peers, expected ${PEERS}`);
+    const firstListMs = performance.now() - daemon.started;
+    console.log(
+      `--metrics-per-peer ${perPeer}: first list ${ms(firstListMs)} after spawn; windows of ${METRICS_WINDOW_MS / 1000} s`,
+    );
+    let windowEnd = performance.now() + METRICS_WINDOW_MS;
+    const nextWindow = async (): Promise<void> => {
+      await sleep(Math.max(0, windowEnd - performance.now()) + 2_000);
+    };
+    let extraReads = 0;
+    let figures: Omit<MetricsFigures, 'times' | 'extraReads' | 'rssMiB'> | undefined;
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Window M: a scrape opens it.
+      await nextWindow();
+      const fresh = await fetchTimed(daemon.port, '/metrics', false);
+      windowEnd = performance.now() + METRICS_WINDOW_MS;
+      const freshText = fresh.body.toString('utf8');
+      const reads = kernelReadsOf(freshText);
+      const shared = [
+        await fetchTimed(daemon.port, '/metrics', false),
+        await fetchTimed(daemon.port, '/metrics', false),
+      ];
+      const gzipFirst = await fetchTimed(daemon.port, '/metrics', true);
+      const gzipShared = [
+        await fetchTimed(daemon.port, '/metrics', true),
+        await fetchTimed(daemon.port, '/metrics', true),
+      ];
+      const listShared = [
+        await fetchTimed(daemon.port, '/api/peers', false),
+        await fetchTimed(daemon.port, '/api/peers', false),
+      ];
+      const listGzip = await fetchTimed(daemon.port, '/api/peers', true);
+      const lastText = gunzipSync(gzipShared[1]!.body).toString('utf8');
+      // The own half grows by the request series of the routes asked since the fresh scrape:
+      // the peer series (wg_peerd_peer_*, wg_peerd_peers*) must be the same; the count given
+      // is the later scrape's, the steady one.
+      const peerSeries = (text: string): number =>
+        seriesOf(
+          text
+            .split('\n')
+            .filter((line) => line.startsWith('wg_peerd_peer'))
+            .join('\n'),
+        );
+      if (peerSeries(lastText) !== peerSeries(freshText)) {
+        throw new Error(
+          `the gzip scrape has ${peerSeries(lastText)} peer series, the plain one ${peerSeries(freshText)}`,
+        );
+      }
+      const series = seriesOf(lastText);
+      const sharedReads = kernelReadsOf(lastText);
+      if (sharedReads !== reads) {
+        extraReads += 1;
+        console.log(`  window M: ${sharedReads - reads} more kernel read(s) than the measured one`);
+      }
+      times.scrapeFresh.push(fresh.ms);
+      times.scrapeShared.push(...shared.map((f) => f.ms));
+      times.gzipFirst.push(gzipFirst.ms);
+      times.gzipShared.push(...gzipShared.map((f) => f.ms));
+      times.listOnScrapeRead.push(listShared[0]!.ms);
+      times.listShared.push(listShared[1]!.ms);
+      times.listGzipShared.push(listGzip.ms);
+      figures = {
+        perPeer,
+        series,
+        plainBytes: fresh.bytes,
+        gzipBytes: gzipFirst.bytes,
+        listBytes: listShared[0]!.bytes,
+        listGzipBytes: listGzip.bytes,
+        firstListMs,
+      };
+      console.log(
+        `round ${round} M (kernel read ${reads}): scrape ${MB(fresh.bytes)}, ${series} series: fresh ${ms(fresh.ms)}, ` +
+          `shared ${shared.map((f) => ms(f.ms)).join(', ')}; gzip ${MB(gzipFirst.bytes)}: first ${ms(gzipFirst.ms)}, ` +
+          `shared ${gzipShared.map((f) => ms(f.ms)).join(', ')}; list ${MB(listShared[0]!.bytes)} on this read ` +
+          `${listShared.map((f) => ms(f.ms)).join(', ')}, gzip ${MB(listGzip.bytes)} ${ms(listGzip.ms)}`,
+      );
+
+      // Window L: a list opens it, a scrape renders on the list's read.
+      await nextWindow();
+      const listFresh = await fetchTimed(daemon.port, '/api/peers', false);
+      windowEnd = performance.now() + METRICS_WINDOW_MS;
+      const onList = await fetchTimed(daemon.port, '/metrics', false);
+      const onListReads = kernelReadsOf(onList.body.toString('utf8'));
+      if (onListReads !== reads + 1) {
+        extraReads += 1;
+        console.log(`  window L: ${onListReads - reads - 1} more kernel read(s) than the list's`);
+      }
+      times.listFresh.push(listFresh.ms);
+      times.scrapeOnListRead.push(onList.ms);
+      console.log(
+        `round ${round} L (kernel read ${onListReads}): list fresh ${ms(listFresh.ms)}; scrape on the list's read ${ms(onList.ms)}`,
+      );
+    }
+    const status = readFileSync(`/proc/${daemon.child.pid}/status`, 'utf8');
+    const hwm = /^VmHWM:\s+(\d+) kB$/m.exec(status);
+    return {
+      ...figures!,
+      times,
+      extraReads,
+      rssMiB: hwm === null ? NaN : Number(hwm[1]) / 1024,
+    };
+  } finally {
+    await stopDaemon(daemon);
+  }
+}
+
+async function metricsPart(): Promise<void> {
+  console.log(
+    `\n## 4. GET /metrics beside GET /api/peers at ${PEERS} capped peers, ${ROUNDS} rounds\n`,
+  );
+  cleanKernel();
+  const restorer = startDaemon(['--state-dir', STATE]);
+  await untilReady(restorer);
+  await stopDaemon(restorer);
+  const runs = [await metricsRun(true), await metricsRun(false)];
+  const med = (r: MetricsFigures, k: MetricsTimeKind): number => median(r.times[k]);
+  const cell = (r: MetricsFigures, k: MetricsTimeKind): string =>
+    `${med(r, k).toFixed(0)} (${(med(r, k) / med(r, 'listFresh')).toFixed(2)})`;
+  console.log(
+    `\n| ${PEERS} capped peers: ms (ratio to a fresh full list) | per-peer series | --metrics-per-peer false |`,
+  );
+  console.log('| --- | --- | --- |');
+  const row = (label: string, f: (r: MetricsFigures) => string): void =>
+    console.log(`| ${label} | ${runs.map(f).join(' | ')} |`);
+  row('series (sample lines)', (r) => String(r.series));
+  row('scrape size, plain / gzip', (r) => `${MB(r.plainBytes)} / ${MB(r.gzipBytes)}`);
+  row('scrape, fresh read (kernel read + render)', (r) => cell(r, 'scrapeFresh'));
+  row("scrape on a list's read (render)", (r) => cell(r, 'scrapeOnListRead'));
+  row('scrape sharing a rendered read', (r) => cell(r, 'scrapeShared'));
+  row(
+    'gzip scrape: first of a read / sharing',
+    (r) => `${cell(r, 'gzipFirst')} / ${cell(r, 'gzipShared')}`,
+  );
+  row('GET /api/peers size, plain / gzip', (r) => `${MB(r.listBytes)} / ${MB(r.listGzipBytes)}`);
+  row('GET /api/peers, fresh read', (r) => cell(r, 'listFresh'));
+  row(
+    "GET /api/peers on a scrape's read: first / second / gzip",
+    (r) =>
+      `${cell(r, 'listOnScrapeRead')} / ${cell(r, 'listShared')} / ${cell(r, 'listGzipShared')}`,
+  );
+  row('first list after spawn', (r) => ms(r.firstListMs));
+  row('daemon peak RSS (VmHWM)', (r) => `${r.rssMiB.toFixed(0)} MiB`);
+  row('windows with a kernel read besides the measured one', (r) => String(r.extraReads));
+  const [withPeers, without] = runs as [MetricsFigures, MetricsFigures];
+  console.log(
+    `per-peer series: ${((withPeers.series - without.series) / PEERS).toFixed(2)} a peer`,
+  );
+  // No cleanKernel(): the last part, in a VM that is thrown away, and deleting 50,000 peers and
+  // caps took over five minutes of TCG while the shared VM was held for nothing.
+}
+
 async function main(): Promise<void> {
   mkdirSync(WORK, { recursive: true });
   console.log(
     `bench:restore: kernel ${sh('uname -r').trim()}, ${PEERS} peers${LIMITS ? '' : ' (caps, no limits)'}, ${ROUNDS} rounds, parts ${PARTS.join(',')}`,
   );
-  if (PARTS.includes('restore') || PARTS.includes('polls')) {
+  if (PARTS.includes('restore') || PARTS.includes('polls') || PARTS.includes('metrics')) {
     if (!PARTS.includes('restore')) await writeState();
   }
   if (PARTS.includes('restore')) await restorePart();
   if (PARTS.includes('polls')) await pollsPart();
   if (PARTS.includes('creates')) await createsPart();
+  if (PARTS.includes('metrics')) await metricsPart();
 }
 
 main().catch((error: unknown) => {
