@@ -34,6 +34,7 @@ export interface NamesResult {
   restored: Array<[string, string]>;
   afterRestore: NamedPeer[];
   afterRemove: NamedPeer[];
+  manyListed: number;
 }
 
 function table(sh: (command: string) => string): unknown {
@@ -83,6 +84,22 @@ export const peerNames: Scenario<NamesResult> = {
       );
       if (recording) oracle.restored = table(sh);
       const afterRestore = byAddress(await names.listNames(NAMES_IF));
+      // A restore of many names (450, of 200 characters each): in one transaction, in messages
+      // whose element list stays below the u16 length of an attribute.
+      const many = Array.from({ length: 450 }, (_, i) => ({
+        address: `10.79.${1 + Math.floor(i / 250)}.${1 + (i % 250)}`,
+        publicKey: Buffer.alloc(32, i % 256)
+          .fill(0x80 | (i >> 8), 0, 1)
+          .toString('base64'),
+      }));
+      await names.ensure(
+        NAMES_IF,
+        [ANA, ...many],
+        new Map(many.map((p, i) => [p.publicKey, `${i}`.padStart(200, 'n')])),
+      );
+      if (recording) oracle.many = table(sh);
+      const manyListed = (await names.listNames(NAMES_IF)).length;
+      await names.ensure(NAMES_IF, [ANA], new Map([[ANA.publicKey, 'laptop of Ana']]));
       // A delete's clean-up: the name at the address goes; an address without one is no error.
       await names.removeNames(NAMES_IF, [ANA.address, '10.79.0.9']);
       if (recording) oracle.removed = table(sh);
@@ -96,6 +113,7 @@ export const peerNames: Scenario<NamesResult> = {
         restored: sorted(restored),
         afterRestore,
         afterRemove,
+        manyListed,
       };
     } finally {
       names.close();

@@ -60,6 +60,21 @@ const KEY_BYTES = 32;
 /** The most UTF-8 bytes of a name: the userdata bound less the owner TLV and the comment's. */
 export const NAME_MAX_BYTES = NFT_USERDATA_MAXLEN - (2 + KEY_BYTES) - (2 + 1);
 
+/**
+ * Elements per NEWSETELEM/DELSETELEM message: the element list is one attribute, whose length is
+ * a u16 (struct nlattr), so at most 65,535 bytes; an element takes at most ~280 (its key, the
+ * 256 bytes of userdata, the nests' headers), and 200 of them stay below.
+ */
+const ELEMENTS_PER_MESSAGE = 200;
+
+function inMessages<T>(list: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += ELEMENTS_PER_MESSAGE) {
+    out.push(list.slice(i, i + ELEMENTS_PER_MESSAGE));
+  }
+  return out;
+}
+
 /** `wg_peerd_names_<ifname>`. */
 export function namesTableName(ifname: string): string {
   quotaTableName(ifname); // the same check of the interface name
@@ -156,14 +171,18 @@ export class KernelNames implements NamesApi {
       atBoundary(async () => {
         const present = [...(await this.elementsAt(ifname, addresses)).keys()];
         if (present.length === 0) return;
-        const batch = new NftBatch(NAMES_FAMILY).deleteSetElements(
-          {
-            table: namesTableName(ifname),
-            set: NAMES_SET,
-            elements: present.map((a) => ({ key: { value: ipv4ToBytes(a) } })),
-          },
-          `${present.length} name(s)`,
-        );
+        const batch = new NftBatch(NAMES_FAMILY);
+        const table = namesTableName(ifname);
+        for (const part of inMessages(present)) {
+          batch.deleteSetElements(
+            {
+              table,
+              set: NAMES_SET,
+              elements: part.map((a) => ({ key: { value: ipv4ToBytes(a) } })),
+            },
+            `${part.length} name(s)`,
+          );
+        }
         await this.nft.commit(batch, `remove the names of ${present.join(', ')}`);
       }, namesErrors),
     );
@@ -249,16 +268,13 @@ export class KernelNames implements NamesApi {
       if (now !== undefined) removed.push({ key: { value: ipv4ToBytes(peer.address) } });
       if (name !== null) added.push(nameElement(peer, name));
     }
-    if (removed.length > 0) {
-      batch.deleteSetElements(
-        { table, set: NAMES_SET, elements: removed },
-        `${removed.length} name(s)`,
-      );
+    for (const part of inMessages(removed)) {
+      batch.deleteSetElements({ table, set: NAMES_SET, elements: part }, `${part.length} name(s)`);
     }
-    if (added.length > 0) {
+    for (const part of inMessages(added)) {
       batch.newSetElements(
-        { table, set: NAMES_SET, ...(made ? { setId: NAMES_SET_ID } : {}), elements: added },
-        `${added.length} name(s)`,
+        { table, set: NAMES_SET, ...(made ? { setId: NAMES_SET_ID } : {}), elements: part },
+        `${part.length} name(s)`,
       );
     }
   }
@@ -302,14 +318,11 @@ export class KernelNames implements NamesApi {
         const made = changes.some((c) => c.name !== null)
           ? await this.prepare(batch, ifname)
           : false;
-        if (stale.length > 0) {
+        const staleElements = stale.map((a) => ({ key: { value: ipv4ToBytes(a) } }));
+        for (const part of inMessages(staleElements)) {
           batch.deleteSetElements(
-            {
-              table,
-              set: NAMES_SET,
-              elements: stale.map((a) => ({ key: { value: ipv4ToBytes(a) } })),
-            },
-            `${stale.length} name(s)`,
+            { table, set: NAMES_SET, elements: part },
+            `${part.length} name(s)`,
           );
         }
         this.plan(batch, table, kept, changes, made);

@@ -129,6 +129,22 @@ describe('peer names in nf_tables set element userdata, over recorded kernel exc
     expect(result.afterRemove).to.deep.equal([]);
     expect(recordedBatches().at(-1)).to.deep.equal([NFT_MSG_DELSETELEM]);
   });
+
+  it('puts back 450 names of 200 bytes in one transaction of three NEWSETELEM messages (an element list is one attribute, at most 65,535 bytes), and clears the name of a live peer the state directory names not', () => {
+    const elements = namesSet(oracle.many).elements;
+    // Every element a 200-character name; Ana, live but not among the names wanted, lost hers.
+    expect(elements).to.have.length(450);
+    expect(elements.every((e) => e.comment?.length === 200)).to.equal(true);
+    expect(elements.map((e) => e.address)).to.not.include(ANA.address);
+    expect(result.manyListed).to.equal(450);
+    const restore = recordedBatches().find((b) => b.includes(NFT_MSG_NEWSETELEM) && b.length > 3);
+    expect(restore).to.deep.equal([
+      NFT_MSG_DELSETELEM,
+      NFT_MSG_NEWSETELEM,
+      NFT_MSG_NEWSETELEM,
+      NFT_MSG_NEWSETELEM,
+    ]);
+  });
 });
 
 describe('kernel/names: the element of a name', () => {
