@@ -11,6 +11,7 @@ import {
   CLIENT_MTU_MAX,
   CLIENT_MTU_MIN,
   type CreateOptions,
+  NAME_MAX_BYTES,
   NAME_MAX_LENGTH,
   NAME_PATTERN,
   DATA_CAP_MAX,
@@ -128,12 +129,16 @@ export type CreateBody = CreateOptions;
  * made before. The shapes are checked here, the addresses and prefixes by the domain
  * (src/peers/client-options.ts), both answering 400 with `details`.
  */
-/** A peer's name (issue 31): 1 to 64 characters without control characters. */
+/**
+ * A peer's name (issue 31): 1 to 64 characters without control characters, and at most
+ * NAME_MAX_BYTES of UTF-8 (checked by the domain, src/peers/names.ts).
+ */
 const NAME_SCHEMA = {
   type: 'string',
   minLength: 1,
   maxLength: NAME_MAX_LENGTH,
   pattern: NAME_PATTERN,
+  description: `At most ${NAME_MAX_BYTES} bytes in UTF-8 as well: the kernel keeps the name, with its owner's key, in the 256 bytes of an nf_tables element's userdata`,
 } as const;
 
 export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>({

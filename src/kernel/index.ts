@@ -1,6 +1,7 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
 import { SerialQueue, type TransportFactory, openNativeTransport } from '../netlink';
 import { Links } from './link';
+import { KernelNames } from './names';
 import { Probe } from './probe';
 import { Quota } from './quota';
 import { Shaper, type ShaperOptions } from './shaper';
@@ -28,6 +29,7 @@ export async function openKernel(
   const shaper = new Shaper(open, { ...options.shaper, changes });
   const quota = new Quota(open, changes);
   const suspension = new Suspension(open, changes);
+  const names = new KernelNames(open, changes);
   const probe = new Probe(open);
   return {
     changes,
@@ -36,6 +38,7 @@ export async function openKernel(
     shaper,
     quota,
     suspension,
+    names,
     probe,
     close() {
       wireguard.close();
@@ -43,6 +46,7 @@ export async function openKernel(
       shaper.close();
       quota.close();
       suspension.close();
+      names.close();
       probe.close();
     },
   };

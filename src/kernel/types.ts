@@ -300,6 +300,42 @@ export interface SuspensionApi {
   listSuspended(ifname: string): Promise<Map<string, string | null>>;
 }
 
+/** A peer's name as the kernel keeps it (issue 31): its address, its owner's key, the name. */
+export interface NamedPeer {
+  address: string;
+  publicKey: string;
+  name: string;
+}
+
+/**
+ * Peer names over nf_tables (src/kernel/names/), one set element per named peer keyed by its
+ * IPv4 tunnel address and owned by its public key, so a restart without a state dir keeps them.
+ */
+export interface NamesApi {
+  /** Every name the set holds (elements not written by wg-peerd left out). */
+  listNames(ifname: string): Promise<NamedPeer[]>;
+  /**
+   * Sets, changes (the element replaced in the same transaction) or, with null, clears each
+   * peer's name; the table is made with the first name. An unchanged name writes nothing.
+   */
+  setNames(
+    ifname: string,
+    names: ReadonlyArray<{ peer: PeerRef; name: string | null }>,
+  ): Promise<void>;
+  /** Removes the names held at these addresses (a delete's clean-up); none is not an error. */
+  removeNames(ifname: string, addresses: readonly string[]): Promise<void>;
+  /**
+   * Removes every element not owned by the live peer at its address; given `wanted` (public
+   * key → name, a state directory's), makes each live peer's element carry exactly that name.
+   * Answers the names now held (public key → name) and what was repaired.
+   */
+  ensure(
+    ifname: string,
+    live: readonly PeerRef[],
+    wanted?: ReadonlyMap<string, string>,
+  ): Promise<{ names: Map<string, string>; repairs: Repair[] }>;
+}
+
 /**
  * The kernel layer's one change queue (a SerialQueue, src/netlink/serial-queue.ts): every change
  * to the kernel runs through it, one at a time in arrival order; work queued from inside a
@@ -328,6 +364,8 @@ export interface Kernel {
   shaper: ShaperApi;
   quota: QuotaApi;
   suspension: SuspensionApi;
+  /** Peer names (issue 31). */
+  names: NamesApi;
   probe: ProbeApi;
   /** Closes every netlink socket. */
   close(): void;

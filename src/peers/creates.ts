@@ -329,6 +329,15 @@ export class Creates {
         })),
       ),
     );
+    // The names the creates carry, into the kernel's names set (issue 31) in one transaction.
+    const named = plans.flatMap((plan) =>
+      plan.name === null
+        ? []
+        : [{ peer: { address: plan.ip, publicKey: plan.keys.publicKey }, name: plan.name }],
+    );
+    if (named.length > 0) {
+      await calls.call('names', () => calls.kernel.names.setNames(calls.ifname, named));
+    }
   }
 
   /** A created peer's name, served from now on. */

@@ -138,7 +138,7 @@ export class EndpointUnknownError extends UnavailableError {
   }
 }
 
-export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension';
+export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names';
 
 const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
   wireguard: {
@@ -159,6 +159,10 @@ const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> =
   },
   suspension: {
     what: 'nf_tables for suspending peers',
+    fix: 'load the kernel module: modprobe nf_tables',
+  },
+  names: {
+    what: 'nf_tables for keeping peer names',
     fix: 'load the kernel module: modprobe nf_tables',
   },
 };

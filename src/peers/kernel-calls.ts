@@ -22,7 +22,7 @@ import { tunnelAddress6Of, tunnelAddressOf } from './view';
 
 export type PeerKernel = Pick<
   Kernel,
-  'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension'
+  'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names'
 >;
 
 export function messageOf(error: unknown): string {
@@ -133,7 +133,7 @@ export class KernelCalls {
   }
 
   /**
-   * Removes the speed limits, data caps and suspensions the kernel holds for these addresses.
+   * Removes the speed limits, data caps, suspensions and names the kernel holds for these addresses.
    * Only what is listed is removed, so a kernel without tc or nf_tables (or a facility not
    * built yet) costs nothing here.
    */
@@ -154,6 +154,13 @@ export class KernelCalls {
           this.kernel.suspension.resume(this.ifname, ref.address, ref.address6),
         );
       }
+    }
+    // The names at these addresses: one GET each, the set never listed (it may hold every peer).
+    try {
+      const addresses = refs.map((ref) => ref.address);
+      await this.call('names', () => this.kernel.names.removeNames(this.ifname, addresses));
+    } catch (error) {
+      if (!isFacilityAbsent(error)) throw error;
     }
   }
 

@@ -43,7 +43,7 @@ export interface RestoreSummary {
 }
 
 export interface RestoreOptions {
-  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota' | 'suspension'>;
+  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota' | 'suspension' | 'names'>;
   store: Pick<StateStore, 'state' | 'replaceState'>;
   interfaceName: string;
   ifindex: number;
@@ -165,6 +165,18 @@ async function commitToKernel(
       await kernel.shaper.ensure(ifname, live);
       if (limits.length > 0) await kernel.shaper.setLimits(ifname, limits);
     });
+  }
+  // The journal's names into the kernel's names set (issue 31), so a later start without the
+  // state directory keeps them too; what else the set holds is removed. No nf_tables: no names
+  // in the kernel (the journal still has them).
+  const names = new Map<string, string>();
+  for (const peer of plan.next.values()) {
+    if (peer.name !== undefined) names.set(peer.publicKey, peer.name);
+  }
+  try {
+    await step('names', ifname, () => kernel.names.ensure(ifname, live, names));
+  } catch (error) {
+    if (!isFacilityAbsent(error)) throw error;
   }
   if (plan.caps.length > 0 || plan.cleanup.has('quota')) {
     const saved = new Map(plan.caps.map((c) => [c.publicKey, c.cap]));

@@ -32,7 +32,7 @@ import {
 } from './cap-plan';
 import { systemClock } from './period-scheduler';
 import { PeriodResets } from './period-resets';
-import { KernelCalls } from './kernel-calls';
+import { KernelCalls, messageOf } from './kernel-calls';
 import { Drift } from './drift';
 import { BehindBackDeletions } from './behind-back';
 import { ChangePipeline, type PeerJournal } from './pipeline';
@@ -40,7 +40,6 @@ import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
 import { type CreateOptions, DEFAULT_CLIENT_DEFAULTS, checkCreateOptions } from './client-options';
 import { PeerNames, checkName } from './names';
-import { tunnelAddressOf } from './view';
 import type {
   ChangedPeer,
   CreatedPeer,
@@ -97,7 +96,9 @@ export class PeerService implements PeerServiceApi {
   private readonly fence: UsageFence;
   private readonly periodResets: PeriodResets;
   private readonly journal: PeerJournal | null;
-  private readonly ready: Promise<unknown>;
+  /** The start's restore (options.ready). */
+  private readonly started: Promise<unknown>;
+  private loaded: Promise<unknown> | undefined;
   /** Peer names (issue 31), loaded from the journal once the restore is done. */
   private readonly names = new PeerNames();
   private readonly log: EventLogger;
@@ -114,8 +115,7 @@ export class PeerService implements PeerServiceApi {
     this.observer = options.observer;
     this.exhaustion = options.exhaustion;
     this.journal = options.journal ?? null;
-    // Once the saved state is back, the names the journal kept are served (issue 31).
-    this.ready = this.names.loadAfter(options.ready ?? Promise.resolve(), this.journal);
+    this.started = options.ready ?? Promise.resolve();
     this.fence = options.usageFence ?? new UsageFence();
     const addresses6 = options.addresses6 ?? [];
     let drift: Drift | null = null;
@@ -187,6 +187,15 @@ export class PeerService implements PeerServiceApi {
     );
   }
 
+  /**
+   * Settles once the start's restore is done and the names are loaded: the journal's, or
+   * without a journal the kernel's (issue 31), read on first need (the first list or change).
+   */
+  private get ready(): Promise<unknown> {
+    this.loaded ??= this.names.loadAfter(this.started, this.journal, () => this.kernelNames());
+    return this.loaded;
+  }
+
   snapshot(): Promise<PeerSnapshot> {
     return this.snapshots.get();
   }
@@ -226,15 +235,35 @@ export class PeerService implements PeerServiceApi {
     }));
   }
 
+  /**
+   * The names the kernel keeps (issue 31), read once at start without a state directory: each
+   * element's name goes to its owner's key (a peer at another address now keeps it; an element
+   * whose owner is gone names no one and is removed when its address is given again). A kernel
+   * that cannot answer (no nf_tables) leaves no names, said in a warn line.
+   */
+  private async kernelNames(): Promise<ReadonlyMap<string, string>> {
+    const { calls } = this;
+    try {
+      const named = await calls.call('names', () => calls.kernel.names.listNames(calls.ifname));
+      return new Map(named.map((n) => [n.publicKey, n.name]));
+    } catch (error) {
+      this.log.warn(
+        { event: 'names_unread', interface: calls.ifname, error: messageOf(error) },
+        `the peers' names could not be read from the kernel: ${messageOf(error)}`,
+      );
+      return new Map();
+    }
+  }
+
   /** The peer's name now (issue 31), or null: what events write as `name`. */
   nameOf(publicKey: string): string | null {
     return this.names.get(publicKey);
   }
 
   /**
-   * Names the peer, renames it, or clears its name (null) (issue 31). The kernel is only read
-   * (the peer must be there: 404 otherwise); the name is the daemon's, and the journal's with a
-   * state directory.
+   * Names the peer, renames it, or clears its name (null) (issue 31): in the kernel's names set
+   * (the peer must be there: 404 otherwise; 409 without a tunnel address), and the journal's
+   * with a state directory.
    */
   async setName(publicKey: string, name: string | null): Promise<ChangedPeer> {
     const key = parsePublicKey(publicKey);
@@ -243,9 +272,12 @@ export class PeerService implements PeerServiceApi {
       arg: name,
       step: {
         kernel: async () => {
-          const peer = await this.calls.findPeer(key);
+          const peer = await this.calls.refFor(key, 'name');
+          await this.calls.call('names', () =>
+            this.calls.kernel.names.setNames(this.calls.ifname, [{ peer, name }]),
+          );
           this.names.set(key, name);
-          return { publicKey: key, ip: tunnelAddressOf(peer) };
+          return { publicKey: key, ip: peer.address };
         },
       },
     }));

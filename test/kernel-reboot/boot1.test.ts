@@ -61,7 +61,9 @@ for (const scenario of SCENARIOS) {
 
     const key = (role: string): string => encodeURIComponent(created[role].publicKey);
     async function create(role: string): Promise<CreatedPeer> {
-      const reply = await api(daemon!, 'POST', '/api/peer');
+      // Two peers are named (issue 31: names come back after a reboot with a state dir).
+      const named = role === 'limited' || role === 'plain';
+      const reply = await api(daemon!, 'POST', '/api/peer', named ? { name: `${role} ☂` } : {});
       expect(reply.status, JSON.stringify(reply.body)).to.be.oneOf([200, 201]);
       const body = reply.body as {
         peer: { ip: string; publicKey: string };

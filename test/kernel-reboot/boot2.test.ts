@@ -12,7 +12,7 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type DaemonProcess, call } from '../kernel/support/daemon';
-import { assertInTestVm, linkExists, wgShowDump } from '../kernel/support/topology';
+import { assertInTestVm, linkExists, sh, wgShowDump } from '../kernel/support/topology';
 import {
   type Client,
   type Direction,
@@ -137,7 +137,7 @@ for (const scenario of SCENARIOS) {
       },
     );
 
-    it('lists what it put back, as boot 1 listed it (addresses, limits, caps) and counts it on /metrics', async () => {
+    it('lists what it put back, as boot 1 listed it (addresses, limits, caps, names) and counts it on /metrics', async () => {
       const shape = (peers: typeof record.listed) =>
         peers.map((p) => ({
           key: p.public_key,
@@ -145,9 +145,17 @@ for (const scenario of SCENARIOS) {
           allowed: p.allowed_ips,
           limit: p.speed_limit_bytes_per_second,
           cap: p.data_cap?.quota_bytes ?? null,
+          name: p.name,
         }));
       const listed = await listPeers(daemon!);
       expect(shape(listed)).to.deep.equal(shape(record.listed));
+      // The names are boot 1's, and the restore put them back into the kernel's names set too.
+      expect(listed.map((p) => p.name).filter((n) => n !== null)).to.have.members([
+        'limited ☂',
+        'plain ☂',
+      ]);
+      const names = sh(`nft list table ip wg_peerd_names_${scenario.ifname}`);
+      expect(names).to.contain('comment "limited ☂"').and.to.contain('comment "plain ☂"');
       const { quotas } = nftPicture(scenario.ifname);
       for (const peer of listed) {
         if (peer.data_cap === null) continue;

@@ -2,6 +2,7 @@
 import { apiPeers } from './api';
 import { dualStack, dualStackSuspension } from './dual-stack';
 import { linkLifecycle } from './link';
+import { peerNames } from './names';
 import { nftablesNotifications, nftablesNotificationsInet } from './notifications';
 import { quotaScenarios } from './quota';
 import type { Scenario } from './scenario';
@@ -20,4 +21,5 @@ export const scenarios: Scenario[] = [
   nftablesNotificationsInet,
   dualStack,
   dualStackSuspension,
+  peerNames,
 ];

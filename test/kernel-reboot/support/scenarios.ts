@@ -202,6 +202,8 @@ export interface ListedPeer {
   allowed_ips: string[];
   speed_limit_bytes_per_second: number | null;
   data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
+  /** The peer's name (issue 31); null without one. */
+  name: string | null;
 }
 
 export async function listPeers(daemon: DaemonProcess): Promise<ListedPeer[]> {

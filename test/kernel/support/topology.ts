@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { quotaTableName } from '../../../src/kernel/quota/naming';
 import { ifbNameFor } from '../../../src/kernel/shaper/addressing';
 import { suspensionTableName } from '../../../src/kernel/suspension';
+import { namesTableName } from '../../../src/kernel/names';
 import { type WgDump, parseWgDump } from '../../support/wg-dump';
 
 /** The client network namespace. */
@@ -150,6 +151,7 @@ export function removeDaemonLeftovers(ifname: string): void {
   deleteNftTable('inet', quotaTableName(ifname)); // a dual-stack interface's caps (issue 18)
   deleteNftTable('ip', suspensionTableName(ifname));
   deleteNftTable('ip6', suspensionTableName(ifname)); // its peers' suspended IPv6 addresses
+  deleteNftTable('ip', namesTableName(ifname)); // its peers' names (issue 31)
 }
 
 /**

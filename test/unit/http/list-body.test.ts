@@ -96,12 +96,13 @@ function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
     shaper: { listLimits: async () => new Map(data.limits) },
     quota: { listCaps: async () => new Map(data.caps) },
     suspension: { listSuspended: async () => new Map() },
+    names: { listNames: async () => [] },
     link: {},
     // Lists only: no change ever runs, so a pass-through queue serves.
     changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
   } as unknown as Pick<
     Kernel,
-    'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension'
+    'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names'
   >;
   return new PeerService({
     kernel,

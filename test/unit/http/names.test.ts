@@ -75,7 +75,17 @@ describe('http peer names (issue 31)', () => {
     expectError(await http.patch(path).send({ name: '\t' }), 400, 'VALIDATION_FAILED');
     expectError(await http.patch(path).send({}), 400, 'VALIDATION_FAILED');
     expectError(await http.patch(path).send({ name: 'a', other: 1 }), 400, 'VALIDATION_FAILED');
-    expect((await http.post('/api/peer').send({ name: '😀'.repeat(64) })).status).to.equal(201);
+    // The kernel keeps a name in 256 bytes of element userdata with its owner's key: 219 bytes of
+    // UTF-8 at most (src/kernel/names), so 54 four-byte characters pass and 55 do not.
+    expect((await http.post('/api/peer').send({ name: '😀'.repeat(54) })).status).to.equal(201);
+    const long = await http.post('/api/peer').send({ name: '😀'.repeat(55) });
+    expectError(long, 400, 'VALIDATION_FAILED');
+    expect(long.body.details).to.deep.equal([
+      { field: '/name', message: 'must be at most 219 bytes in UTF-8' },
+    ]);
+    expectError(await http.patch(path).send({ name: '😀'.repeat(55) }), 400, 'VALIDATION_FAILED');
+    // 64 three-byte characters (192 bytes) pass.
+    expect((await http.patch(path).send({ name: '中'.repeat(64) })).status).to.equal(200);
   });
 
   it('answers 404 for a peer not on the interface, and forgets the name of a deleted peer', async () => {
@@ -85,5 +95,29 @@ describe('http peer names (issue 31)', () => {
     const created = await http.post('/api/peer').send({ name: 'gone soon' });
     await http.delete(`/api/peer/${encoded(created.body.peer.publicKey)}`);
     expect((await http.get('/api/peers?name=gone%20soon')).body.total_count).to.equal(0);
+  });
+
+  it('keeps names in the kernel, so a daemon started afresh over it without a state dir lists them', async () => {
+    const { http, kernel } = setup();
+    const ana = await http.post('/api/peer').send({ name: 'Ana' });
+    const shop = await http.post('/api/peer').send({ name: 'old shop' });
+    await http.patch(`/api/peer/${encoded(shop.body.peer.publicKey)}/name`).send({ name: 'shop' });
+    await http
+      .post('/api/peer')
+      .send({ name: 'gone soon' })
+      .then((gone) => http.delete(`/api/peer/${encoded(gone.body.peer.publicKey)}`));
+    // The kernel's names set holds each name with its owner; the deleted peer's went with it.
+    expect([...kernel.namesSet.get('wg0')!.values()]).to.deep.equal([
+      { publicKey: ana.body.peer.publicKey, name: 'Ana' },
+      { publicKey: shop.body.peer.publicKey, name: 'shop' },
+    ]);
+    const restarted = setup({ kernel }).http;
+    const peers = (await restarted.get('/api/peers')).body.peers as Listed;
+    expect(peers.map((p) => [p['public_key'], p['name']])).to.deep.equal([
+      [ana.body.peer.publicKey, 'Ana'],
+      [shop.body.peer.publicKey, 'shop'],
+    ]);
+    const filtered = (await restarted.get('/api/peers?name=shop')).body.peers as Listed;
+    expect(filtered.map((p) => p['public_key'])).to.deep.equal([shop.body.peer.publicKey]);
   });
 });

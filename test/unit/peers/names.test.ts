@@ -1,6 +1,7 @@
 /**
  * Issue 31: with --state-dir the journal keeps peer names, so a daemon restart and a reboot
- * both show them again; a rename and a clear are journalled too. End to end over HTTP on the
+ * both show them again; a rename and a clear are journalled too, and a reboot's restore puts them
+ * back into the kernel's names set as well. End to end over HTTP on the
  * in-memory kernel and file system; a new FakeKernel and boot id is the reboot.
  */
 import { expect } from 'chai';
@@ -63,11 +64,25 @@ describe('state: peer names kept with --state-dir (issue 31)', () => {
     } finally {
       await restarted.shutdown();
     }
-    const rebooted = await start(new FakeKernel(), fs.crashed(), 'boot-2');
+    const afterReboot = new FakeKernel();
+    const rebooted = await start(afterReboot, fs.crashed(), 'boot-2');
     try {
       expect(await names(rebooted)).to.deep.equal(['kept', 'new', null, null]);
     } finally {
       await rebooted.shutdown();
+    }
+    // The reboot's restore put the names back into the kernel's names set too, so a daemon
+    // started over that kernel without the state directory shows them.
+    const names2 = [...afterReboot.namesSet.get('wg0')!.values()].map((n) => n.name);
+    expect(names2).to.deep.equal(['kept', 'new']);
+    const stateless = await startDaemon(testConfig(), {
+      openKernel: async () => afterReboot,
+      logger: captureLog().logger,
+    });
+    try {
+      expect(await names(stateless)).to.deep.equal(['kept', 'new', null, null]);
+    } finally {
+      await stateless.shutdown();
     }
   });
 

@@ -16,6 +16,7 @@ import type {
   Ipv4Address,
   Ipv6Address,
   Kernel,
+  NamesApi,
   KernelDataCap,
   LimitState,
   LinkApi,
@@ -126,6 +127,8 @@ export class FakeKernel implements Kernel {
   readonly caps = new Map<string, Map<string, FakeCap>>();
   /** ifname → suspended address → owner's public key. */
   readonly suspended = new Map<string, Map<string, string>>();
+  /** ifname → address → the name and its owner (the names set, src/kernel/names). */
+  readonly namesSet = new Map<string, Map<string, { publicKey: string; name: string }>>();
   primaryAddress: string | null = '203.0.113.10';
   closed = false;
   private nextIndex = 10;
@@ -140,6 +143,7 @@ export class FakeKernel implements Kernel {
   readonly shaper: ShaperApi;
   readonly quota: QuotaApi;
   readonly suspension: SuspensionApi;
+  readonly names: NamesApi;
   readonly probe: ProbeApi;
   /** Registered generic netlink families; delete 'wireguard' for a kernel without the module. */
   readonly genlFamilies = new Set(['wireguard']);
@@ -495,6 +499,57 @@ export class FakeKernel implements Kernel {
           return new Map<string, string | null>(this.suspendedOf(ifname));
         }),
     };
+
+    this.names = {
+      // The contract of NamesApi, in memory.
+      listNames: (ifname) =>
+        this.op('names.listNames', [ifname], () =>
+          [...this.namesOf(ifname)].map(([address, n]) => ({ address, ...n })),
+        ),
+      setNames: (ifname, names) =>
+        this.op('names.setNames', [ifname, names], () => {
+          const set = this.namesOf(ifname);
+          for (const { peer, name } of names) {
+            if (name === null) set.delete(peer.address);
+            else set.set(peer.address, { publicKey: peer.publicKey, name });
+          }
+        }),
+      removeNames: (ifname, addresses) =>
+        this.op('names.removeNames', [ifname, addresses], () => {
+          for (const address of addresses) this.namesOf(ifname).delete(address);
+        }),
+      ensure: (ifname, live, wanted) =>
+        this.op('names.ensure', [ifname, live, wanted], () => {
+          const set = this.namesOf(ifname);
+          const owners = new Map(live.map((peer) => [peer.address, peer.publicKey]));
+          const repairs: Repair[] = [];
+          for (const [address, n] of [...set]) {
+            if (owners.get(address) !== n.publicKey) {
+              set.delete(address);
+              repairs.push({ address, found: 'name without its peer', done: 'removed it' });
+            }
+          }
+          if (wanted !== undefined) {
+            for (const peer of live) {
+              const name = wanted.get(peer.publicKey);
+              if (name === undefined) set.delete(peer.address);
+              else set.set(peer.address, { publicKey: peer.publicKey, name });
+            }
+          }
+          const names = new Map<string, string>();
+          for (const n of set.values()) names.set(n.publicKey, n.name);
+          return { names, repairs };
+        }),
+    };
+  }
+
+  private namesOf(ifname: string): Map<string, { publicKey: string; name: string }> {
+    let names = this.namesSet.get(ifname);
+    if (names === undefined) {
+      names = new Map();
+      this.namesSet.set(ifname, names);
+    }
+    return names;
   }
 
   private suspendedOf(ifname: string): Map<string, string> {
