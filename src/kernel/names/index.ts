@@ -31,7 +31,6 @@ import { atBoundary, type Translate } from '../errors';
 import { bytesToIpv4, ipv4ToBytes } from '../ipv4';
 import { NfTables, NftBatch, type SetElementAttributes } from '../nftables/client';
 import {
-  NFNL_MSG_BATCH_BEGIN,
   NFPROTO_IPV4,
   NFTNL_UDATA_COMMENT,
   NFTNL_UDATA_SET_KEYBYTEORDER,
@@ -40,7 +39,7 @@ import {
   NFT_USERDATA_MAXLEN,
 } from '../nftables/constants';
 import { commentUserdata, decodeUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
-import { NFT_GETS, missingNfTables } from '../quota/facility';
+import { nfTablesErrors } from '../quota/facility';
 import { quotaTableName } from '../quota/naming';
 import type { ChangeQueue, NamedPeer, NamesApi, PeerRef, Repair } from '../types';
 
@@ -111,15 +110,7 @@ export function readNameElement(element: SetElementAttributes): NamedPeer | null
 }
 
 /** A refusal of nf_tables: a bare EINVAL to a GET or EOPNOTSUPP to a batch is nf_tables missing. */
-const namesErrors: Translate = (error) => {
-  const type = error.messageType;
-  if (type === undefined) return undefined;
-  if (NFT_GETS.has(type) && error.code === 'EINVAL' && !error.kernelMessage) {
-    return missingNfTables(error);
-  }
-  if (type === NFNL_MSG_BATCH_BEGIN && error.code === 'EOPNOTSUPP') return missingNfTables(error);
-  return undefined;
-};
+const namesErrors: Translate = nfTablesErrors;
 
 export class KernelNames implements NamesApi {
   private readonly nft: NfTables;

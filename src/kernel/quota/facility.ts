@@ -64,12 +64,8 @@ export const NFT_GETS: ReadonlySet<number> = new Set(
 function missingFacility(error: NetlinkError): FacilityUnavailableError | undefined {
   const type = error.messageType;
   if (type === undefined) return undefined;
-  if (NFT_GETS.has(type)) {
-    return error.code === 'EINVAL' && !error.kernelMessage ? missingNfTables(error) : undefined;
-  }
+  if (NFT_GETS.has(type) || type === NFNL_MSG_BATCH_BEGIN) return nfTablesMissing(error);
   switch (type) {
-    case NFNL_MSG_BATCH_BEGIN:
-      return error.code === 'EOPNOTSUPP' ? missingNfTables(error) : undefined;
     case nftMessageType(NFT_MSG_NEWOBJ):
       return error.code === 'ENOENT' ? missingQuota(error) : undefined;
     case nftMessageType(NFT_MSG_NEWRULE):
@@ -83,3 +79,20 @@ function missingFacility(error: NetlinkError): FacilityUnavailableError | undefi
 
 /** The boundary of every public method: what a refusal means for data caps, else generic. */
 export const quotaErrors: Translate = missingFacility;
+
+/**
+ * nf_tables itself missing, for a facility that needs no module beyond it (suspensions, names:
+ * the set lookup is built into nf_tables.ko): a GET answered with a bare EINVAL, or a batch
+ * refused with EOPNOTSUPP (see missingFacility above).
+ */
+function nfTablesMissing(error: NetlinkError): FacilityUnavailableError | undefined {
+  const type = error.messageType;
+  if (type === undefined) return undefined;
+  if (NFT_GETS.has(type) && error.code === 'EINVAL' && !error.kernelMessage) {
+    return missingNfTables(error);
+  }
+  if (type === NFNL_MSG_BATCH_BEGIN && error.code === 'EOPNOTSUPP') return missingNfTables(error);
+  return undefined;
+}
+
+export const nfTablesErrors: Translate = nfTablesMissing;

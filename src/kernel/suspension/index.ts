@@ -55,7 +55,6 @@ import {
   type TableAttributes,
 } from '../nftables/client';
 import {
-  NFNL_MSG_BATCH_BEGIN,
   NFPROTO_IPV4,
   NFPROTO_IPV6,
   NFTNL_UDATA_SET_KEYBYTEORDER,
@@ -70,7 +69,7 @@ import {
 import { type Expression, lookupSet, sameExpressions, verdict } from '../nftables/expressions';
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
-import { NFT_GETS, missingNfTables } from '../quota/facility';
+import { nfTablesErrors } from '../quota/facility';
 import { chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
 import { type ChainSpec, OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
 import type { ChangeQueue, PeerRef, Repair, SuspensionApi } from '../types';
@@ -263,15 +262,7 @@ interface TableState {
  * with EOPNOTSUPP is nf_tables missing (see quota/facility.ts); the set lookup is part of
  * nf_tables itself (nft_lookup.c is built into nf_tables.ko), so no other module can be.
  */
-const suspensionErrors: Translate = (error) => {
-  const type = error.messageType;
-  if (type === undefined) return undefined;
-  if (NFT_GETS.has(type) && error.code === 'EINVAL' && !error.kernelMessage) {
-    return missingNfTables(error);
-  }
-  if (type === NFNL_MSG_BATCH_BEGIN && error.code === 'EOPNOTSUPP') return missingNfTables(error);
-  return undefined;
-};
+const suspensionErrors: Translate = nfTablesErrors;
 
 /** A dual-stack peer's IPv6 address as the kernel's dumps print it (RFC 5952). */
 function canonical6(address6: string): string {
