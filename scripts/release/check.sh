@@ -93,7 +93,7 @@ version="$("$prefix/bin/wg-peerd" --version 2>&1)"
 one $? "the installed wg-peerd --version answers: $version"
 
 echo "--- the addon on older glibc, and the command its load failure names"
-newest="$(tar -xzOf "$tarball" "package/$prebuild" >"$work/prebuild.node" &&
+newest="$(tar -xzOf "$tarball" "$prebuild" >"$work/prebuild.node" &&
   objdump -T "$work/prebuild.node" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)"
 [ -n "$newest" ] && [ "$(printf '%s\n2.28\n' "$newest" | sort -V | tail -n 1)" = 2.28 ]
 one $? "the prebuilt addon asks for glibc ${newest:-?} at most (the oldest supported: 2.28)"
