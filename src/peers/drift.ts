@@ -97,7 +97,7 @@ export class Drift {
    * bytes counted as last seen here (a read newer than its last checkpoint), else the cap last
    * seen here.
    */
-  restoreFrom(address: string, publicKey: string): DataCap | null {
+  private restoreFrom(address: string, publicKey: string): DataCap | null {
     const seen = this.capOf(address, publicKey);
     const saved = this.savedCap(publicKey);
     if (saved === null) return seen;
