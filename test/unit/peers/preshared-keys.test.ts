@@ -6,41 +6,19 @@
  * file system; a new FakeKernel and boot id is the reboot.
  */
 import { expect } from 'chai';
-import { startDaemon, type Daemon } from '../../../src/main';
-import type { Config } from '../../../src/config';
+import type { Daemon } from '../../../src/main';
 import { applyRecord, emptyState, peerRecord, type SavedPeer } from '../../../src/state/records';
 import { FakeKernel } from '../support/fake-kernel';
-import { testConfig } from '../support/config';
-import { captureLog } from '../support/log-capture';
+import { startOnFake } from '../support/daemon-on-fake';
 import { httpCall } from '../../support/http-call';
 import { MemoryFs } from '../../support/memory-fs';
-
-const STATE = '/var/lib/wg-peerd';
 
 async function call(daemon: Daemon, method: string, urlPath: string, body?: unknown) {
   const reply = await httpCall(daemon.address.port, method, urlPath, { body });
   return { status: reply.status, body: reply.json(), text: reply.text };
 }
 
-async function start(
-  kernel: FakeKernel,
-  options: { fs?: MemoryFs; bootId?: string; config?: Partial<Config> } = {},
-) {
-  const log = captureLog();
-  const daemon = await startDaemon(
-    testConfig({
-      ...(options.fs === undefined ? {} : { stateDir: STATE }),
-      ...options.config,
-    }),
-    {
-      openKernel: async () => kernel,
-      logger: log.logger,
-      readBootId: async () => options.bootId ?? 'boot-1',
-      ...(options.fs === undefined ? {} : { stateFs: options.fs }),
-    },
-  );
-  return { daemon, log };
-}
+const start = startOnFake;
 
 interface Made {
   publicKey: string;

@@ -8,40 +8,20 @@
  * cut right after the start would leave on disk.
  */
 import { expect } from 'chai';
-import { startDaemon, type Daemon } from '../../../src/main';
-import type { Config } from '../../../src/config';
+import type { Daemon } from '../../../src/main';
 import { FakeKernel } from '../support/fake-kernel';
-import { testConfig } from '../support/config';
-import { captureLog } from '../support/log-capture';
+import { STATE_DIR, startOnFake } from '../support/daemon-on-fake';
 import { httpCall } from '../../support/http-call';
 import { MemoryFs } from '../../support/memory-fs';
 
-const STATE = '/var/lib/wg-peerd';
+const STATE = STATE_DIR;
 
 async function call(daemon: Daemon, method: string, urlPath: string, body?: unknown) {
   const reply = await httpCall(daemon.address.port, method, urlPath, { body });
   return { status: reply.status, body: reply.json() };
 }
 
-async function start(
-  kernel: FakeKernel,
-  options: { fs?: MemoryFs; bootId?: string; config?: Partial<Config> } = {},
-) {
-  const log = captureLog();
-  const daemon = await startDaemon(
-    testConfig({
-      ...(options.fs === undefined ? {} : { stateDir: STATE }),
-      ...options.config,
-    }),
-    {
-      openKernel: async () => kernel,
-      logger: log.logger,
-      readBootId: async () => options.bootId ?? 'boot-1',
-      ...(options.fs === undefined ? {} : { stateFs: options.fs }),
-    },
-  );
-  return { daemon, log };
-}
+const start = startOnFake;
 
 type ListedPeer = Record<string, unknown>;
 
