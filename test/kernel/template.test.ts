@@ -1,9 +1,11 @@
 /**
  * Issue 32, done-when 2: two instances of the template unit contrib/systemd/wg-peerd@.service,
  * wg0 and wg1, side by side on one host. The test VM has no systemd as PID 1 (scripts/vm/run.sh
- * boots a busybox init and chroots into the host's root), so neither `systemctl start` nor
- * `systemd-run` can start the units, and the host has no systemd-nspawn; this test does what
- * systemd would do with the unit file as written, for each instance: %i expanded to the instance
+ * boots a busybox init and chroots into the host's root). A user manager (`systemd --user`) does
+ * run there and test/kernel/systemd.test.ts runs the plain unit under it, but a user manager
+ * cannot take User= (its services run as its own user), and what this test checks is the
+ * instances as the unit's user; so this test does what the system manager would do with the
+ * unit file as written, for each instance: %i expanded to the instance
  * name (systemd.unit(5), Specifiers), the Environment= lines, then the EnvironmentFile= the
  * template names (/etc/default/wg-peerd-%i, which overrides them: systemd.exec(5)), the
  * StateDirectory= made owned by the unit's user with StateDirectoryMode=, and ExecStart= run as

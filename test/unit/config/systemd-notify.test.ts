@@ -3,8 +3,8 @@
  * points (test/support/notify-socket.ts): each message one datagram, to a path or an abstract
  * name; WATCHDOG=1 at half of WATCHDOG_USEC from the event loop (none while the loop is
  * blocked); READY=1 from the daemon only once its restore settled and the API listens, STATUS
- * lines while it restores; STOPPING=1 at shutdown. The done-when of issue 32 allows this test
- * where the VM cannot run systemd.
+ * lines while it restores; STOPPING=1 at shutdown. The same under a real systemd manager, with
+ * the watchdog killing a stopped daemon: test/kernel/systemd.test.ts (in the VM).
  */
 import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
