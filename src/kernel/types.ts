@@ -359,7 +359,10 @@ export interface ExpiryApi {
    */
   setExpiry(ifname: string, peer: PeerRef, expiresAt: number | null): Promise<void>;
   /** Removes the expiries at these peers' addresses (a delete's clean-up); none is no error. */
-  removeExpiries(ifname: string, refs: readonly PeerRef[]): Promise<void>;
+  removeExpiries(
+    ifname: string,
+    refs: ReadonlyArray<Pick<PeerRef, 'address' | 'address6'>>,
+  ): Promise<void>;
   /**
    * Makes the tables hold exactly the expiries wanted (public key → instant) of these live
    * peers, each with its remaining time; a passed one is expired at once.

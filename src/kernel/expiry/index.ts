@@ -118,7 +118,10 @@ export class KernelExpiry implements ExpiryApi {
     );
   }
 
-  removeExpiries(ifname: string, refs: readonly PeerRef[]): Promise<void> {
+  removeExpiries(
+    ifname: string,
+    refs: ReadonlyArray<Pick<PeerRef, 'address' | 'address6'>>,
+  ): Promise<void> {
     return this.changes.run(() =>
       atBoundary(
         () =>
@@ -126,7 +129,7 @@ export class KernelExpiry implements ExpiryApi {
             const batch = new NftBatch(V4.family);
             const now = this.now();
             for (const ref of refs) {
-              const entry = { publicKey: ref.publicKey, expiresAt: null };
+              const entry = { publicKey: '', expiresAt: null };
               await this.plan(batch, V4, ifname, { ...entry, address: ref.address }, now);
               if (ref.address6 != null) {
                 const address = canonical6(ref.address6);
