@@ -351,8 +351,11 @@ export interface PeerExpiry {
 export interface ExpiryApi {
   /** Every expiry the `expiring` set holds (elements not written by wg-peerd left out). */
   listExpiries(ifname: string): Promise<PeerExpiry[]>;
-  /** The IPv4 addresses whose element in `valid` has not ended: their expiry has not passed. */
-  listValid(ifname: string): Promise<Set<string>>;
+  /**
+   * The IPv4 addresses whose element in `valid` has not ended: their expiry has not passed;
+   * null when the set is missing (the table was flushed): the kernel cannot say.
+   */
+  listValid(ifname: string): Promise<Set<string> | null>;
   /**
    * Sets or renews (the elements replaced, the timeout `expiresAt - now`) or, with null, clears
    * the peer's expiry, of its IPv6 address too, in one transaction; idempotent.

@@ -205,6 +205,7 @@ export class ExpiryTracker {
     const { calls } = this.o;
     let valid: Set<string> | null = null;
     try {
+      // null: no valid set (flushed behind the daemon's back); the instants decide then.
       valid = await calls.call('expiry', () => calls.kernel.expiry.listValid(calls.ifname));
     } catch (error) {
       if (!isFacilityAbsent(error)) throw error;

@@ -60,7 +60,7 @@ function remove(sh: (command: string) => string): void {
 
 const byAddress = (list: PeerExpiry[]): PeerExpiry[] =>
   [...list].sort((a, b) => a.address.localeCompare(b.address));
-const sorted = (set: Set<string>): string[] => [...set].sort();
+const sorted = (set: Set<string> | null): string[] => [...(set ?? [])].sort();
 
 /** Adds one element with this timeout to `valid` by hand; answers "ok" or the error's code. */
 async function tryTimeout(nft: NfTables, timeout: bigint): Promise<string> {

@@ -81,10 +81,14 @@ export class KernelExpiry implements ExpiryApi {
     }, nfTablesErrors);
   }
 
-  listValid(ifname: string): Promise<Set<string>> {
+  listValid(ifname: string): Promise<Set<string> | null> {
     return atBoundary(async () => {
       const table = expiryTableName(ifname);
       const listed = await this.nft.listSetElements(V4.family, table, VALID_SET);
+      // An empty dump may be a missing set (`nft flush ruleset`): then the kernel cannot say.
+      if (listed.length === 0 && (await this.nft.getSet(V4.family, table, VALID_SET)) === null) {
+        return null;
+      }
       const out = new Set<string>();
       for (const element of listed) {
         const key = element.key?.value;
