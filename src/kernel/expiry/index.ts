@@ -132,13 +132,18 @@ export class KernelExpiry implements ExpiryApi {
           this.onceMore(async () => {
             const batch = new NftBatch(V4.family);
             const now = this.now();
+            // A table without its sets holds no expiry: read once per family, not per peer (a
+            // create of many peers clears their addresses here).
+            const has4 = await this.intact(V4, ifname);
+            const has6 = refs.some((r) => r.address6 != null) && (await this.intact(V6, ifname));
             for (const ref of refs) {
               const entry = { publicKey: '', expiresAt: null };
-              await this.plan(batch, V4, ifname, { ...entry, address: ref.address }, now);
-              if (ref.address6 != null) {
+              if (has4)
+                await this.plan(batch, V4, ifname, { ...entry, address: ref.address }, now, true);
+              if (has6 && ref.address6 != null) {
                 const address = canonical6(ref.address6);
                 const v6 = batch.inFamily(V6.family);
-                await this.plan(v6, V6, ifname, { ...entry, address }, now);
+                await this.plan(v6, V6, ifname, { ...entry, address }, now, true);
               }
             }
             await this.nft.commit(batch, `remove the expiries of ${refs.length} peer(s)`);
@@ -146,6 +151,16 @@ export class KernelExpiry implements ExpiryApi {
         nfTablesErrors,
       ),
     );
+  }
+
+  /** Whether the table of a family has both sets as ./layout.ts makes them. */
+  private async intact(flavour: Flavour, ifname: string): Promise<boolean> {
+    const table = expiryTableName(ifname);
+    const [expiring, valid] = await Promise.all([
+      this.nft.getSet(flavour.family, table, EXPIRING_SET),
+      this.nft.getSet(flavour.family, table, VALID_SET),
+    ]);
+    return isExpirySet(expiring, flavour, 'expiring') && isExpirySet(valid, flavour, 'valid');
   }
 
   /**
@@ -171,14 +186,10 @@ export class KernelExpiry implements ExpiryApi {
     ifname: string,
     entry: { address: string; publicKey: string; expiresAt: number | null },
     now: number,
+    known?: boolean,
   ): Promise<void> {
     const table = expiryTableName(ifname);
-    const [expiring, valid] = await Promise.all([
-      this.nft.getSet(flavour.family, table, EXPIRING_SET),
-      this.nft.getSet(flavour.family, table, VALID_SET),
-    ]);
-    const intact =
-      isExpirySet(expiring, flavour, 'expiring') && isExpirySet(valid, flavour, 'valid');
+    const intact = known ?? (await this.intact(flavour, ifname));
     if (!intact) {
       if (entry.expiresAt === null) return;
       if (await this.nft.getTable(flavour.family, table)) batch.deleteTable(table);
