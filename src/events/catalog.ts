@@ -101,6 +101,14 @@ export const EVENT_CATALOG = {
   }),
   'peer.suspended': peerEvent({ origin: ORIGIN }),
   'peer.resumed': peerEvent({ origin: ORIGIN }),
+  'peer.expired': peerEvent({
+    origin: ORIGIN,
+    expiresAt: time('The expiry that passed: the kernel stopped letting the peer pass then'),
+  }),
+  'peer.renewed': peerEvent({
+    origin: ORIGIN,
+    expiresAt: nullable(time(), 'The new expiry; null: none. The peer passes again from now'),
+  }),
   'interface.lost': interfaceEvent({ reason: text() }),
   'interface.restored': interfaceEvent({}),
 };

@@ -94,6 +94,11 @@ function planJson(plan: CapPlan | null | undefined): string {
  * from Date#toISOString, statuses constants, counters numbers. The endpoint is text the snapshot
  * carries verbatim, so it goes through `quoted` (a cheap test, JSON.stringify if ever needed).
  */
+
+/** An expiry as the list writes it (issue 31): ISO 8601 in UTC, or null. */
+function expiresAtJson(at: number | null): string {
+  return at === null ? 'null' : `"${new Date(at).toISOString()}"`;
+}
 function peerJson(view: PeerView): string {
   const { peer, ip, status, minutesSinceHandshake, cap, suspended } = view;
   const limit = limitOf(view.limit);
@@ -119,6 +124,7 @@ function peerJson(view: PeerView): string {
     `,"data_cap":${cap === null ? 'null' : capJson(cap, view.exhaustedAt)}` +
     `,"suspended":${suspended}` +
     `,"name":${view.name === null ? 'null' : JSON.stringify(view.name)}` +
+    `,"expires_at":${expiresAtJson(view.expiresAt)},"expired":${view.expired}` +
     '}'
   );
 }
@@ -157,6 +163,8 @@ export const PEER_WRITERS: Readonly<Record<string, PeerWriter>> = {
   data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v.exhaustedAt)),
   suspended: (v) => String(v.suspended),
   name: (v) => (v.name === null ? 'null' : JSON.stringify(v.name)),
+  expires_at: (v) => expiresAtJson(v.expiresAt),
+  expired: (v) => String(v.expired),
 };
 
 /** Each field of a peer's `data_cap` object (`data_cap.<field>`), as `capJson` writes it. */

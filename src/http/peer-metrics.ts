@@ -91,6 +91,7 @@ export const PEER_METRIC = {
   capPreviousPeriod: 'wg_peerd_peer_data_cap_previous_period_used_bytes',
   capThrottled: 'wg_peerd_peer_data_cap_throttled',
   suspended: 'wg_peerd_peer_suspended',
+  expiresAt: 'wg_peerd_peer_expires_at_timestamp_seconds',
   ipv6: 'wg_peerd_peer_ipv6_info',
 } as const;
 
@@ -103,6 +104,7 @@ export const AGGREGATE_METRIC = {
   exhausted: 'wg_peerd_peers_data_cap_exhausted',
   throttled: 'wg_peerd_peers_data_cap_throttled',
   suspended: 'wg_peerd_peers_suspended',
+  expired: 'wg_peerd_peers_expired',
 } as const;
 
 /**
@@ -199,6 +201,11 @@ export async function renderPeerMetrics(
       'gauge',
       '1 when the peer is suspended (no tunnelled packet passes either way), else 0',
     ),
+    expiresAt: new Family(
+      PEER_METRIC.expiresAt,
+      'gauge',
+      'UNIX time the peer expires, in seconds (issue 31): from then on the kernel passes no packet of it; absent when it has no expiry',
+    ),
     ipv6: new Family(
       PEER_METRIC.ipv6,
       'gauge',
@@ -213,13 +220,14 @@ export async function renderPeerMetrics(
   let exhausted = 0;
   let throttledPeers = 0;
   let suspendedPeers = 0;
+  let expiredPeers = 0;
 
   // 50,000 peers take most of a second to render: let other requests in between (DESIGN §5).
   const families = Object.values(f);
   await inSlices(
     snapshot.device.peers,
     (peer) => {
-      const { ip, ip6, status, limit, cap, suspended } = viewOf(peer, snapshot);
+      const { ip, ip6, status, limit, cap, suspended, expiresAt, expired } = viewOf(peer, snapshot);
       const statusLabel: StatusLabel =
         status === ALIVE ? 'alive' : status === DEAD ? 'dead' : 'never';
       counts[statusLabel] += 1;
@@ -237,6 +245,7 @@ export async function renderPeerMetrics(
       if (isExhausted) exhausted += 1;
       if (isThrottled) throttledPeers += 1;
       if (suspended) suspendedPeers += 1;
+      if (expired) expiredPeers += 1;
       if (!perPeer) return;
 
       // A peer without an IPv4 /32 (added by other tools) has ip="" rather than no label, so
@@ -251,6 +260,7 @@ export async function renderPeerMetrics(
       f.receive.add(labels, peer.rxBytes);
       f.transmit.add(labels, peer.txBytes);
       f.suspended.add(labels, suspended ? 1 : 0);
+      if (expiresAt !== null) f.expiresAt.add(labels, Math.floor(expiresAt / 1000));
       if (limit !== null) renderSpeedLimit(f.speedLimit, f.speedLimitEnforced, peerLabels, limit);
       if (cap !== null) {
         f.capQuota.add(labels, cap.quotaBytes);
@@ -306,6 +316,11 @@ export async function renderPeerMetrics(
       throttledPeers,
     ),
     aggregate(AGGREGATE_METRIC.suspended, 'Peers suspended', suspendedPeers),
+    aggregate(
+      AGGREGATE_METRIC.expired,
+      'Peers whose expiry passed: the kernel passes no packet of them (issue 31)',
+      expiredPeers,
+    ),
   ];
 
   const rendered = perPeer ? [...families, ...aggregates] : aggregates;

@@ -30,6 +30,7 @@ import {
   listResponse,
   messageResponse,
   nameBody,
+  expiryBody,
   speedLimitBody,
   suspensionBody,
 } from './schemas';
@@ -45,6 +46,7 @@ export type RouteId =
   | 'resetDataCap'
   | 'setSuspension'
   | 'setName'
+  | 'setExpiry'
   | 'deletePeer'
   | 'openapi'
   | 'docs'
@@ -378,6 +380,21 @@ export const ROUTES: readonly RouteDef[] = [
       return name === null
         ? `Name of ${named(peer)} cleared`
         : `Name of ${named(peer)} set to ${JSON.stringify(name)}`;
+    },
+  ),
+  limitRoute(
+    'setExpiry',
+    'patch',
+    '/expiry',
+    "Set, renew or clear (null) the peer's expiry: from then on the kernel passes no packet of it either way, whether or not wg-peerd runs; a later expiresAt or null lets it pass again at once",
+    expiryBody as ValidateFunction<unknown>,
+    async ({ service }, req) => {
+      const key = keyOf(req);
+      const { expiresAt } = check(expiryBody, req.body, 'body');
+      const peer = await service.setExpiry(key, expiresAt);
+      return expiresAt === null
+        ? `Expiry of ${named(peer)} cleared`
+        : `Expiry of ${named(peer)} set to ${new Date(Date.parse(expiresAt)).toISOString()}`;
     },
   ),
   {

@@ -12,6 +12,7 @@ import {
   CLIENT_MTU_MIN,
   type CreateOptions,
   NAME_MAX_BYTES,
+  EXPIRES_AT_PATTERN,
   NAME_MAX_LENGTH,
   NAME_PATTERN,
   DATA_CAP_MAX,
@@ -129,6 +130,9 @@ export type CreateBody = CreateOptions;
  * made before. The shapes are checked here, the addresses and prefixes by the domain
  * (src/peers/client-options.ts), both answering 400 with `details`.
  */
+/** An expiry (issue 31): ISO 8601 with a UTC offset; the domain checks it is a future instant. */
+const EXPIRES_AT_SCHEMA = { type: 'string', pattern: EXPIRES_AT_PATTERN, maxLength: 40 } as const;
+
 /**
  * A peer's name (issue 31): 1 to 64 characters without control characters, and at most
  * NAME_MAX_BYTES of UTF-8 (checked by the domain, src/peers/names.ts).
@@ -148,6 +152,11 @@ export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>(
       ...NAME_SCHEMA,
       description:
         "The peer's name (1 to 64 characters, no control characters): listed as `name`, filtered by `GET /api/peers?name=`, changed by PATCH .../name",
+    },
+    expiresAt: {
+      ...EXPIRES_AT_SCHEMA,
+      description:
+        'When the peer expires: ISO 8601 with a UTC offset (2026-12-31T23:59:59Z), in the future, at most about 584 years ahead. From then on the kernel passes no packet of the peer either way, whether or not wg-peerd runs; listed as `expires_at` and `expired`, changed by PATCH .../expiry',
     },
     presharedKey: {
       type: 'boolean',
@@ -200,6 +209,24 @@ export const nameBody: ValidateFunction<NameBody> = ajv.compile<NameBody>({
     },
   },
   required: ['name'],
+  additionalProperties: false,
+});
+
+export interface ExpiryBody {
+  expiresAt: string | null;
+}
+
+/** PATCH .../expiry (issue 31): a new expiry (a renewal), or null to clear it. */
+export const expiryBody: ValidateFunction<ExpiryBody> = ajv.compile<ExpiryBody>({
+  type: 'object',
+  properties: {
+    expiresAt: {
+      anyOf: [EXPIRES_AT_SCHEMA, { type: 'null' }],
+      description:
+        'The new expiry (ISO 8601 with a UTC offset, in the future): the peer passes again at once until then; null: it never expires',
+    },
+  },
+  required: ['expiresAt'],
   additionalProperties: false,
 });
 
@@ -352,6 +379,17 @@ export const peerResponse: JsonSchema = {
       type: 'string',
       description: "The peer's name (create's name, PATCH .../name); null when it has none",
     }),
+    expires_at: nullable({
+      type: 'string',
+      format: 'date-time',
+      description:
+        "When the peer expires, ISO 8601 in UTC (create's expiresAt, PATCH .../expiry); null: never",
+    }),
+    expired: {
+      type: 'boolean',
+      description:
+        "The peer's expiry has passed: the kernel's element of it in the valid set has ended, and it passes no packet either way",
+    },
   },
   required: [
     'public_key',
@@ -371,6 +409,8 @@ export const peerResponse: JsonSchema = {
     'data_cap',
     'suspended',
     'name',
+    'expires_at',
+    'expired',
   ],
   additionalProperties: false,
 };

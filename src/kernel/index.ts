@@ -1,5 +1,6 @@
 /** Opens every kernel facility the daemon uses, each over its own netlink socket. */
 import { SerialQueue, type TransportFactory, openNativeTransport } from '../netlink';
+import { KernelExpiry } from './expiry';
 import { Links } from './link';
 import { KernelNames } from './names';
 import { Probe } from './probe';
@@ -30,6 +31,7 @@ export async function openKernel(
   const quota = new Quota(open, changes);
   const suspension = new Suspension(open, changes);
   const names = new KernelNames(open, changes);
+  const expiry = new KernelExpiry(open, changes);
   const probe = new Probe(open);
   return {
     changes,
@@ -39,6 +41,7 @@ export async function openKernel(
     quota,
     suspension,
     names,
+    expiry,
     probe,
     close() {
       wireguard.close();
@@ -47,6 +50,7 @@ export async function openKernel(
       quota.close();
       suspension.close();
       names.close();
+      expiry.close();
       probe.close();
     },
   };

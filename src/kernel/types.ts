@@ -336,6 +336,47 @@ export interface NamesApi {
   ): Promise<{ names: Map<string, string>; repairs: Repair[] }>;
 }
 
+/** A peer's expiry as the kernel keeps it (issue 31): address, owner, instant (ms since epoch). */
+export interface PeerExpiry {
+  address: string;
+  publicKey: string;
+  expiresAt: number;
+}
+
+/**
+ * Peer expiry over nf_tables (src/kernel/expiry/): a set of the peers with an expiry and a set
+ * of those whose expiry has not passed (elements with a timeout); the kernel drops the packets
+ * of a peer in the first and not the second, whether or not the daemon runs.
+ */
+export interface ExpiryApi {
+  /** Every expiry the `expiring` set holds (elements not written by wg-peerd left out). */
+  listExpiries(ifname: string): Promise<PeerExpiry[]>;
+  /**
+   * The IPv4 addresses whose element in `valid` has not ended: their expiry has not passed;
+   * null when the set is missing (the table was flushed): the kernel cannot say.
+   */
+  listValid(ifname: string): Promise<Set<string> | null>;
+  /**
+   * Sets or renews (the elements replaced, the timeout `expiresAt - now`) or, with null, clears
+   * the peer's expiry, of its IPv6 address too, in one transaction; idempotent.
+   */
+  setExpiry(ifname: string, peer: PeerRef, expiresAt: number | null): Promise<void>;
+  /** Removes the expiries at these peers' addresses (a delete's clean-up); none is no error. */
+  removeExpiries(
+    ifname: string,
+    refs: ReadonlyArray<Pick<PeerRef, 'address' | 'address6'>>,
+  ): Promise<void>;
+  /**
+   * Makes the tables hold exactly the expiries wanted (public key → instant) of these live
+   * peers, each with its remaining time; a passed one is expired at once.
+   */
+  ensure(
+    ifname: string,
+    live: readonly PeerRef[],
+    wanted: ReadonlyMap<string, number>,
+  ): Promise<void>;
+}
+
 /**
  * The kernel layer's one change queue (a SerialQueue, src/netlink/serial-queue.ts): every change
  * to the kernel runs through it, one at a time in arrival order; work queued from inside a
@@ -366,6 +407,8 @@ export interface Kernel {
   suspension: SuspensionApi;
   /** Peer names (issue 31). */
   names: NamesApi;
+  /** Peer expiry (issue 31). */
+  expiry: ExpiryApi;
   probe: ProbeApi;
   /** Closes every netlink socket. */
   close(): void;

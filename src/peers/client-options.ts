@@ -30,6 +30,8 @@ export const CLIENT_ALLOWED_IPS_MAX_ITEMS = 128;
 export interface CreateOptions {
   /** The peer's name (./names.ts): 1 to 64 characters without control characters. */
   name?: string;
+  /** When the peer expires (./expiry.ts): ISO 8601 with a UTC offset, in the future. */
+  expiresAt?: string;
   /** Make a preshared key for the peer (true), or not even when --preshared-keys is on (false). */
   presharedKey?: boolean;
   /** The client's DNS servers; [] writes no DNS line whatever the default. */

@@ -32,6 +32,7 @@ export type PeerJournal = Pick<
   | 'recordCap'
   | 'recordSuspension'
   | 'recordName'
+  | 'recordExpiry'
   | 'recordPeers'
   | 'amendPeer'
 >;
@@ -87,6 +88,11 @@ export interface PeerServiceApi {
   setSuspension(publicKey: string, suspended: boolean): Promise<ChangedPeer>;
   /** Names, renames or (null) unnames the peer (issue 31). */
   setName(publicKey: string, name: string | null): Promise<ChangedPeer>;
+  /**
+   * Sets, renews or (null) clears the peer's expiry (issue 31): ISO 8601 text with an offset, in
+   * the future; enforced by the kernel from that instant on.
+   */
+  setExpiry(publicKey: string, expiresAt: string | null): Promise<ChangedPeer>;
   resetDataCap(publicKey: string): Promise<ResetCap>;
 }
 

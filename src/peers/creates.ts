@@ -28,6 +28,7 @@ import { prefixOf } from './cidrs';
 import type { ClientChoices, ClientDefaults, CreateOptions } from './client-options';
 import { clientChoices } from './client-options';
 import type { PeerNames } from './names';
+import type { ExpiryTracker } from './expiry';
 
 /** What a create decided before the kernel change. */
 interface CreatePlan {
@@ -43,6 +44,8 @@ interface CreatePlan {
   presharedKey: Buffer | null;
   /** The name the create gave it (issue 31); null: none. */
   name: string | null;
+  /** Its expiry (issue 31), ms since the epoch; null: none. */
+  expiresAt: number | null;
 }
 
 interface CreateWaiter {
@@ -105,6 +108,8 @@ export interface CreatesOptions {
   clientDefaults: ClientDefaults;
   /** Where a created peer's name goes once it is made (./names.ts). */
   names: PeerNames;
+  /** Where a created peer's expiry goes once it is made (./expiry.ts). */
+  expiry: ExpiryTracker;
 }
 
 export class Creates {
@@ -185,6 +190,7 @@ export class Creates {
       // Issue 31: kept so a reboot puts it back (the commit only: an intent never needs it).
       ...(p.presharedKey === null ? {} : { presharedKey: p.presharedKey.toString('base64') }),
       ...(p.name === null ? {} : { name: p.name }),
+      ...(p.expiresAt === null ? {} : { expiresAt: p.expiresAt }),
     }));
     await pipeline.durable(journal.intendCreates(records), 'nothing was created');
     try {
@@ -306,6 +312,8 @@ export class Creates {
         client,
         presharedKey,
         name: options.name ?? null,
+        // Checked by the service (parseExpiresAt): ISO 8601 with an offset, in the future.
+        expiresAt: options.expiresAt === undefined ? null : Date.parse(options.expiresAt),
       });
     }
     return plans;
@@ -338,11 +346,23 @@ export class Creates {
     if (named.length > 0) {
       await calls.call('names', () => calls.kernel.names.setNames(calls.ifname, named));
     }
+    // Their expiries, into the kernel's expiry sets (issue 31).
+    for (const plan of plans) {
+      if (plan.expiresAt === null) continue;
+      const peer = {
+        address: plan.ip,
+        publicKey: plan.keys.publicKey,
+        ...(plan.ip6 === null ? {} : { address6: plan.ip6 }),
+      };
+      const at = plan.expiresAt;
+      await calls.call('expiry', () => calls.kernel.expiry.setExpiry(calls.ifname, peer, at));
+    }
   }
 
-  /** A created peer's name, served from now on. */
+  /** A created peer's name and expiry, served from now on. */
   private name(plan: CreatePlan): void {
     if (plan.name !== null) this.o.names.set(plan.keys.publicKey, plan.name);
+    this.o.expiry.created(plan.keys.publicKey, plan.expiresAt);
   }
 
   /** The log line and `peer.created` of a create, once it is durable (or made, without a journal). */

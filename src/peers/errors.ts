@@ -138,7 +138,8 @@ export class EndpointUnknownError extends UnavailableError {
   }
 }
 
-export type Facility = 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names';
+export type Facility =
+  'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names' | 'expiry';
 
 const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> = {
   wireguard: {
@@ -163,6 +164,10 @@ const FACILITY_HELP: Readonly<Record<Facility, { what: string; fix: string }>> =
   },
   names: {
     what: 'nf_tables for keeping peer names',
+    fix: 'load the kernel module: modprobe nf_tables',
+  },
+  expiry: {
+    what: 'nf_tables for expiring peers',
     fix: 'load the kernel module: modprobe nf_tables',
   },
 };

@@ -10,7 +10,9 @@ export type PeerChangeType =
   | 'peer.cap_changed'
   | 'peer.cap_reset'
   | 'peer.suspended'
-  | 'peer.resumed';
+  | 'peer.resumed'
+  | 'peer.expired'
+  | 'peer.renewed';
 
 export interface PeerChange {
   type: PeerChangeType;

@@ -9,6 +9,7 @@ export * from './readiness';
 export { renderClientConfig, formatEndpoint } from './client-config';
 export * from './client-options';
 export { NAME_MAX_BYTES, NAME_MAX_LENGTH, NAME_PATTERN, checkName } from './names';
+export { EXPIRES_AT_PATTERN, TIMEOUT_MAX_MS, parseExpiresAt } from './expiry';
 export type { KernelObserver, PeerSnapshot } from './snapshot';
 export type { KernelDataCap, LimitState } from '../kernel/types';
 export type { PeerChange, PeerChangeSink, PeerChangeType } from './event-sink';

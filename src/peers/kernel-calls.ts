@@ -22,7 +22,7 @@ import { tunnelAddress6Of, tunnelAddressOf } from './view';
 
 export type PeerKernel = Pick<
   Kernel,
-  'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names'
+  'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names' | 'expiry'
 >;
 
 export function messageOf(error: unknown): string {
@@ -159,6 +159,12 @@ export class KernelCalls {
     try {
       const addresses = refs.map((ref) => ref.address);
       await this.call('names', () => this.kernel.names.removeNames(this.ifname, addresses));
+    } catch (error) {
+      if (!isFacilityAbsent(error)) throw error;
+    }
+    // The expiries at these addresses (issue 31): one GET per element, nothing else read.
+    try {
+      await this.call('expiry', () => this.kernel.expiry.removeExpiries(this.ifname, refs));
     } catch (error) {
       if (!isFacilityAbsent(error)) throw error;
     }

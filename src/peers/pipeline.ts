@@ -2,7 +2,7 @@
  * The one way to change a peer (issue 28).
  *
  * Contract. Every change to one existing peer — delete, limit set or removed, cap set, removed or
- * reset, suspension, a billing-period reset, a deletion seen behind the daemon's back — runs
+ * reset, suspension, name, expiry, a billing-period reset, a deletion seen behind the daemon's back — runs
  * through `run(key, kind, ...)`, and the changes of one peer run one after the other, each whole
  * before the next begins:
  *
@@ -95,6 +95,13 @@ export const RECORDS = {
     record: (journal, key, _latest, name: string | null) => journal.recordName(key, name),
     undo: (journal, key, latest) => journal.recordName(key, latest?.name ?? null),
   } satisfies RecordRule<string | null>,
+  /** An expiry set, renewed or cleared (issue 31), ms since the epoch or null. */
+  expiry: {
+    fenced: false,
+    record: (journal, key, _latest, expiresAt: number | null) =>
+      journal.recordExpiry(key, expiresAt),
+    undo: (journal, key, latest) => journal.recordExpiry(key, latest?.expiresAt ?? null),
+  } satisfies RecordRule<number | null>,
   /**
    * A deletion seen behind the daemon's back (`wg set … remove`): recorded as a delete would be,
    * when the peer is confirmed gone (`arg`) and the journal still holds it; never undone (the

@@ -264,6 +264,8 @@ function planKernelPeer(
   const before = saved.peers.get(peer.publicKey);
   // The kernel keeps no name (issue 31): the journal's stays.
   if (before?.name !== undefined) current.name = before.name;
+  // The journal's expiry stays too (issue 31): the restore gives the kernel the time left.
+  if (before?.expiresAt !== undefined) current.expiresAt = before.expiresAt;
   plan.next.set(peer.publicKey, current);
   if (before === undefined) {
     countAdopted(current, plan.adopted);
@@ -395,6 +397,7 @@ function planPutBack(
       ...(before.suspended === true ? { suspended: true } : {}),
       ...(before.presharedKey === undefined ? {} : { presharedKey: before.presharedKey }),
       ...(before.name === undefined ? {} : { name: before.name }),
+      ...(before.expiresAt === undefined ? {} : { expiresAt: before.expiresAt }),
     };
     plan.addPeers.push(peer);
     plan.next.set(peer.publicKey, peer);

@@ -43,7 +43,7 @@ export interface RestoreSummary {
 }
 
 export interface RestoreOptions {
-  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota' | 'suspension' | 'names'>;
+  kernel: Pick<Kernel, 'wireguard' | 'shaper' | 'quota' | 'suspension' | 'names' | 'expiry'>;
   store: Pick<StateStore, 'state' | 'replaceState'>;
   interfaceName: string;
   ifindex: number;
@@ -148,6 +148,17 @@ async function commitToKernel(
     // Before the peers are back in WireGuard: a suspended peer never passes a packet.
     const restore = plan.suspensions.map(refOf);
     await step('suspension', ifname, () => kernel.suspension.ensure(ifname, live, restore));
+  }
+  // The journal's expiries (issue 31), before the peers are back in WireGuard: each with its
+  // time left from now, one that passed while the host was down expired at once.
+  const expiries = new Map<string, number>();
+  for (const peer of plan.next.values()) {
+    if (peer.expiresAt !== undefined) expiries.set(peer.publicKey, peer.expiresAt);
+  }
+  try {
+    await step('expiry', ifname, () => kernel.expiry.ensure(ifname, live, expiries));
+  } catch (error) {
+    if (!isFacilityAbsent(error)) throw error;
   }
   if (plan.addPeers.length > 0) {
     const peers = plan.addPeers.map((p) => ({

@@ -40,6 +40,7 @@ import { Creates } from './creates';
 import { PeerChanges } from './peer-changes';
 import { type CreateOptions, DEFAULT_CLIENT_DEFAULTS, checkCreateOptions } from './client-options';
 import { PeerNames, checkName } from './names';
+import { ExpiryTracker, parseExpiresAt } from './expiry';
 import type {
   ChangedPeer,
   CreatedPeer,
@@ -101,6 +102,8 @@ export class PeerService implements PeerServiceApi {
   private loaded: Promise<unknown> | undefined;
   /** Peer names (issue 31), loaded from the journal once the restore is done. */
   private readonly names = new PeerNames();
+  /** Peer expiries (issue 31), loaded with the names. */
+  private readonly expiry: ExpiryTracker;
   private readonly log: EventLogger;
   private readonly now: () => number;
   private readonly observer: KernelObserver | undefined;
@@ -131,6 +134,7 @@ export class PeerService implements PeerServiceApi {
         drift?.noticeDevice(device);
       },
     );
+    this.expiry = new ExpiryTracker(this.calls, this.log, this.now, options.events);
     this.drift = drift = new Drift(this.calls, this.log, savedCapsOf(this.journal));
     const kernelChange = <T>(task: () => Promise<T>): Promise<T> => this.change(task);
     this.pipeline = new ChangePipeline({
@@ -157,6 +161,7 @@ export class PeerService implements PeerServiceApi {
       addresses6,
       clientDefaults: options.clientDefaults ?? DEFAULT_CLIENT_DEFAULTS,
       names: this.names,
+      expiry: this.expiry,
     });
     this.changes = new PeerChanges({
       calls: this.calls,
@@ -192,7 +197,12 @@ export class PeerService implements PeerServiceApi {
    * without a journal the kernel's (issue 31), read on first need (the first list or change).
    */
   private get ready(): Promise<unknown> {
-    this.loaded ??= this.names.loadAfter(this.started, this.journal, () => this.kernelNames());
+    this.loaded ??= this.names
+      .loadAfter(this.started, this.journal, () => this.kernelNames())
+      .then(async (value) => {
+        await this.expiry.load(this.journal);
+        return value;
+      });
     return this.loaded;
   }
 
@@ -217,6 +227,7 @@ export class PeerService implements PeerServiceApi {
   /** A create body's options (issue 31): every one optional, none is today's peer. */
   async createPeer(options: CreateOptions = {}): Promise<CreatedPeer> {
     checkCreateOptions(options);
+    if (options.expiresAt !== undefined) parseExpiresAt(options.expiresAt, this.now());
     return this.creates.create(options);
   }
 
@@ -228,6 +239,7 @@ export class PeerService implements PeerServiceApi {
         kernel: async () => {
           const deleted = await this.changes.deletePeer(key);
           this.names.set(key, null);
+          this.expiry.forget(key);
           return deleted;
         },
         undoAfter: (e) => !deleteStands(e),
@@ -280,6 +292,16 @@ export class PeerService implements PeerServiceApi {
           return { publicKey: key, ip: peer.address };
         },
       },
+    }));
+  }
+
+  /** Sets, renews or clears the peer's expiry (issue 31, ./expiry.ts), through the pipeline. */
+  async setExpiry(publicKey: string, expiresAt: string | null): Promise<ChangedPeer> {
+    const key = parsePublicKey(publicKey);
+    const at = parseExpiresAt(expiresAt, this.now());
+    return this.pipeline.run(key, 'expiry', async () => ({
+      arg: at,
+      step: { kernel: () => this.expiry.change(key, at) },
     }));
   }
 
@@ -436,6 +458,7 @@ export class PeerService implements PeerServiceApi {
         suspended,
         names: this.names.current,
       };
+      const expiry = await this.expiry.read(device, read.takenAt);
       this.drift.notice(read);
       await this.behindBack.notice(device, addsAtStart);
       this.periodResets.schedule(device, caps);
@@ -450,6 +473,7 @@ export class PeerService implements PeerServiceApi {
       // the kernel lost behind the daemon's back, as last seen and not enforced.
       return {
         ...read,
+        ...expiry,
         caps: this.drift.listedCaps(caps),
         ...(exhausted ? { exhausted } : {}),
         usage: { caps, token, startedAt },

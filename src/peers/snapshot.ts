@@ -23,6 +23,10 @@ export interface PeerSnapshot {
   readonly exhausted?: ReadonlyMap<string, number>;
   /** Peer names by public key (issue 31); absent: none. Never changed in place. */
   readonly names?: ReadonlyMap<string, string>;
+  /** Expiries by public key, ms since the epoch (issue 31); absent: none. */
+  readonly expiries?: ReadonlyMap<string, number>;
+  /** Public keys whose expiry the kernel has ended (issue 31); absent: none. */
+  readonly expired?: ReadonlySet<string>;
   /** The kernel's caps as read, for usage checkpoints (./checkpoint.ts); absent in test doubles. */
   readonly usage?: UsageRead;
 }

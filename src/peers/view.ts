@@ -33,6 +33,10 @@ export interface PeerView {
   readonly exhaustedAt: number | null;
   /** Its name (issue 31); null: none. */
   readonly name: string | null;
+  /** When it expires, ms since the epoch (issue 31); null: never. */
+  readonly expiresAt: number | null;
+  /** The kernel no longer lets it pass: its expiry has passed (issue 31). */
+  readonly expired: boolean;
 }
 
 /** Where a limit holds: both directions, one only (the other was lost), or none. */
@@ -74,6 +78,8 @@ export function viewOf(
     suspended: suspendedAt(peer, ip, snapshot),
     exhaustedAt: exhaustedAtIn(ip, snapshot),
     name: nameIn(peer, snapshot),
+    expiresAt: snapshot.expiries?.get(peer.publicKey) ?? null,
+    expired: snapshot.expired?.has(peer.publicKey) ?? false,
   };
 }
 
@@ -122,7 +128,9 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended &&
     exhaustedAtIn(ip, snapshot) === view.exhaustedAt &&
-    nameIn(view.peer, snapshot) === view.name
+    nameIn(view.peer, snapshot) === view.name &&
+    (snapshot.expiries?.get(view.peer.publicKey) ?? null) === view.expiresAt &&
+    (snapshot.expired?.has(view.peer.publicKey) ?? false) === view.expired
   );
 }
 

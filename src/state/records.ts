@@ -52,6 +52,11 @@ export interface SavedPeer {
   presharedKey?: string;
   /** The peer's name (issue 31); absent: none. */
   name?: string;
+  /**
+   * When the peer expires (issue 31), ms since the epoch; absent: never. A restore gives the
+   * kernel's element the time left from then, none when it has passed (expired at once).
+   */
+  expiresAt?: number;
 }
 
 /** The interface as the daemon created it (its private key is in a file of its own). */
@@ -115,6 +120,8 @@ export type JournalRecord =
       psk?: string;
       /** The name, present only for a named peer (issue 31). */
       n?: string;
+      /** The expiry (ms since the epoch), present only for a peer with one (issue 31). */
+      x?: number;
     }
   /** A create that failed in the kernel after its intent. */
   | { t: 'abort'; k: string }
@@ -129,6 +136,8 @@ export type JournalRecord =
   | { t: 'susp'; k: string; s: boolean }
   /** Named, renamed or its name cleared (null) (issue 31). */
   | { t: 'name'; k: string; n: string | null }
+  /** Its expiry set or renewed (ms since the epoch), or cleared (null) (issue 31). */
+  | { t: 'exp'; k: string; x: number | null }
   /** Usage checkpoint: public key → bytes counted, only the counters that changed. */
   | { t: 'usage'; u: Record<string, number> }
   /** The peer's cap ran out at `at` with `q` quota bytes; `at` null: it has room again. */
@@ -170,6 +179,7 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
         ...(record.s === true ? { suspended: true } : {}),
         ...(typeof record.psk === 'string' ? { presharedKey: record.psk } : {}),
         ...(typeof record.n === 'string' ? { name: record.n } : {}),
+        ...(typeof record.x === 'number' ? { expiresAt: record.x } : {}),
       });
       return;
     case 'abort':
@@ -195,6 +205,12 @@ export function applyRecord(state: SavedState, record: JournalRecord): void {
     case 'susp': {
       const peer = state.peers.get(record.k);
       if (peer) peer.suspended = record.s;
+      return;
+    }
+    case 'exp': {
+      const peer = state.peers.get(record.k);
+      if (peer && typeof record.x === 'number') peer.expiresAt = record.x;
+      else if (peer) delete peer.expiresAt;
       return;
     }
     case 'name': {
@@ -230,6 +246,7 @@ export function peerRecord(peer: SavedPeer): JournalRecord {
     ...(peer.suspended === true ? { s: true as const } : {}),
     ...(peer.presharedKey === undefined ? {} : { psk: peer.presharedKey }),
     ...(peer.name === undefined ? {} : { n: peer.name }),
+    ...(peer.expiresAt === undefined ? {} : { x: peer.expiresAt }),
   };
 }
 
@@ -325,6 +342,7 @@ const RECORD_TYPES = new Set([
   'cap',
   'susp',
   'name',
+  'exp',
   'usage',
   'exh',
 ]);

@@ -104,6 +104,8 @@ export interface NewPeer {
   presharedKey?: string;
   /** Its name (issue 31), in the commit. */
   name?: string;
+  /** Its expiry (issue 31, ms since the epoch), in the commit. */
+  expiresAt?: number;
 }
 
 /** What the checks of `open` found in one directory of the state dir. */
@@ -292,6 +294,7 @@ export class StateStore {
         cap: null,
         ...(p.presharedKey === undefined ? {} : { presharedKey: p.presharedKey }),
         ...(p.name === undefined ? {} : { name: p.name }),
+        ...(p.expiresAt === undefined ? {} : { expiresAt: p.expiresAt }),
       })),
     );
   }
@@ -321,6 +324,11 @@ export class StateStore {
 
   recordCap(publicKey: string, cap: SavedCap | null): Promise<void> {
     return this.journal.append({ t: 'cap', k: publicKey, cap });
+  }
+
+  /** The peer's expiry (issue 31, ms since the epoch); null clears it. */
+  recordExpiry(publicKey: string, expiresAt: number | null): Promise<void> {
+    return this.journal.append({ t: 'exp', k: publicKey, x: expiresAt });
   }
 
   /** The peer's name (issue 31); null clears it. */

@@ -32,6 +32,7 @@ import {
   type ListedPeer,
   LAST,
   LIMITED_RATE,
+  LIMITED_EXPIRES_AT,
   SCENARIOS,
   bootId,
   clientsDir,
@@ -63,7 +64,10 @@ for (const scenario of SCENARIOS) {
     async function create(role: string): Promise<CreatedPeer> {
       // Two peers are named (issue 31: names come back after a reboot with a state dir).
       const named = role === 'limited' || role === 'plain';
-      const reply = await api(daemon!, 'POST', '/api/peer', named ? { name: `${role} ☂` } : {});
+      // The limited one also expires (issue 31: the expiry comes back with its time left).
+      const body0 = named ? { name: `${role} ☂` } : {};
+      const asked = role === 'limited' ? { ...body0, expiresAt: LIMITED_EXPIRES_AT } : body0;
+      const reply = await api(daemon!, 'POST', '/api/peer', asked);
       expect(reply.status, JSON.stringify(reply.body)).to.be.oneOf([200, 201]);
       const body = reply.body as {
         peer: { ip: string; publicKey: string };

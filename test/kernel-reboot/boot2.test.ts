@@ -30,6 +30,7 @@ import {
   type Boot1Record,
   CAP,
   LIMITED_RATE,
+  LIMITED_EXPIRES_AT,
   SCENARIOS,
   bootId,
   clientsDir,
@@ -154,6 +155,11 @@ for (const scenario of SCENARIOS) {
         'limited ☂',
         'plain ☂',
       ]);
+      // The limited peer's expiry is boot 1's, put back into the kernel's sets with its time left.
+      const limited = listed.find((p) => p.name === 'limited ☂');
+      expect(limited).to.include({ expires_at: LIMITED_EXPIRES_AT, expired: false });
+      const valid = sh(`nft list set ip wg_peerd_expiry_${scenario.ifname} valid`);
+      expect(valid).to.contain(limited!.ip_address).and.to.contain('expires');
       const names = sh(`nft list table ip wg_peerd_names_${scenario.ifname}`);
       expect(names).to.contain('comment "limited ☂"').and.to.contain('comment "plain ☂"');
       const { quotas } = nftPicture(scenario.ifname);

@@ -45,6 +45,10 @@ export interface PeerEntry {
   exhaustedAt: string | null;
   /** Its name (issue 31); null without. */
   name: string | null;
+  /** Its expiry, ISO 8601 UTC (issue 31); null without. */
+  expiresAt: string | null;
+  /** The kernel ended its expiry (the snapshot's `expired`). */
+  expired: boolean;
 }
 
 /** The entries of a snapshot, statuses at the moment of its read (DESIGN §5). */
@@ -100,6 +104,8 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
       exhaustedAt: exhaustedAtOf(snapshot, ipAddress),
       name: snapshot.names?.get(peer.publicKey) ?? null,
+      expiresAt: expiresAtOf(snapshot.expiries?.get(peer.publicKey)),
+      expired: snapshot.expired?.has(peer.publicKey) ?? false,
     });
   }
   return entries;
@@ -150,7 +156,13 @@ export function toPeerJson(entry: PeerEntry) {
           },
     suspended: entry.suspended,
     name: entry.name,
+    expires_at: entry.expiresAt,
+    expired: entry.expired,
   };
+}
+
+function expiresAtOf(at: number | undefined): string | null {
+  return at === undefined ? null : new Date(at).toISOString();
 }
 
 /** The whole list body the reference gives, bytes. */

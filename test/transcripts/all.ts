@@ -1,6 +1,7 @@
 /** Every transcript scenario, one import per facility; `npm run record-transcripts` records them. */
 import { apiPeers } from './api';
 import { dualStack, dualStackSuspension } from './dual-stack';
+import { peerExpiry } from './expiry';
 import { linkLifecycle } from './link';
 import { peerNames } from './names';
 import { nftablesNotifications, nftablesNotificationsInet } from './notifications';
@@ -22,4 +23,5 @@ export const scenarios: Scenario[] = [
   dualStack,
   dualStackSuspension,
   peerNames,
+  peerExpiry,
 ];

@@ -8,7 +8,13 @@ import request from 'supertest';
 import { createApp } from '../../src/http';
 import { recording as recordingResponses } from '../support/response-recorder';
 import { listPeers, toPeerJson } from '../support/peer-list';
-import { type NamedPeer, type NamesApi, openKernel } from '../../src/kernel';
+import {
+  type ExpiryApi,
+  type NamedPeer,
+  type NamesApi,
+  type PeerExpiry,
+  openKernel,
+} from '../../src/kernel';
 import { ticksPerMicrosecond } from '../../src/kernel/tc/htb';
 import { createLogger } from '../../src/log';
 import { PeerService } from '../../src/peers';
@@ -79,6 +85,23 @@ function memoryNames(): NamesApi {
   };
 }
 
+/** An expiry facility in memory (issue 31): this transcript predates the expiry sets too. */
+function memoryExpiry(): ExpiryApi {
+  const set = new Map<string, PeerExpiry>();
+  return {
+    listExpiries: async () => [...set.values()],
+    listValid: async () => new Set([...set.values()].map((e) => e.address)),
+    setExpiry: async (_ifname, peer, expiresAt) => {
+      if (expiresAt === null) set.delete(peer.address);
+      else set.set(peer.address, { address: peer.address, publicKey: peer.publicKey, expiresAt });
+    },
+    removeExpiries: async (_ifname, refs) => {
+      for (const ref of refs) set.delete(ref.address);
+    },
+    ensure: async () => undefined,
+  };
+}
+
 function teardown(sh: (command: string) => string): void {
   sh(`ip link del ${API_IF} 2>/dev/null || true; ip link del ifb-${API_IF} 2>/dev/null || true`);
   sh(`nft delete table ip wg_peerd_${API_IF} 2>/dev/null || true; rm -f /tmp/${API_IF}.key`);
@@ -104,7 +127,7 @@ export const apiPeers: Scenario<ApiScenarioResult> = {
     });
     // Peer names (issue 31) have their own transcript (./names.ts); this one was recorded before
     // the names facility existed, so here names are kept in memory (no names set in the kernel).
-    const kernel = { ...real, names: memoryNames() };
+    const kernel = { ...real, names: memoryNames(), expiry: memoryExpiry() };
     const logger = createLogger({ level: 'silent' });
     const service = new PeerService({
       kernel,

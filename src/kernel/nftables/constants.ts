@@ -4,7 +4,7 @@
  *   NFNL_MSG_BATCH_BEGIN/END, NFNETLINK_V0.
  * - /usr/include/linux/netfilter/nf_tables.h: enum nf_tables_msg_types (NFT_MSG_*), the attribute
  *   enums (NFTA_*), enum nft_registers, enum nft_verdicts, NFT_SET_OBJECT, NFT_OBJECT_QUOTA,
- *   NFT_OBJECT_LIMIT, NFT_QUOTA_F_*, enum nft_limit_type, NFT_LIMIT_F_INV, NFT_META_*, NFT_PAYLOAD_*, NFT_CMP_*, NFT_TABLE_F_*, NFT_USERDATA_MAXLEN.
+ *   NFT_OBJECT_LIMIT, NFT_QUOTA_F_*, enum nft_limit_type, NFT_LIMIT_F_INV, NFT_META_*, NFT_PAYLOAD_*, NFT_CMP_*, NFT_TABLE_F_*, NFT_USERDATA_MAXLEN, NFT_LOOKUP_F_INV.
  * - /usr/include/linux/netfilter.h: NF_DROP/NF_ACCEPT, enum nf_inet_hooks, NFPROTO_*.
  * - libnftnl's include/udata.h (not a kernel header): the TLV types nft stores in userdata.
  * Every attribute of nf_tables is big-endian (NLA_BE32/NLA_BE64), unlike rtnetlink or genl.
@@ -159,6 +159,10 @@ export const NFTA_SET_HANDLE = 16;
 export const NFTA_SET_ELEM_KEY = 1;
 export const NFTA_SET_ELEM_DATA = 2;
 export const NFTA_SET_ELEM_FLAGS = 3;
+/** The element's timeout in ms (NLA_U64; nf_msecs_to_jiffies64 turns it into jiffies). */
+export const NFTA_SET_ELEM_TIMEOUT = 4;
+/** In a dump: the ms left before the element expires (NLA_U64). */
+export const NFTA_SET_ELEM_EXPIRATION = 5;
 export const NFTA_SET_ELEM_USERDATA = 6;
 export const NFTA_SET_ELEM_OBJREF = 9;
 
@@ -221,6 +225,9 @@ export const NFTA_OBJREF_SET_ID = 5;
 export const NFTA_LOOKUP_SET = 1;
 export const NFTA_LOOKUP_SREG = 2;
 export const NFTA_LOOKUP_SET_ID = 4;
+export const NFTA_LOOKUP_FLAGS = 5;
+/** enum nft_lookup_flags: the lookup matches when the key is NOT in the set (`!= @set`). */
+export const NFT_LOOKUP_F_INV = 1;
 
 // NFT_OBJECT_* (#defines)
 export const NFT_OBJECT_COUNTER = 1;

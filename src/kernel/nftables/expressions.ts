@@ -30,6 +30,7 @@ import {
   NFTA_EXPR_NAME,
   NFTA_IMMEDIATE_DATA,
   NFTA_IMMEDIATE_DREG,
+  NFTA_LOOKUP_FLAGS,
   NFTA_LOOKUP_SET,
   NFTA_LOOKUP_SET_ID,
   NFTA_LOOKUP_SREG,
@@ -48,6 +49,7 @@ import {
   NFTA_VERDICT_CHAIN,
   NFTA_VERDICT_CODE,
   NFT_CMP_EQ,
+  NFT_LOOKUP_F_INV,
   NFT_REG_VERDICT,
 } from './constants';
 
@@ -123,6 +125,8 @@ export const expressionTables = {
     set: { type: NFTA_LOOKUP_SET, codec: string },
     sreg: { type: NFTA_LOOKUP_SREG, codec: be32 },
     setId: { type: NFTA_LOOKUP_SET_ID, codec: be32 },
+    /** NFT_LOOKUP_F_INV: a key IN the set ends the rule instead. */
+    flags: { type: NFTA_LOOKUP_FLAGS, codec: be32 },
   }),
   /** enum nft_immediate_attributes: load data (here a verdict) into dreg. */
   immediate: schema({
@@ -212,6 +216,13 @@ export function lookupSet(sreg: number, set: string, setId?: number): Expression
   return setId === undefined ? { name: 'lookup', set, sreg } : { name: 'lookup', set, sreg, setId };
 }
 
+/** `[ lookup reg <sreg> set <set> 0x1 ]` (`!= @set`): goes on when the key is NOT in the set. */
+export function lookupNotInSet(sreg: number, set: string, setId?: number): Expression {
+  return setId === undefined
+    ? { name: 'lookup', set, sreg, flags: NFT_LOOKUP_F_INV }
+    : { name: 'lookup', set, sreg, setId, flags: NFT_LOOKUP_F_INV };
+}
+
 /** `[ immediate reg 0 <verdict> ]` */
 export function verdict(code: number): Expression {
   return { name: 'immediate', dreg: NFT_REG_VERDICT, data: { verdict: { code } } };
@@ -219,11 +230,16 @@ export function verdict(code: number): Expression {
 
 /**
  * The kernel dumps an expression without what only mattered while the batch ran (objref's
- * NFTA_OBJREF_SET_ID, lookup's NFTA_LOOKUP_SET_ID); dropping it lets a wanted rule be compared with a dumped one.
+ * NFTA_OBJREF_SET_ID, lookup's NFTA_LOOKUP_SET_ID), and with a lookup's flags even when 0;
+ * dropping them lets a wanted rule be compared with a dumped one.
  */
 function comparable(expression: Expression): Expression {
-  if (expression.name !== 'objref' && expression.name !== 'lookup') return expression;
-  if (expression.setId === undefined) return expression;
+  if (expression.name === 'lookup') {
+    // The kernel dumps NFTA_LOOKUP_FLAGS always, 0 when not inverted (nft_lookup_dump).
+    const flags = expression.flags === 0 ? undefined : expression.flags;
+    return { ...expression, setId: undefined, flags };
+  }
+  if (expression.name !== 'objref' || expression.setId === undefined) return expression;
   return { ...expression, setId: undefined };
 }
 

@@ -44,7 +44,9 @@ import {
   NFTA_SET_DATA_LEN,
   NFTA_SET_DATA_TYPE,
   NFTA_SET_ELEM_DATA,
+  NFTA_SET_ELEM_EXPIRATION,
   NFTA_SET_ELEM_FLAGS,
+  NFTA_SET_ELEM_TIMEOUT,
   NFTA_SET_ELEM_KEY,
   NFTA_SET_ELEM_LIST_ELEMENTS,
   NFTA_SET_ELEM_LIST_SET,
@@ -138,6 +140,10 @@ export const setElementAttributes = schema({
   key: { type: NFTA_SET_ELEM_KEY, codec: nested(dataAttributes) },
   data: { type: NFTA_SET_ELEM_DATA, codec: nested(dataAttributes) },
   flags: { type: NFTA_SET_ELEM_FLAGS, codec: be32 },
+  /** ms; only in a set with NFT_SET_TIMEOUT. */
+  timeout: { type: NFTA_SET_ELEM_TIMEOUT, codec: be64 },
+  /** ms left, as the kernel dumps an element with a timeout. */
+  expiration: { type: NFTA_SET_ELEM_EXPIRATION, codec: be64 },
   objref: { type: NFTA_SET_ELEM_OBJREF, codec: string },
   userdata: { type: NFTA_SET_ELEM_USERDATA, codec: bytes },
 });

@@ -204,7 +204,13 @@ export interface ListedPeer {
   data_cap: { quota_bytes: number; used_bytes: number; enforced: boolean } | null;
   /** The peer's name (issue 31); null without one. */
   name: string | null;
+  /** Its expiry (issue 31), ISO 8601 UTC; null without one. */
+  expires_at: string | null;
+  expired: boolean;
 }
+
+/** The expiry boot 1 gives the limited peer, and boot 2 finds back (issue 31). */
+export const LIMITED_EXPIRES_AT = '2031-01-01T00:00:00.000Z';
 
 export async function listPeers(daemon: DaemonProcess): Promise<ListedPeer[]> {
   const reply = await api(daemon, 'GET', '/api/peers');

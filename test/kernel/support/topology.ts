@@ -17,6 +17,7 @@ import { quotaTableName } from '../../../src/kernel/quota/naming';
 import { ifbNameFor } from '../../../src/kernel/shaper/addressing';
 import { suspensionTableName } from '../../../src/kernel/suspension';
 import { namesTableName } from '../../../src/kernel/names';
+import { expiryTableName } from '../../../src/kernel/expiry';
 import { type WgDump, parseWgDump } from '../../support/wg-dump';
 
 /** The client network namespace. */
@@ -152,6 +153,8 @@ export function removeDaemonLeftovers(ifname: string): void {
   deleteNftTable('ip', suspensionTableName(ifname));
   deleteNftTable('ip6', suspensionTableName(ifname)); // its peers' suspended IPv6 addresses
   deleteNftTable('ip', namesTableName(ifname)); // its peers' names (issue 31)
+  deleteNftTable('ip', expiryTableName(ifname)); // its peers' expiries (issue 31)
+  deleteNftTable('ip6', expiryTableName(ifname));
 }
 
 /**

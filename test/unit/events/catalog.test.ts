@@ -37,6 +37,8 @@ const SAMPLES: { [T in EventType]: DetailsOf<T> } = {
   'peer.throttled': { quotaBytes: 5_000, usedBytes: 5_001, throttleBytesPerSecond: 1_000 },
   'peer.suspended': { origin: 'api' },
   'peer.resumed': { origin: 'api' },
+  'peer.expired': { origin: 'kernel', expiresAt: AT },
+  'peer.renewed': { origin: 'api', expiresAt: null },
   'interface.lost': { reason: 'wg0 is gone' },
   'interface.restored': {},
 };
@@ -44,7 +46,7 @@ const SAMPLES: { [T in EventType]: DetailsOf<T> } = {
 // Issue 30: each event type is defined once; the list, the schema, ?types= and the wire's
 // snake_case all come from that one definition.
 describe('events: the catalog, where each event type is defined once', () => {
-  it('holds the 13 types of DESIGN §3, in its order', () => {
+  it('holds the 15 types of DESIGN §3 (issue 31 added peer.expired and peer.renewed), in its order', () => {
     expect(EVENT_TYPES).to.deep.equal([
       'peer.created',
       'peer.deleted',
@@ -57,6 +59,8 @@ describe('events: the catalog, where each event type is defined once', () => {
       'peer.throttled',
       'peer.suspended',
       'peer.resumed',
+      'peer.expired',
+      'peer.renewed',
       'interface.lost',
       'interface.restored',
     ]);

@@ -97,12 +97,13 @@ function serviceOver(data: Generated, takenAt = TAKEN_AT): PeerService {
     quota: { listCaps: async () => new Map(data.caps) },
     suspension: { listSuspended: async () => new Map() },
     names: { listNames: async () => [] },
+    expiry: { listExpiries: async () => [] },
     link: {},
     // Lists only: no change ever runs, so a pass-through queue serves.
     changes: { run: <T>(task: () => Promise<T>): Promise<T> => task() },
   } as unknown as Pick<
     Kernel,
-    'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names'
+    'changes' | 'wireguard' | 'link' | 'shaper' | 'quota' | 'suspension' | 'names' | 'expiry'
   >;
   return new PeerService({
     kernel,

@@ -95,6 +95,7 @@ class FixedService implements PeerServiceApi {
   removeDataCap = () => this.unused();
   setSuspension = () => this.unused();
   setName = () => this.unused();
+  setExpiry = () => this.unused();
   resetDataCap = () => this.unused();
 }
 

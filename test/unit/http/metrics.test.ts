@@ -239,6 +239,23 @@ describe('metrics: per-peer series from the snapshot', () => {
     expect(valueOf(samples, 'wg_peerd_peers_suspended')).to.equal(0);
   });
 
+  it('gives per peer the UNIX time it expires (only peers with an expiry), and counts the expired ones (issue 31)', async () => {
+    const snapshot = snapshotOf(PEERS, {
+      expiries: new Map([
+        [A, Date.parse('2026-12-31T23:59:59.500Z')],
+        [B, Date.parse('2026-01-01T00:00:00.000Z')],
+      ]),
+      expired: new Set([B]),
+    });
+    const scraped = await scrape(scrapeApp(async () => snapshot).http);
+    const name = 'wg_peerd_peer_expires_at_timestamp_seconds';
+    expect(valueOf(scraped, name, labels(A, '10.8.0.2'))).to.equal(1798761599);
+    expect(valueOf(scraped, name, labels(B, '10.8.0.3'))).to.equal(1767225600);
+    expect(samplesOf(scraped, name)).to.have.length(2);
+    expect(valueOf(scraped, 'wg_peerd_peers_expired')).to.equal(1);
+    expect(valueOf(samples, 'wg_peerd_peers_expired')).to.equal(0);
+  });
+
   it('counts peers by status, limited, capped and exhausted peers', () => {
     expect(valueOf(samples, 'wg_peerd_peers', { status: 'alive' })).to.equal(1);
     expect(valueOf(samples, 'wg_peerd_peers', { status: 'dead' })).to.equal(1);

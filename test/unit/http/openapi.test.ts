@@ -169,6 +169,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       resetDataCap: 'admin',
       setSuspension: 'admin',
       setName: 'admin',
+      setExpiry: 'admin',
       deletePeer: 'admin',
       openapi: 'read',
       docs: 'public',
@@ -225,6 +226,8 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       suspended: true,
       exhaustedAt: '2026-03-01T11:59:00.000Z',
       name: 'laptop',
+      expiresAt: '2026-12-31T23:59:59.000Z',
+      expired: false,
     });
     const list = operationOf(ROUTES.find((d) => d.id === 'listPeers')!);
     const ok = ((list['responses'] as Json)['200'] as Json)['content'] as Json;

@@ -44,6 +44,8 @@ describe('http GET /api/peers (SPEC §4.1)', () => {
       data_cap: null,
       suspended: false,
       name: null,
+      expires_at: null,
+      expired: false,
     });
     expect(Number.isInteger(peer.minutes_since_handshake)).to.equal(true);
     expect(peer.ip_address).to.match(/^\d+\.\d+\.\d+\.\d+$/);

@@ -73,6 +73,8 @@ describe('peers/service: list', () => {
       suspended: false,
       exhaustedAt: null,
       name: null,
+      expiresAt: null,
+      expired: false,
     } satisfies PeerEntry);
   });
 

@@ -210,6 +210,7 @@ describe('state: the crash-model test’s checker, on literal histories (Knossos
       plan: null,
       usedBytes: null,
       suspended: false,
+      expires: null,
     };
     return { peers: new Map([[KEY, peer]]), journal: new Map([[KEY, peer.allowedIps]]) };
   }

@@ -16,6 +16,7 @@ import type {
   Ipv4Address,
   Ipv6Address,
   Kernel,
+  ExpiryApi,
   NamesApi,
   KernelDataCap,
   LimitState,
@@ -129,6 +130,13 @@ export class FakeKernel implements Kernel {
   readonly suspended = new Map<string, Map<string, string>>();
   /** ifname → address → the name and its owner (the names set, src/kernel/names). */
   readonly namesSet = new Map<string, Map<string, { publicKey: string; name: string }>>();
+  /**
+   * ifname → address → the expiry and its owner (the `expiring` set, src/kernel/expiry); an
+   * element of `valid` is live while `expiryClock()` is before `expiresAt`.
+   */
+  readonly expiries = new Map<string, Map<string, { publicKey: string; expiresAt: number }>>();
+  /** The kernel's clock for expiry timeouts (ms since the epoch). */
+  expiryClock: () => number = Date.now;
   primaryAddress: string | null = '203.0.113.10';
   closed = false;
   private nextIndex = 10;
@@ -144,6 +152,7 @@ export class FakeKernel implements Kernel {
   readonly quota: QuotaApi;
   readonly suspension: SuspensionApi;
   readonly names: NamesApi;
+  readonly expiry: ExpiryApi;
   readonly probe: ProbeApi;
   /** Registered generic netlink families; delete 'wireguard' for a kernel without the module. */
   readonly genlFamilies = new Set(['wireguard']);
@@ -541,6 +550,53 @@ export class FakeKernel implements Kernel {
           return { names, repairs };
         }),
     };
+
+    this.expiry = {
+      // The contract of ExpiryApi, in memory (IPv4 addresses only).
+      listExpiries: (ifname) =>
+        this.op('expiry.listExpiries', [ifname], () =>
+          [...this.expiriesOf(ifname)].map(([address, e]) => ({ address, ...e })),
+        ),
+      listValid: (ifname) =>
+        this.op('expiry.listValid', [ifname], () => {
+          const now = this.expiryClock();
+          return new Set(
+            [...this.expiriesOf(ifname)]
+              .filter(([, e]) => e.expiresAt > now)
+              .map(([address]) => address),
+          );
+        }),
+      setExpiry: (ifname, peer, expiresAt) =>
+        this.op('expiry.setExpiry', [ifname, peer, expiresAt], () => {
+          const set = this.expiriesOf(ifname);
+          if (expiresAt === null) set.delete(peer.address);
+          else set.set(peer.address, { publicKey: peer.publicKey, expiresAt });
+        }),
+      removeExpiries: (ifname, refs) =>
+        this.op('expiry.removeExpiries', [ifname, refs], () => {
+          for (const ref of refs) this.expiriesOf(ifname).delete(ref.address);
+        }),
+      ensure: (ifname, live, wanted) =>
+        this.op('expiry.ensure', [ifname, live, wanted], () => {
+          const set = this.expiriesOf(ifname);
+          set.clear();
+          for (const peer of live) {
+            const expiresAt = wanted.get(peer.publicKey);
+            if (expiresAt !== undefined) {
+              set.set(peer.address, { publicKey: peer.publicKey, expiresAt });
+            }
+          }
+        }),
+    };
+  }
+
+  private expiriesOf(ifname: string): Map<string, { publicKey: string; expiresAt: number }> {
+    let expiries = this.expiries.get(ifname);
+    if (expiries === undefined) {
+      expiries = new Map();
+      this.expiries.set(ifname, expiries);
+    }
+    return expiries;
   }
 
   private namesOf(ifname: string): Map<string, { publicKey: string; name: string }> {

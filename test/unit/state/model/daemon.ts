@@ -138,6 +138,7 @@ export function frozenKernel(kernel: FakeKernel): FakeKernel {
   for (const [name, limits] of kernel.limits) copy.limits.set(name, structuredClone(limits));
   for (const [name, caps] of kernel.caps) copy.caps.set(name, structuredClone(caps));
   for (const [name, held] of kernel.suspended) copy.suspended.set(name, structuredClone(held));
+  for (const [name, held] of kernel.expiries) copy.expiries.set(name, structuredClone(held));
   return copy;
 }
 

@@ -34,9 +34,9 @@ import {
 } from '../../../../src/peers';
 import type { CommandKind } from './program';
 
-export type Field = 'exists' | 'limit' | 'quota' | 'plan' | 'suspended';
+export type Field = 'exists' | 'limit' | 'quota' | 'plan' | 'suspended' | 'expires';
 export type Value = number | string | boolean | null;
-const FIELDS: readonly Field[] = ['exists', 'limit', 'quota', 'plan', 'suspended'];
+const FIELDS: readonly Field[] = ['exists', 'limit', 'quota', 'plan', 'suspended', 'expires'];
 /** Every field before a create, and the fields a create gives its peer. */
 const BEFORE: Record<Field, Value> = {
   exists: false,
@@ -44,6 +44,7 @@ const BEFORE: Record<Field, Value> = {
   quota: null,
   plan: null,
   suspended: false,
+  expires: null,
 };
 
 export interface Op {
@@ -74,6 +75,8 @@ export interface RestoredPeer {
   plan: string | null;
   usedBytes: number | null;
   suspended: boolean;
+  /** Its expiry in the kernel's sets (ms since the epoch), or null (issue 31). */
+  expires: number | null;
 }
 
 export interface Restored {
@@ -110,6 +113,7 @@ export class History {
         quota: peer.quota,
         plan: peer.plan,
         suspended: peer.suspended,
+        expires: peer.expires,
       };
       history.ops.push({
         id: history.ops.length,
@@ -233,7 +237,7 @@ export class History {
         lines.push(
           `  after ${this.after}: ${this.name(key)} ${peer.allowedIps.join(',')} limit ${peer.limit} ` +
             `cap ${peer.quota}${peer.plan ? `/${peer.plan}` : ''} used ${peer.usedBytes} ` +
-            `suspended ${peer.suspended}`,
+            `suspended ${peer.suspended} expires ${peer.expires}`,
         );
       }
     }
@@ -292,6 +296,7 @@ export class History {
       quota: peer.quota,
       plan: peer.plan,
       suspended: peer.suspended,
+      expires: peer.expires,
     };
     for (const field of FIELDS) {
       if (field === 'exists') continue;

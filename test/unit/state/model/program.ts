@@ -21,6 +21,8 @@ export type Command =
   | { kind: 'removeCap'; peer: number }
   | { kind: 'resetCap'; peer: number }
   | { kind: 'suspend'; peer: number; suspended: boolean }
+  /** An expiry set (far ahead, unique per command) or cleared (issue 31). */
+  | { kind: 'setExpiry'; peer: number; clear: boolean }
   /** The kernel counts bytes on the peer's cap (if it has one), then a usage checkpoint runs. */
   | { kind: 'usage'; peer: number; bytes: number }
   /** `wg set wg0 peer K remove` behind the daemon's back, then a list read. */
@@ -39,6 +41,7 @@ export const ALL_KINDS: readonly CommandKind[] = [
   'removeCap',
   'resetCap',
   'suspend',
+  'setExpiry',
   'usage',
   'removeBehindBack',
   'flushRuleset',
@@ -99,6 +102,8 @@ function commandOf(kind: CommandKind): fc.Arbitrary<Command> {
       });
     case 'suspend':
       return fc.record({ kind: fc.constant(kind), peer: PEER, suspended: fc.boolean() });
+    case 'setExpiry':
+      return fc.record({ kind: fc.constant(kind), peer: PEER, clear: fc.boolean() });
     case 'usage':
       return fc.record({
         kind: fc.constant(kind),

@@ -62,11 +62,21 @@ function readRestored(daemon: Daemon): Restored {
       plan: mine?.plan?.period ?? null,
       usedBytes: mine?.usedBytes ?? null,
       suspended: ip !== null && suspended?.get(ip) === peer.publicKey,
+      expires: expiryOf(kernel, ip, peer.publicKey),
     });
   }
   const journal = new Map<string, string[]>();
   for (const [key, peer] of daemon.store.state.peers) journal.set(key, [...peer.allowedIps]);
   return { peers, journal };
+}
+
+/** Expiries the model sets: far ahead of its clock (PERIOD_START), never passing in a case. */
+const EXPIRY_BASE = Date.parse('2100-01-01T00:00:00Z');
+
+/** The expiry the kernel's sets hold for the peer at `ip` (its own), or null (issue 31). */
+function expiryOf(kernel: FakeKernel, ip: string | null, key: string): number | null {
+  const held = ip === null ? undefined : kernel.expiries.get('wg0')?.get(ip);
+  return held !== undefined && held.publicKey === key ? held.expiresAt : null;
 }
 
 /** The address a fake kernel gives a peer now, or null. */
@@ -86,6 +96,7 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
     // table (every cap and suspension) with it; tc (limits) and WireGuard keep theirs.
     kernel.loseAllCaps();
     kernel.suspended.get('wg0')?.clear();
+    kernel.expiries.get('wg0')?.clear(); // and the expiry tables (issue 31)
     return history.invoke('flushRuleset', 'nft flush ruleset', null, {}, () => Promise.resolve());
   }
   const known = history.known();
@@ -141,6 +152,17 @@ function invoke(history: History, daemon: Daemon, command: Command): Op | null {
         { suspended: command.suspended },
         () => service.setSuspension(key, command.suspended),
       );
+    case 'setExpiry': {
+      // Far ahead and unique per command, so a restored value names its one write.
+      const at = command.clear ? null : EXPIRY_BASE + id * 1_000;
+      return history.invoke(
+        'setExpiry',
+        `setExpiry ${at === null ? 'null' : new Date(at).toISOString()}`,
+        key,
+        { expires: at },
+        () => service.setExpiry(key, at === null ? null : new Date(at).toISOString()),
+      );
+    }
     case 'usage': {
       const ip = addressOf(kernel, key);
       const cap = ip === null ? undefined : kernel.caps.get('wg0')?.get(ip);
