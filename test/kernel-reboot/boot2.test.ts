@@ -174,7 +174,7 @@ for (const scenario of SCENARIOS) {
       expect(restored).to.equal(record.kernel.peers.length);
     });
 
-    it('brings both clients back from their saved configs, unchanged: they handshake again', () => {
+    it('brings both clients back from their saved configs, unchanged (a preshared key included): they handshake again', () => {
       for (const [role, n] of [
         ['limited', 1],
         ['capped', 2],
@@ -187,6 +187,16 @@ for (const scenario of SCENARIOS) {
         expect(pings(clients[role], scenario.serverIp), `${role} pings the server`).to.equal(true);
         expect(clientHandshake(clients[role]), `${role}'s handshake`).to.be.above(0);
       }
+      // The capped peer's preshared key is boot 1's (its config's), back in the kernel.
+      const config = fs.readFileSync(
+        path.join(clientsDir(scenario), `${scenario.ifname}c2.conf`),
+        'utf8',
+      );
+      const psk = /^PresharedKey = (\S+)$/m.exec(config)?.[1];
+      expect(psk, "the capped client's PresharedKey line").to.be.a('string');
+      expect(sh(`wg show ${scenario.ifname} preshared-keys`)).to.contain(
+        `${record.peers.capped.publicKey}\t${psk}`,
+      );
       const server = wgShowDump(scenario.ifname);
       for (const role of ['limited', 'capped']) {
         const peer = server.peers.find((p) => p.publicKey === record.peers[role].publicKey);
