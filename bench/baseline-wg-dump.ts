@@ -14,7 +14,7 @@
  *
  * Usage: node dist/bench/baseline-wg-dump.js --interface IF --listen HOST:PORT [--nft-table NAME]
  */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import http from 'node:http';
 import { parseWgDump } from '../test/support/wg-dump';
 import { livenessOf } from '../src/peers/status';
@@ -34,15 +34,22 @@ const ifname = option('--interface');
 const [host, port] = option('--listen').split(':');
 const nftTable = optional('--nft-table');
 
+/** The processes of requests in flight, killed with the server so none outlives it. */
+const running = new Set<ChildProcess>();
+
 function run(command: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       command,
       args,
       { encoding: 'utf8', maxBuffer: 512 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        error ? reject(new Error(stderr || error.message)) : resolve(stdout),
+      (error, stdout, stderr) => {
+        running.delete(child);
+        if (error) reject(new Error(stderr || error.message));
+        else resolve(stdout);
+      },
     );
+    running.add(child);
   });
 }
 
@@ -143,4 +150,8 @@ const server = http.createServer((req, res) => {
 });
 
 server.listen(Number(port), host, () => console.log(`baseline listening on ${host}:${port}`));
-process.on('SIGTERM', () => process.exit(0));
+process.on('SIGTERM', () => {
+  // A request's wg or nft left running would load the next server measured.
+  for (const child of running) child.kill('SIGKILL');
+  process.exit(0);
+});
