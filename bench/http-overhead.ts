@@ -14,8 +14,10 @@
  * Options: BENCH_SIZES (default "1000,10000"), BENCH_ROUNDS (3), BENCH_DURATION_S (5),
  * BENCH_ACCEPT_ENCODING (none by default; e.g. "gzip" to poll the compressed body).
  *
- * Issue 29's capped host and partial responses: BENCH_CAPPED=1 gives every peer a data cap
- * (a tenth with a monthly period, a tenth throttling after it, 1% suspended, 1% used up), and
+ * Issue 29's capped host and partial responses: BENCH_CAPPED=1 gives the peers the capped
+ * host's caps (bench/capped-population.ts, as `npm run bench:api` with BENCH_CAPPED=1 in the VM:
+ * every peer capped, a tenth with a monthly period, a tenth with a speed limit, 1% suspended, 1%
+ * throttling), and
  * BENCH_FIELDS (e.g. "public_key,status,data_cap.used_bytes") adds two servers polled at
  * `/api/peers?fields=…`: P the daemon (through Express: the fast path takes plain URLs only)
  * and CP the replay of P's body; the body sizes of both lists are printed.
@@ -26,12 +28,13 @@ import { spawn } from 'node:child_process';
 import { ListBodies, createApp, createHttpServer, createMetrics, createServer } from '../src/http';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard/dump';
-import type { KernelDataCap, WireGuardDevice } from '../src/kernel/types';
+import type { KernelDataCap, LimitState, WireGuardDevice } from '../src/kernel/types';
 import { PeerService, tunnelAddressOf, type PeerServiceOptions } from '../src/peers';
 import { checkListQuery } from '../src/http/schemas';
 import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
+import { asKernelCap, asLimitState, cappedHostPeer } from './capped-population';
 import { median } from './support';
 
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
@@ -55,37 +58,28 @@ interface Run {
 }
 
 /**
- * A service over `device` (test/support/service-over.ts) whose kernel also lists a cap for every
- * peer: a tenth with a monthly period, a tenth throttling after the cap, 1% suspended, 1% used
- * up (the time it ran out known).
+ * A service over `device` (test/support/service-over.ts) whose kernel also lists the capped
+ * host's caps, limits and suspensions (bench/capped-population.ts: every peer capped, a tenth
+ * with a monthly period, a tenth with a speed limit, 1% suspended, 1% throttling), peer i of the
+ * dump as peer i of that population.
  */
 function cappedServiceOver(device: WireGuardDevice, listMaxAgeMs: number): PeerService {
   const caps = new Map<string, KernelDataCap>();
+  const limits = new Map<string, LimitState>();
   const suspended = new Map<string, string>();
+  const now = Date.now();
   device.peers.forEach((peer, i) => {
     const ip = tunnelAddressOf(peer);
     if (ip === null) return;
-    const cap: KernelDataCap = {
-      quotaBytes: 10_000_000_000 + i,
-      usedBytes: i * 4_099,
-      enforced: true,
-    };
-    if (i % 10 === 1) {
-      cap.plan = {
-        period: 'month',
-        periodStart: { at: Date.parse('2026-01-31T08:00:00Z'), offsetMinutes: 120 },
-        periodFrom: Date.parse('2026-10-31T08:00:00Z'),
-        previousUsedBytes: 123_456_789,
-      };
-    }
-    if (i % 10 === 2) cap.throttleBytesPerSecond = 100_000;
-    if (i % 100 === 3) cap.usedBytes = cap.quotaBytes;
-    if (i % 100 === 4) suspended.set(ip, peer.publicKey);
-    caps.set(ip, cap);
+    const plan = cappedHostPeer(i, now);
+    if (plan.cap !== null) caps.set(ip, asKernelCap(plan.cap));
+    const limit = asLimitState(plan.limit);
+    if (limit !== null) limits.set(ip, limit);
+    if (plan.suspended) suspended.set(ip, peer.publicKey);
   });
   const kernel = {
     wireguard: { getDevice: async () => device },
-    shaper: { listLimits: async () => new Map() },
+    shaper: { listLimits: async () => new Map(limits) },
     quota: { listCaps: async () => new Map(caps) },
     suspension: { listSuspended: async () => new Map(suspended) },
     link: {},

@@ -47,14 +47,12 @@
  * as in its log's name; with run.sh --out, /run/vm/out brings them to the host).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { gunzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
-import { generatePrivateKey, publicKeyOf } from '../src/peers/keys';
-import { type SavedPeer, StateStore } from '../src/state';
+import { peerAddress, writeStateDir } from './capped-population';
 import { median } from './support';
 
 const IFNAME = 'wgrs0';
@@ -102,11 +100,6 @@ function cleanKernel(): void {
   sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
 }
 
-/** Host numbers 2.. of 10.77.0.0/16 (10.77.0.1 is the server): at most 65,532 peers. */
-function peerAddress(i: number): string {
-  const host = i + 2;
-  return `10.77.${host >> 8}.${host & 255}`;
-}
 /** Whole kbit/s, so tc's text shows them exactly. */
 const rateOf = (i: number): number => (1000 + (i % 1000)) * 125;
 const capOf = (i: number): { quotaBytes: number; usedBytes: number } => ({
@@ -233,28 +226,12 @@ const STATE = `${WORK}/state`;
 
 /** A state dir as a daemon of another boot left it: N peers with limits and caps that counted. */
 async function writeState(): Promise<void> {
-  rmSync(STATE, { recursive: true, force: true });
-  const store = await StateStore.open({ dir: STATE, interfaceName: IFNAME });
-  const privateKey = generatePrivateKey();
-  const publicKey = Buffer.from(publicKeyOf(privateKey)).toString('base64');
-  await store.saveInterface(privateKey, { listenPort: 51899, addresses: [SERVER], publicKey });
-  const peers = new Map<string, SavedPeer>();
-  for (let i = 0; i < PEERS; i++) {
-    const key = randomBytes(32).toString('base64');
-    peers.set(key, {
-      publicKey: key,
-      allowedIps: [`${peerAddress(i)}/32`],
-      limit: LIMITS ? rateOf(i) : null,
-      cap: capOf(i),
-    });
-  }
-  await store.replaceState({
-    boot: { bootId: 'an-earlier-boot', ifindex: 1, interfaceName: IFNAME },
-    iface: store.state.iface,
-    peers,
-    intents: new Map(),
-  });
-  await store.close();
+  await writeStateDir(
+    STATE,
+    { interfaceName: IFNAME, address: SERVER, listenPort: 51899 },
+    PEERS,
+    (i) => ({ cap: capOf(i), limit: LIMITS ? rateOf(i) : null, suspended: false }),
+  );
 }
 
 // ---------------------------------------------------------------- the kernel's view
