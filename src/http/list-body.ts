@@ -333,6 +333,9 @@ export async function buildListBody(
   const count = parts.length;
   const again = previous === null ? null : previous.same(filter, parts);
   if (again !== null) return again;
+  // Not the last body: it goes (with the fragments only it still held) before the new one is
+  // allocated, so two whole bodies are never held at once (issue 29: 33 MB each at 50,000).
+  previous?.forget(filter);
   const head = '{"success":true,"peers":[';
   const tail = `],"total_count":${count},"filter":${filter === null ? 'null' : `"${filter}"`}}`;
   const body = Buffer.allocUnsafe(head.length + size + Math.max(0, count - 1) + tail.length);
@@ -367,6 +370,11 @@ export class PreviousBodies {
 
   keep(filter: ListFilter, parts: Piece[], body: Buffer): void {
     this.last.set(filter ?? 'all', { parts, body });
+  }
+
+  /** Lets the last body of `filter` go: a body with other bytes is being built. */
+  forget(filter: ListFilter): void {
+    this.last.delete(filter ?? 'all');
   }
 }
 

@@ -421,6 +421,29 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     const again = snapshotOf(peer, TAKEN_AT + 1_000, { ...LIMIT }, { ...CAP });
     expect(await buildListBody(again, null, 1, previous)).to.equal(first);
   });
+  it('lets the last body go before a body with other bytes is built, and keeps the new one (issue 29: never two whole bodies held)', async () => {
+    const peer = peerAged(30_000);
+    const order: string[] = [];
+    class Watched extends PreviousBodies {
+      override forget(filter: Parameters<PreviousBodies['forget']>[0]): void {
+        order.push('forget');
+        super.forget(filter);
+      }
+      override keep(...args: Parameters<PreviousBodies['keep']>): void {
+        order.push('keep');
+        super.keep(...args);
+      }
+    }
+    const previous = new Watched();
+    await buildListBody(snapshotOf(peer, TAKEN_AT, LIMIT, CAP), null, 1, previous);
+    const changed = snapshotOf(peer, TAKEN_AT, LIMIT, { ...CAP, usedBytes: CAP.usedBytes + 1 });
+    const second = await buildListBody(changed, null, 1, previous);
+    // Each build of new bytes: the last body let go first, then the new one kept.
+    expect(order).to.deep.equal(['forget', 'keep', 'forget', 'keep']);
+    // The new body is the one kept: the same read again answers it, building nothing.
+    expect(await buildListBody(changed, null, 1, previous)).to.equal(second);
+    expect(order).to.have.length(4);
+  });
 });
 
 describe('http/list-body: a body whose fragments did not change is answered again', () => {
