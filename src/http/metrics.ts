@@ -297,6 +297,8 @@ type PlainPeers = { chunks: readonly Buffer[] } | { inflate: DeflateRun };
 function writeInflated(run: DeflateRun, res: Writable): void {
   const inflate = zlib.createInflateRaw();
   inflate.on('error', () => res.destroy());
+  // A client gone before the end: the inflation stops with it (its zlib state freed now).
+  res.on('close', () => inflate.destroy());
   inflate.pipe(res);
   for (const block of run.blocks) inflate.write(block);
   inflate.end();
