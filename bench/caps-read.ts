@@ -10,6 +10,8 @@
  *   before     the cap read as it was before issue 29's decoders (the same two dumps, decoded
  *              by the attribute tables: decodeAttributes per object and per element), kept
  *              here so that the two are compared in the same run on a loaded host;
+ *   first      the first listCaps of a new Quota (what a daemon's start pays: no handle known
+ *              yet, every object decoded whole, the caps map read too);
  *   nft -j     `nft -j list quotas` (the kernel's own tool), a labelled baseline, as the exec
  *              reference reads caps.
  * Medians printed, in milliseconds. Runs as root, in a network namespace of its own (it re-runs
@@ -127,8 +129,12 @@ async function main(): Promise<void> {
       const ours: number[] = [];
       const old: number[] = [];
       const theirs: number[] = [];
+      const first: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         ours.push(await ms(() => quota.listCaps(IFNAME)));
+        const fresh = new Quota();
+        first.push(await ms(() => fresh.listCaps(IFNAME)));
+        fresh.close();
         old.push(await ms(() => listCapsBefore(nft, IFNAME)));
         if (!WITH_NFT) continue;
         const start = performance.now();
@@ -145,6 +151,7 @@ async function main(): Promise<void> {
       console.log(`${String(count).padStart(6)} caps (made in ${(made / 1000).toFixed(1)} s):`);
       console.log(`  listCaps (daemon)        ${fmt(ours)}  [${ours.map(Math.round).join(' ')}]`);
       console.log(`  listCaps before issue 29 ${fmt(old)}  [${old.map(Math.round).join(' ')}]`);
+      console.log(`  first listCaps of a start${fmt(first)}  [${first.map(Math.round).join(' ')}]`);
       if (WITH_NFT) {
         console.log(
           `  nft -j list quotas       ${fmt(theirs)}  [${theirs.map(Math.round).join(' ')}]`,

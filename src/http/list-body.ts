@@ -266,15 +266,23 @@ interface Piece {
 }
 
 interface Fragment extends Piece {
-  /** The peer's JSON. Text, not a Buffer of its own: 50,000 small Buffers are slices of Node's
-   * 8 KiB pools, and one live fragment keeps its whole pool alive, so memory would grow with
-   * every read that changes some peers. Written when a full body first needs it (`written`):
-   * a read answered only with partial bodies (`?fields=`) writes no peer's full JSON. */
+  /** The peer's JSON as text, only between its writing (`written`) and the first body it goes
+   * into; then '' (issue 29): its bytes live in that body alone (`body`, `offset`), and the next
+   * body copies them from there, so the daemon never holds every peer's JSON twice (33 MB of
+   * text beside the 33 MB body at 50,000 capped peers). Never a Buffer of its own: 50,000 small
+   * Buffers are slices of Node's 8 KiB pools, and one live fragment keeps its whole pool alive.
+   * Written when a full body first needs it: a read answered only with partial bodies
+   * (`?fields=`) writes no peer's full JSON. */
   json: string;
   /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice);
    * -1 until the JSON is written. */
   bytes: number;
   view: PeerView;
+  /** The body its JSON was last written into, and at which offset; null before the first. A
+   * body is let go once no fragment's bytes are in it any longer (every later body of all the
+   * peers moves them all). */
+  body: Buffer | null;
+  offset: number;
 }
 
 /** The fragment with its full JSON written (once per fragment). */
@@ -284,6 +292,33 @@ function written(fragment: Fragment): Fragment {
     fragment.bytes = Buffer.byteLength(fragment.json, 'utf8');
   }
   return fragment;
+}
+
+/**
+ * Writes a piece at `offset` of `body`, returning its length: a partial piece from its text; a
+ * fragment from the body it was last written into (or its text, the first time), after which
+ * its bytes are this body's.
+ */
+function writePiece(piece: Piece | Fragment, body: Buffer, offset: number): number {
+  if (!('body' in piece)) {
+    return body.write(piece.json, offset, piece.bytes === piece.json.length ? 'latin1' : 'utf8');
+  }
+  if (piece.body === null) {
+    body.write(piece.json, offset, piece.bytes === piece.json.length ? 'latin1' : 'utf8');
+  } else {
+    piece.body.copy(body, offset, piece.offset, piece.offset + piece.bytes);
+  }
+  piece.body = body;
+  piece.offset = offset;
+  piece.json = '';
+  return piece.bytes;
+}
+
+/** Where a peer's full JSON is held (for the tests): as text, in a body, or not written. */
+export function fragmentHolding(peer: SnapshotPeer): 'text' | 'body' | null {
+  const fragment = fragments.get(peer);
+  if (fragment === undefined || fragment.bytes < 0) return null;
+  return fragment.body === null ? 'text' : 'body';
 }
 
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
@@ -302,7 +337,7 @@ function fragmentOf(
   // The tunnel address depends on the peer object alone: known once its fragment is.
   const view = viewOf(peer, snapshot, known === undefined ? undefined : known.view.ip);
   if (filter !== null && view.status !== filter) return null;
-  const fragment: Fragment = { json: '', bytes: -1, view };
+  const fragment: Fragment = { json: '', bytes: -1, view, body: null, offset: 0 };
   fragments.set(peer, fragment);
   return fragment;
 }
@@ -341,14 +376,16 @@ export async function buildListBody(
   const count = parts.length;
   const again = previous === null ? null : previous.same(filter, parts);
   if (again !== null) return again;
+  // Not the last body: it goes (with the fragments only it still held) before the new one is
+  // allocated, so two whole bodies are never held at once (issue 29: 33 MB each at 50,000).
+  previous?.forget(filter);
   const head = '{"success":true,"peers":[';
   const tail = `],"total_count":${count},"filter":${filter === null ? 'null' : `"${filter}"`}}`;
   const body = Buffer.allocUnsafe(head.length + size + Math.max(0, count - 1) + tail.length);
   let offset = body.write(head, 0, 'latin1');
   for (let i = 0; i < count; i++) {
     if (i > 0) body[offset++] = 0x2c; // ','
-    const { json, bytes } = parts[i]!;
-    offset += body.write(json, offset, bytes === json.length ? 'latin1' : 'utf8');
+    offset += writePiece(parts[i]!, body, offset);
   }
   body.write(tail, offset, 'latin1');
   previous?.keep(filter, parts, body);
@@ -375,6 +412,11 @@ export class PreviousBodies {
 
   keep(filter: ListFilter, parts: Piece[], body: Buffer): void {
     this.last.set(filter ?? 'all', { parts, body });
+  }
+
+  /** Lets the last body of `filter` go: a body with other bytes is being built. */
+  forget(filter: ListFilter): void {
+    this.last.delete(filter ?? 'all');
   }
 }
 

@@ -25,44 +25,73 @@ import { GZIP_OPTIONS } from './list-body';
 
 const deflateRaw = promisify(zlib.deflateRaw);
 
-/** One half's raw deflate blocks, with the CRC-32 and byte length of the text they encode. */
+/**
+ * One half's raw deflate blocks, as the chunks zlib wrote them (never joined: the peer half's
+ * run is 17.5 MB at 50,000 capped peers, and a join would hold it twice while it is made), with
+ * the CRC-32 and byte length of the text they encode.
+ */
 export interface DeflateRun {
-  blocks: Buffer;
+  blocks: readonly Buffer[];
   crc: number;
   length: number;
 }
 
 /** No text: an empty final block (fixed Huffman, end of block), as zlib writes it. */
-export const EMPTY_FINAL_RUN: DeflateRun = { blocks: Buffer.from([0x03, 0x00]), crc: 0, length: 0 };
+export const EMPTY_FINAL_RUN: DeflateRun = {
+  blocks: [Buffer.from([0x03, 0x00])],
+  crc: 0,
+  length: 0,
+};
+
+/** The bytes [start, end) of the chunks' concatenation, as views of the chunks (no copy). */
+export function spanOf(chunks: readonly Buffer[], start: number, end: number): Buffer[] {
+  const span: Buffer[] = [];
+  let at = 0;
+  for (const chunk of chunks) {
+    const from = Math.max(start, at);
+    const to = Math.min(end, at + chunk.length);
+    if (from < to) span.push(chunk.subarray(from - at, to - at));
+    at += chunk.length;
+    if (at >= end) break;
+  }
+  return span;
+}
 
 /** The gzip header Node's zlib writes: magic, deflate, no flags, no time, no extra, OS unknown. */
 const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03]);
 const GZIP_TRAILER_BYTES = 8;
+/** zlib's output chunks for the peer half: 64 KiB, a few hundred writes for 17.5 MB. */
+const OUTPUT_CHUNK_BYTES = 64 * 1024;
 
 /**
  * The final run of `chunks`: a gzip stream compresses them (on the thread pool, computing the
  * CRC too; the chunks are written as they are, never joined into one 80 MB buffer) and the
- * header and trailer are cut off. Node's zlib writes no optional header fields, so its header
- * is always the 10 bytes above; checked rather than assumed.
+ * header and trailer are cut off its output, which stays in zlib's chunks too. Node's zlib
+ * writes no optional header fields, so its header is always the 10 bytes above; checked rather
+ * than assumed.
  */
 export function finalRun(chunks: readonly Buffer[]): Promise<DeflateRun> {
   const length = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
   if (length === 0) return Promise.resolve(EMPTY_FINAL_RUN);
   return new Promise((resolve, reject) => {
-    const stream = zlib.createGzip(GZIP_OPTIONS);
+    const stream = zlib.createGzip({ ...GZIP_OPTIONS, chunkSize: OUTPUT_CHUNK_BYTES });
     const out: Buffer[] = [];
-    stream.on('data', (chunk: Buffer) => out.push(chunk));
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      out.push(chunk);
+      size += chunk.length;
+    });
     stream.on('error', reject);
     stream.on('end', () => {
-      const member = Buffer.concat(out);
-      if (member[3] !== 0) {
+      const header = Buffer.concat(spanOf(out, 0, GZIP_HEADER.length));
+      if (header[3] !== 0) {
         reject(new Error('zlib wrote optional gzip header fields'));
         return;
       }
-      const end = member.length - GZIP_TRAILER_BYTES;
+      const end = size - GZIP_TRAILER_BYTES;
       resolve({
-        blocks: member.subarray(GZIP_HEADER.length, end),
-        crc: member.readUInt32LE(end),
+        blocks: spanOf(out, GZIP_HEADER.length, end),
+        crc: Buffer.concat(spanOf(out, end, size)).readUInt32LE(0),
         length,
       });
     });
@@ -77,7 +106,7 @@ export async function leadingRun(text: Buffer): Promise<DeflateRun> {
     ...GZIP_OPTIONS,
     finishFlush: zlib.constants.Z_SYNC_FLUSH,
   });
-  return { blocks, crc: crc32(text), length: text.length };
+  return { blocks: [blocks], crc: crc32(text), length: text.length };
 }
 
 /** One gzip member holding `lead`'s text then `last`'s: the chunks to write, in order. */
@@ -85,7 +114,7 @@ export function gzipMember(lead: DeflateRun, last: DeflateRun): Buffer[] {
   const trailer = Buffer.alloc(GZIP_TRAILER_BYTES);
   trailer.writeUInt32LE(crc32Combine(lead.crc, last.crc, last.length), 0);
   trailer.writeUInt32LE((lead.length + last.length) % 2 ** 32, 4);
-  return [GZIP_HEADER, lead.blocks, last.blocks, trailer];
+  return [GZIP_HEADER, ...lead.blocks, ...last.blocks, trailer];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,10 +8,15 @@
  *   `service.snapshot()` the list answers from (peer-metrics.ts), memoized per snapshot object
  *   (a WeakMap), so scrapes that share a snapshot render it once.
  * With `Accept-Encoding: gzip` the answer is gzip (metrics-gzip.ts): the peer half compressed
- * once per snapshot too, memoized beside its text, the own half per scrape.
+ * once per snapshot too, the own half per scrape. Once a snapshot's peer half is compressed its
+ * text is let go, and a plain scrape of that snapshot inflates the compressed run as it writes
+ * it: the daemon never holds both (issue 29: 51 MB of text beside 17.5 MB of gzip at 50,000
+ * capped peers).
  * Request durations are labelled with the route table's label of the route a request matched
  * (routes.ts, through request-log.ts's RouteFacts), never parsed out of Express's state.
  */
+import type { Writable } from 'node:stream';
+import zlib from 'node:zlib';
 import type { RequestHandler } from 'express';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { KernelObserver, PeerServiceApi, PeerSnapshot } from '../peers';
@@ -66,6 +71,8 @@ export interface Metrics {
   registry: Registry;
   /** Compressions of a snapshot's peer half run since start (for tests: one per snapshot). */
   readonly peerCompressions: () => number;
+  /** What is held of a snapshot's peer half, its text and its gzip run (for tests). */
+  readonly peerHalfHeld: (snapshot: PeerSnapshot) => { text: boolean; run: boolean };
 }
 
 /** GET /metrics offers gzip alone (what Prometheus asks for). */
@@ -158,33 +165,54 @@ export function createMetrics(options: MetricsOptions): Metrics {
     };
   };
 
-  // The rendering in flight or done, so scrapes sharing a snapshot share its text.
-  const rendered = new WeakMap<PeerSnapshot, Promise<Buffer[]>>();
-  const peerText = (snapshot: PeerSnapshot): Promise<Buffer[]> => {
-    let text = rendered.get(snapshot);
-    if (text === undefined) {
-      text = renderPeerMetrics(snapshot, options.perPeer);
-      rendered.set(snapshot, text);
+  // Each snapshot's peer half: its text (rendered once, in flight or done) until its gzip run
+  // exists, then that run alone. The text is 51 MB at 50,000 capped peers, its run a third of
+  // it: once compressed, a plain scrape of the same snapshot inflates the run as it writes it
+  // (a stream, never the whole text again) rather than the daemon holding both (issue 29).
+  const halves = new WeakMap<PeerSnapshot, PeerHalf>();
+  const halfOf = (snapshot: PeerSnapshot): PeerHalf => {
+    let half = halves.get(snapshot);
+    if (half === undefined) {
+      half = { text: null, run: null };
+      halves.set(snapshot, half);
     }
-    return text;
+    return half;
+  };
+  const peerText = (snapshot: PeerSnapshot): Promise<Buffer[]> => {
+    const half = halfOf(snapshot);
+    half.text ??= renderPeerMetrics(snapshot, options.perPeer);
+    return half.text;
   };
 
-  // The peer half's gzip run, in flight or done, likewise once per snapshot.
-  const compressed = new WeakMap<PeerSnapshot, Promise<DeflateRun>>();
   let peerCompressions = 0;
   const peerRun = (snapshot: PeerSnapshot): Promise<DeflateRun> => {
-    let run = compressed.get(snapshot);
-    if (run === undefined) {
+    const half = halfOf(snapshot);
+    if (half.run === null) {
       peerCompressions += 1;
-      run = peerText(snapshot).then(finalRun);
-      compressed.set(snapshot, run);
-      // A failed compression is not kept: the next scrape tries again.
-      const held = run;
-      run.catch(() => {
-        if (compressed.get(snapshot) === held) compressed.delete(snapshot);
-      });
+      const run = peerText(snapshot).then(finalRun);
+      half.run = run;
+      run.then(
+        // Compressed: the text goes (scrapes writing it hold their own reference meanwhile).
+        () => {
+          if (half.run === run) half.text = null;
+        },
+        // A failed compression is not kept: the next scrape tries again.
+        () => {
+          if (half.run === run) half.run = null;
+        },
+      );
     }
-    return run;
+    return half.run;
+  };
+
+  /** The plain peer half: the text while it is held, else the compressed run inflated. */
+  const plainPeers = async (snapshot: PeerSnapshot): Promise<PlainPeers> => {
+    const half = halfOf(snapshot);
+    if (half.text === null && half.run !== null) {
+      const run = await half.run.catch(() => null);
+      if (run !== null && half.text === null) return { inflate: run };
+    }
+    return { chunks: await peerText(snapshot) };
   };
 
   const handler: RequestHandler = (req, res, next) => {
@@ -198,31 +226,39 @@ export function createMetrics(options: MetricsOptions): Metrics {
         // worth scraping, most of all when the kernel fails.
       }
       service.observe(snapshot);
-      let peers: Buffer[] = [];
+      let peers: PlainPeers = { chunks: [] };
       if (snapshot === null) {
         snapshotUp.set(0);
         snapshotAge.set(NaN); // no read to be old
       } else {
         snapshotUp.set(1);
         snapshotAge.set(Math.max(0, now() - snapshot.takenAt) / 1000);
-        peers = await peerText(snapshot);
+        if (encoding !== 'gzip') peers = await plainPeers(snapshot);
       }
       const own = Buffer.from(await registry.metrics(), 'utf8');
-      let body = [own, ...peers];
+      let body: Buffer[] = [own];
       if (encoding === 'gzip') {
         const last = snapshot === null ? EMPTY_FINAL_RUN : await peerRun(snapshot);
         body = gzipMember(await leadingRun(own), last);
+      } else if ('chunks' in peers) {
+        body.push(...peers.chunks);
       }
       // Not res.send(): it would rewrite the Content-Type (parameters reordered), and
       // Prometheus documents this exact header. The memoized peer chunks are written as they
       // are, not copied into one body.
-      const length = body.reduce((sum, chunk) => sum + chunk.length, 0);
+      let length = body.reduce((sum, chunk) => sum + chunk.length, 0);
+      if ('inflate' in peers) length += peers.inflate.length;
       res.status(200).setHeader('Content-Type', METRICS_CONTENT_TYPE);
       res.setHeader('Content-Length', length);
       res.setHeader('Vary', 'Accept-Encoding');
       if (encoding === 'gzip') res.setHeader('Content-Encoding', 'gzip');
       res.cork();
       for (const chunk of body) res.write(chunk);
+      if ('inflate' in peers) {
+        res.uncork();
+        writeInflated(peers.inflate, res);
+        return;
+      }
       res.end();
       res.uncork();
     };
@@ -236,5 +272,34 @@ export function createMetrics(options: MetricsOptions): Metrics {
     handler,
     registry,
     peerCompressions: () => peerCompressions,
+    peerHalfHeld: (snapshot) => {
+      const half = halves.get(snapshot);
+      return { text: (half?.text ?? null) !== null, run: (half?.run ?? null) !== null };
+    },
   };
+}
+
+/** A snapshot's peer half: its text until its gzip run is made, then the run alone. */
+interface PeerHalf {
+  text: Promise<Buffer[]> | null;
+  run: Promise<DeflateRun> | null;
+}
+
+/** What a plain scrape writes of the peer half: the text's chunks, or the run to inflate. */
+type PlainPeers = { chunks: readonly Buffer[] } | { inflate: DeflateRun };
+
+/**
+ * Writes the text of a peer run by inflating its blocks into the response as it goes (zlib on
+ * the thread pool, with the response's backpressure): the whole text is never held. A run that
+ * does not inflate (it always does: the daemon deflated it) ends the response short, which the
+ * client sees as a broken answer (its Content-Length is not met), never as wrong metrics.
+ */
+function writeInflated(run: DeflateRun, res: Writable): void {
+  const inflate = zlib.createInflateRaw();
+  inflate.on('error', () => res.destroy());
+  // A client gone before the end: the inflation stops with it (its zlib state freed now).
+  res.on('close', () => inflate.destroy());
+  inflate.pipe(res);
+  for (const block of run.blocks) inflate.write(block);
+  inflate.end();
 }

@@ -400,14 +400,14 @@ export class PeerService implements PeerServiceApi {
   /**
    * Starts the billing periods: the plans the kernel holds now go to the scheduler, which makes
    * at once any reset that fell due while the daemon was not running (logged as made late).
+   * This is the start's one kernel read, the list's own (every read hands its plans to the
+   * scheduler, readSnapshot): a list arriving while it runs, or within the freshness window
+   * after it, is answered from it, so the first list after a start costs no read of its own
+   * (issue 29: before, a caps dump of its own here, the slowest of all since no handle is known
+   * yet, and with any plan a device dump too, then the list's read after them).
    */
   async startPeriods(): Promise<void> {
-    await this.ready;
-    const caps = await this.calls.optional('quota', () =>
-      this.calls.kernel.quota.listCaps(this.calls.ifname),
-    );
-    if (![...caps.values()].some((cap) => cap.plan)) return;
-    this.periodResets.schedule(await this.calls.readDevice(), caps);
+    await this.snapshots.get();
   }
 
   /** Stops the period scheduler (shutdown). */

@@ -75,10 +75,11 @@ describe('daemon start and shutdown', () => {
       expect((await get(daemon, '/api/peers')).status).to.equal(200);
       const res = await get(daemon, '/metrics');
       expect(res.status).to.equal(200);
-      // The scrape comes within the list's freshness window (1 s by default): one kernel read
-      // serves both (DESIGN §5), counted once by the observer and once by the fake kernel.
+      // The list and the scrape come within the freshness window (1 s by default) of the
+      // start's own read: that one read serves both (DESIGN §5, issue 29), counted once by the
+      // observer, and the fake kernel dumped the device for neither.
       expect(res.body).to.match(/^wg_peerd_kernel_read_duration_seconds_count\{result="ok"\} 1$/m);
-      expect(kernel.count('getDevice') - dumpsAtStart).to.equal(1);
+      expect(kernel.count('getDevice') - dumpsAtStart).to.equal(0);
       expect(res.body).to.match(/^wg_peerd_peers\{status="never"\} 1$/m);
       // --metrics-per-peer false reaches the app: no per-peer series.
       expect(res.body).to.not.match(/^wg_peerd_peer_/m);
@@ -87,10 +88,63 @@ describe('daemon start and shutdown', () => {
     }
   });
 
+  it('answers the first list after a start on an existing capped interface from one kernel read (issue 29)', async () => {
+    const kernel = FakeKernel.withInterface();
+    const caps = new Map([
+      [
+        '10.8.0.5',
+        { quotaBytes: 5_000, usedBytes: 700, publicKey: Buffer.alloc(32, 5).toString('base64') },
+      ],
+      [
+        '10.8.0.6',
+        {
+          quotaBytes: 6_000,
+          usedBytes: 0,
+          publicKey: Buffer.alloc(32, 6).toString('base64'),
+          // A billing period: the start used to read the caps and the device for it alone.
+          plan: {
+            period: 'month' as const,
+            periodStart: { at: Date.parse('2026-01-01T00:00:00Z'), offsetMinutes: 0 },
+            periodFrom: Date.now() - 1000,
+            previousUsedBytes: null,
+          },
+        },
+      ],
+    ]);
+    kernel.caps.set('wg0', caps);
+    for (const [address, cap] of caps) kernel.putPeer(cap.publicKey, [`${address}/32`]);
+    const daemon = await startDaemon(config({ listMaxAgeMs: 60_000 }), {
+      openKernel: async () => kernel,
+      logger: captureLog().logger,
+    });
+    try {
+      const res = await get(daemon, '/api/peers');
+      expect(res.status).to.equal(200);
+      const listed = (JSON.parse(res.body) as { peers: { data_cap: { used_bytes: number } }[] })
+        .peers;
+      expect(listed.map((p) => p.data_cap.used_bytes)).to.have.members([700, 0]);
+      // Up to that answer: the interface phase's device read (its key and port), then one read
+      // of everything the list shows; no caps dump of the start's own before it.
+      const reads = kernel.calls
+        .map((c) => c.method)
+        .filter((m) => /^getDevice$|\.list(Caps|Limits|Suspended)$/.test(m));
+      expect(reads).to.deep.equal([
+        'getDevice',
+        'getDevice',
+        'shaper.listLimits',
+        'quota.listCaps',
+        'suspension.listSuspended',
+      ]);
+    } finally {
+      await daemon.shutdown();
+    }
+  });
+
   it('finishes a request in flight, refuses new connections, then closes the kernel', async () => {
     const kernel = FakeKernel.withInterface();
     const log = captureLog();
-    const daemon = await startDaemon(config(), {
+    // Window 0: the list reads the kernel itself, not the start's read (issue 29).
+    const daemon = await startDaemon(config({ listMaxAgeMs: 0 }), {
       openKernel: async () => kernel,
       logger: log.logger,
     });

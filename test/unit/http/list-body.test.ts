@@ -9,6 +9,7 @@ import {
   ListBodies,
   PreviousBodies,
   buildListBody,
+  fragmentHolding,
   negotiateEncoding,
   type ListFilter,
 } from '../../../src/http/list-body';
@@ -421,6 +422,60 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     // Another read a second later, new limit and cap objects of equal values.
     const again = snapshotOf(peer, TAKEN_AT + 1_000, { ...LIMIT }, { ...CAP });
     expect(await buildListBody(again, null, 1, previous)).to.equal(first);
+  });
+  it("keeps each peer's JSON in the last body it went into, not as text beside it, and builds the next body from there byte for byte (issue 29)", async () => {
+    const reference = (snapshot: PeerSnapshot, filter: ListFilter): string =>
+      referenceBody(entriesOf(snapshot, filter), filter).toString('utf8');
+    const data = generated(300);
+    const previous = new PreviousBodies();
+    const first = await serviceOver(data).snapshot();
+    expect(fragmentHolding(data.device.peers[0]!)).to.equal(null);
+    const firstBody = await buildListBody(first, null, 7, previous);
+    for (const peer of data.device.peers) expect(fragmentHolding(peer)).to.equal('body');
+    // One cap changes: that peer's JSON is written again, every other one copied from the
+    // first body; the bytes are the reference serializer's.
+    const ip = data.device.peers[2]!.allowedIps[0]!.address;
+    const changed = {
+      ...data,
+      caps: new Map([...data.caps, [ip, { quotaBytes: 9, usedBytes: 9, enforced: true }]]),
+    };
+    const second = await serviceOver(changed).snapshot();
+    const secondBody = await buildListBody(second, null, 7, previous);
+    expect(secondBody).to.not.equal(firstBody);
+    expect(secondBody.toString('utf8')).to.equal(reference(second, null));
+    for (const peer of data.device.peers) expect(fragmentHolding(peer)).to.equal('body');
+    // A filtered body moves the fragments it holds too, and stays the reference's.
+    for (const filter of FILTERS.slice(1)) {
+      const filtered = await buildListBody(second, filter, 7, previous);
+      expect(filtered.toString('utf8')).to.equal(reference(second, filter));
+    }
+    expect((await buildListBody(second, null, 7, new PreviousBodies())).toString('utf8')).to.equal(
+      reference(second, null),
+    );
+  });
+
+  it('lets the last body go before a body with other bytes is built, and keeps the new one (issue 29: never two whole bodies held)', async () => {
+    const peer = peerAged(30_000);
+    const order: string[] = [];
+    class Watched extends PreviousBodies {
+      override forget(filter: Parameters<PreviousBodies['forget']>[0]): void {
+        order.push('forget');
+        super.forget(filter);
+      }
+      override keep(...args: Parameters<PreviousBodies['keep']>): void {
+        order.push('keep');
+        super.keep(...args);
+      }
+    }
+    const previous = new Watched();
+    await buildListBody(snapshotOf(peer, TAKEN_AT, LIMIT, CAP), null, 1, previous);
+    const changed = snapshotOf(peer, TAKEN_AT, LIMIT, { ...CAP, usedBytes: CAP.usedBytes + 1 });
+    const second = await buildListBody(changed, null, 1, previous);
+    // Each build of new bytes: the last body let go first, then the new one kept.
+    expect(order).to.deep.equal(['forget', 'keep', 'forget', 'keep']);
+    // The new body is the one kept: the same read again answers it, building nothing.
+    expect(await buildListBody(changed, null, 1, previous)).to.equal(second);
+    expect(order).to.have.length(4);
   });
 });
 

@@ -6,6 +6,7 @@
  */
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
@@ -17,6 +18,7 @@ import {
   finalRun,
   gzipMember,
   leadingRun,
+  spanOf,
 } from '../../../src/http/metrics-gzip';
 import type { WireGuardPeer } from '../../../src/kernel/types';
 import type { PeerSnapshot } from '../../../src/peers';
@@ -58,6 +60,7 @@ async function serve(snapshot: () => Promise<PeerSnapshot>): Promise<{
   get: (acceptEncoding?: string) => Promise<Raw>;
   close: () => void;
   count: () => number;
+  held: (snapshot: PeerSnapshot) => { text: boolean; run: boolean };
 }> {
   const metrics = createMetrics({
     service: { snapshot },
@@ -83,7 +86,12 @@ async function serve(snapshot: () => Promise<PeerSnapshot>): Promise<{
         })
         .on('error', reject);
     });
-  return { get, close: () => server.close(), count: metrics.peerCompressions };
+  return {
+    get,
+    close: () => server.close(),
+    count: metrics.peerCompressions,
+    held: metrics.peerHalfHeld,
+  };
 }
 
 /** The text of a body that must be exactly ONE gzip member (curl reads no second one). */
@@ -119,6 +127,30 @@ describe('metrics: gzip when asked (issue 32)', () => {
         undefined,
       );
       expect(check.status, `${check.stdout}${check.stderr}`).to.equal(0);
+    } finally {
+      app.close();
+    }
+  });
+
+  it('lets the peer text go once it is compressed, and answers later plain scrapes by inflating it, byte for byte (issue 29: memory)', async () => {
+    const snapshot = snapshotOf(2500);
+    const app = await serve(async () => snapshot);
+    try {
+      const plain = await app.get();
+      expect(app.held(snapshot)).to.deep.equal({ text: true, run: false });
+      const zipped = await app.get('gzip');
+      // Compressed: only the run is held now (a third of the text's size, or less).
+      expect(app.held(snapshot)).to.deep.equal({ text: false, run: true });
+      const again = await Promise.all([app.get(), app.get()]);
+      for (const answer of again) {
+        expect(answer.status).to.equal(200);
+        expect(Number(answer.headers['content-length'])).to.equal(answer.body.length);
+        expect(answer.body.toString('utf8')).to.equal(plain.body.toString('utf8'));
+      }
+      expect(oneMember(zipped.body)).to.equal(plain.body.toString('utf8'));
+      // Neither rendered the text again nor compressed it again.
+      expect(app.held(snapshot)).to.deep.equal({ text: false, run: true });
+      expect(app.count()).to.equal(1);
     } finally {
       app.close();
     }
@@ -212,5 +244,29 @@ describe('metrics-gzip: the CRC-32 and the two deflate runs', () => {
       const body = Buffer.concat(gzipMember(await leadingRun(lead), await finalRun(last)));
       expect(oneMember(body)).to.equal(Buffer.concat([lead, ...last]).toString('utf8'));
     }
+  });
+
+  it("keeps a large peer run in zlib's chunks, never joined into one buffer, and the member still decodes to the text (issue 29: memory)", async () => {
+    // About 2.5 MB of text that compresses poorly (random hex): a run of several 64 KiB chunks.
+    const lines: Buffer[] = [];
+    for (let i = 0; i < 40; i += 1) lines.push(Buffer.from(randomBytes(32_768).toString('hex')));
+    const run = await finalRun(lines);
+    expect(run.blocks.length).to.be.greaterThan(1);
+    for (const block of run.blocks) expect(block.length).to.be.at.most(64 * 1024);
+    const lead = Buffer.from('# own half\n');
+    const body = Buffer.concat(gzipMember(await leadingRun(lead), run));
+    expect(oneMember(body)).to.equal(Buffer.concat([lead, ...lines]).toString('utf8'));
+  });
+
+  it('takes any span of chunks as views of them, across chunk boundaries', () => {
+    const chunks = [Buffer.from('abc'), Buffer.from(''), Buffer.from('defg'), Buffer.from('hi')];
+    const text = (span: Buffer[]): string => Buffer.concat(span).toString();
+    expect(text(spanOf(chunks, 0, 9))).to.equal('abcdefghi');
+    expect(text(spanOf(chunks, 2, 8))).to.equal('cdefgh');
+    expect(text(spanOf(chunks, 3, 7))).to.equal('defg');
+    expect(text(spanOf(chunks, 7, 9))).to.equal('hi');
+    expect(spanOf(chunks, 4, 4)).to.deep.equal([]);
+    // Views, not copies: a span shares its chunk's memory.
+    expect(spanOf(chunks, 3, 5)[0]!.buffer).to.equal(chunks[2]!.buffer);
   });
 });
