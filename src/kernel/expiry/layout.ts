@@ -71,7 +71,7 @@ import {
 import { commentUserdata, decodeUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
 import { type ChainSpec, quotaTableName } from '../quota/naming';
-import { chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { dropChainSpecs, peerAddressMatch } from '../quota/skeleton';
 import { PRIORITY_SUSPENSION } from '../suspension';
 
 /** Every peer with an expiry. */
@@ -135,14 +135,7 @@ export const V6: Flavour = {
 
 /** The caps' hooks and interface matches, with this table's offsets and comments. */
 export function chainSpecs(ifname: string, flavour: Flavour): ChainSpec[] {
-  return capChainSpecs(ifname).map((spec) => {
-    const from = spec.name === 'from_peers';
-    return {
-      ...spec,
-      addressOffset: from ? flavour.offsets.from_peers : flavour.offsets.to_peers,
-      comment: `wg-peerd: drop traffic ${from ? 'from' : 'to'} expired peers of ${ifname}`,
-    };
-  });
+  return dropChainSpecs(ifname, flavour.offsets, 'expired');
 }
 
 /** meta i/oifname == ifname, address @expiring, address != @valid → drop (nft's expressions). */

@@ -58,6 +58,26 @@ export function chainSpecs(ifname: string): ChainSpec[] {
 }
 
 /**
+ * The same two hooks and interface matches for a table that drops a kind of peer's traffic (the
+ * suspensions', the expiries'): the address at `offsets` (IPv4 or IPv6 header), and a comment
+ * naming `which` peers (`suspended`, `expired`).
+ */
+export function dropChainSpecs(
+  ifname: string,
+  offsets: { from_peers: number; to_peers: number },
+  which: string,
+): ChainSpec[] {
+  return chainSpecs(ifname).map((spec) => {
+    const from = spec.name === 'from_peers';
+    return {
+      ...spec,
+      addressOffset: from ? offsets.from_peers : offsets.to_peers,
+      comment: `wg-peerd: drop traffic ${from ? 'from' : 'to'} ${which} peers of ${ifname}`,
+    };
+  });
+}
+
+/**
  * meta i/oifname == ifname, then the peer's address (ip s/daddr) into register 1: the match the
  * rules of the caps and of the suspensions (src/kernel/suspension) begin with. `length` 16 with
  * an IPv6 spec's offsets loads ip6 s/daddr (the suspensions' ip6 table, issue 18).

@@ -70,7 +70,7 @@ import { type Expression, lookupSet, sameExpressions, verdict } from '../nftable
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
 import { nfTablesErrors } from '../quota/facility';
-import { chainSpecs as capChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { dropChainSpecs, peerAddressMatch } from '../quota/skeleton';
 import { type ChainSpec, OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
 import type { ChangeQueue, PeerRef, Repair, SuspensionApi } from '../types';
 
@@ -132,14 +132,7 @@ const V6: Flavour = {
 
 /** The caps' hooks and matches (quota/skeleton.ts), with comments and offsets of our own. */
 function chainSpecs(ifname: string, flavour: Flavour): ChainSpec[] {
-  return capChainSpecs(ifname).map((spec) => {
-    const from = spec.name === 'from_peers';
-    return {
-      ...spec,
-      addressOffset: from ? flavour.offsets.from_peers : flavour.offsets.to_peers,
-      comment: `wg-peerd: drop traffic ${from ? 'from' : 'to'} suspended peers of ${ifname}`,
-    };
-  });
+  return dropChainSpecs(ifname, flavour.offsets, 'suspended');
 }
 
 /** meta i/oifname == ifname, ip(6) s/daddr @suspended → drop. */
