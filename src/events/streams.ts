@@ -6,14 +6,19 @@
  * never take every connection from the API. A live stream whose reader falls behind by more
  * than `maxBufferedBytes` (what its socket has not taken yet) is closed, logged and counted,
  * never buffered further. A resumption (`Last-Event-ID`) replays from the hub's history in
- * slices of at most SLICE_BYTES under the same bound, one per turn of the event loop, the next
- * once the socket took the last ('drain'), and all replays together write at most TURN_BYTES
- * per turn, the streams taking turns, so that API requests keep their turns however many
- * streams replay; the events published meanwhile are read from the
- * history in order, so the stream joins the live ones only once it caught up (a reader so slow
- * that the history dropped what it still owed is closed like a slow one). A stream whose socket
- * has held unsent bytes for `stallMs` (`--event-stream-stall`) without once taking them all is
- * closed, logged and counted too.
+ * slices of at most SLICE_BYTES under the same bound, the next once the socket took the last
+ * ('drain'); the events published meanwhile are read from the history in order, so the stream
+ * joins the live ones only once it caught up (a reader so slow that the history dropped what it
+ * still owed is closed like a slow one). A stream whose socket has held unsent bytes for
+ * `stallMs` (`--event-stream-stall`) without once taking them all is closed, logged and counted
+ * too.
+ *
+ * The work of a burst of stream requests is spread over turns of the event loop, so that API
+ * requests keep their turns however many clients ask for streams at once (issue 30: 200 raw
+ * sockets resuming from an old id): a request is answered (`admit`: opened or refused) on a
+ * later turn, at most ADMISSIONS_PER_TURN per turn in arrival order, and no slice of a replay is
+ * ever written from `open` or a socket's event: all replays together write at most TURN_BYTES
+ * (and one slice) per turn, the streams taking turns.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -67,7 +72,7 @@ export const MAX_STREAMS = 64;
 /** `--event-stream-stall`'s default (DESIGN §4). */
 export const STALL_MS = 60_000;
 export const RETRY_MS = 2_000;
-/** A replay is written in chunks of at most this many bytes, one per turn of the event loop. */
+/** A replay is written in chunks of at most this many bytes, one per stream per turn at most. */
 export const SLICE_BYTES = 16 * 1024;
 /**
  * What all replays together write per turn of the event loop at most, the streams taking turns
@@ -76,6 +81,12 @@ export const SLICE_BYTES = 16 * 1024;
  * request, and an admin waited 16 s for POST /api/peer in the VM (issue 30's kernel test).
  */
 export const TURN_BYTES = 64 * 1024;
+/**
+ * Stream requests answered (a stream opened, or refused) per turn of the event loop at most: 200
+ * requests read in one turn were all answered in that turn, and an admin's POST /api/peer sent
+ * behind them waited 3 s in the VM (issue 30's kernel test).
+ */
+export const ADMISSIONS_PER_TURN = 8;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -127,6 +138,8 @@ export class EventStreams {
   private unsubscribe: (() => void) | null = null;
   /** Replaying streams whose next slice is due, in the order they take their turns. */
   private readonly due: Stream[] = [];
+  /** Stream requests waiting for their answer, in arrival order (`admit`). */
+  private readonly admissions: Array<() => void> = [];
   private turnScheduled = false;
   private keepAlive: NodeJS.Timeout | null = null;
   private sweep: NodeJS.Timeout | null = null;
@@ -205,11 +218,28 @@ export class EventStreams {
       this.sweep = setInterval(() => this.sweepAll(), period);
       this.sweep.unref();
     }
-    this.replay(stream);
+    // Its first slice on a later turn, in its place among the others (never from here: a burst of
+    // streams opened in one turn would write a slice each in it).
+    this.nextSlice(stream);
     return resumption.kind;
   }
 
-  /** Ends every stream (shutdown). */
+  /**
+   * Runs `answer` (the caller's: `full`, then `open` or its refusal) on a later turn of the event
+   * loop, in arrival order, at most ADMISSIONS_PER_TURN per turn. It is called whatever became of
+   * the request meanwhile (a client that left: the caller looks).
+   */
+  admit(answer: () => void): void {
+    this.admissions.push(answer);
+    this.schedule();
+  }
+
+  /** Stream requests waiting for their answer (`admit`). */
+  get waiting(): number {
+    return this.admissions.length;
+  }
+
+  /** Ends every stream (shutdown); requests still waiting are answered as they come. */
   closeAll(): void {
     for (const stream of [...this.streams]) {
       stream.sink.end();
@@ -261,17 +291,37 @@ export class EventStreams {
    * ahead of every request), in its place among the other replaying streams.
    */
   private nextSlice(stream: Stream): void {
-    if (stream.next === null || stream.scheduled) return;
+    if (stream.next === null || stream.scheduled || stream.closed) return;
     stream.scheduled = true;
     this.due.push(stream);
+    this.schedule();
+  }
+
+  /** The next turn, on the event loop's check phase (after the I/O waiting), once. */
+  private schedule(): void {
     if (this.turnScheduled) return;
     this.turnScheduled = true;
     setImmediate(() => this.turn());
   }
 
-  /** One turn of the replays: slices of the due streams, in turn, up to TURN_BYTES together. */
+  /**
+   * One turn: the next ADMISSIONS_PER_TURN stream requests answered, then slices of the due
+   * replays, in turn, up to TURN_BYTES together (the last may start below it and write a slice).
+   */
   private turn(): void {
     this.turnScheduled = false;
+    const admitted = this.admissions.splice(0, ADMISSIONS_PER_TURN);
+    for (const answer of admitted) {
+      try {
+        answer();
+      } catch (error) {
+        // The caller's own failure: the others are answered still, and the turns go on.
+        this.logger.warn(
+          { event: 'event_stream_admission_failed', error: String(error) },
+          `answering an event stream request failed: ${String(error)}`,
+        );
+      }
+    }
     let budget = TURN_BYTES;
     const turns = this.due.length;
     for (let i = 0; i < turns && budget > 0; i++) {
@@ -279,10 +329,7 @@ export class EventStreams {
       stream.scheduled = false;
       budget -= this.replay(stream);
     }
-    if (this.due.length > 0 && !this.turnScheduled) {
-      this.turnScheduled = true;
-      setImmediate(() => this.turn());
-    }
+    if (this.due.length > 0 || this.admissions.length > 0) this.schedule();
   }
 
   /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import sinon from 'sinon';
 import {
+  ADMISSIONS_PER_TURN,
   EventHub,
   EventStreams,
   EventStreamsFullError,
@@ -131,15 +132,18 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(sink.ids()).to.deep.equal(['r.2']);
   });
 
-  it('resumes: the missed events (filtered) come first, then the live ones, none twice', () => {
+  it('resumes: the missed events (filtered) come first, then the live ones, none twice', async () => {
     const { hub, streams } = setup();
     publish(hub, 'interface.lost'); // r.1
     publish(hub, 'interface.restored'); // r.2
     publish(hub, 'interface.lost'); // r.3
     const sink = new Sink();
     streams.open(sink, { types: new Set<EventType>(['interface.lost']), lastEventId: 'r.1' });
+    // Published before the replay's first slice (a later turn): read from the history in order.
     publish(hub, 'interface.lost'); // r.4
-    expect(sink.ids()).to.deep.equal(['r.3', 'r.4']);
+    await settle();
+    publish(hub, 'interface.lost'); // r.5, live
+    expect(sink.ids()).to.deep.equal(['r.3', 'r.4', 'r.5']);
   });
 
   it('an id the history no longer holds gets one reset event, then the live ones', () => {
@@ -196,12 +200,13 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
   });
 
   // Issue 30: a replay used to be exempt from the bound (+84 MB for 100 raw sockets that never read).
-  it('replays in slices under the same bound: a reader that takes nothing holds at most the bound', () => {
+  it('replays in slices under the same bound: a reader that takes nothing holds at most the bound', async () => {
     const { hub, streams, slow } = setup({ maxBufferedBytes: 4096, historySize: 1000 });
     for (let i = 0; i < 200; i++) publish(hub);
     const sink = new Sink();
     sink.stall();
     streams.open(sink, { types: null, lastEventId: 'r.0' });
+    for (let round = 0; round < 5; round++) await settle();
     // It stops where the sink says it is full (its highWaterMark, 1024), within the bound.
     expect(sink.writableLength).to.be.at.least(1024).and.at.most(4096);
     expect(sink.ids().length).to.be.below(200);
@@ -269,6 +274,63 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     }
     const expected = Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`);
     for (const sink of sinks) expect(sink.ids()).to.deep.equal(expected);
+  });
+
+  // Issue 30's kernel test: 64 streams opened in one turn (a burst of 200 raw sockets) wrote a
+  // slice each in that turn, between two steps of an admin's request.
+  it('writes nothing of a replay from open: a burst of streams opened in one turn writes their retry hints in it, then at most TURN_BYTES (and one slice) per turn', async () => {
+    const { hub, streams } = setup({ historySize: 2000, maxStreams: 64 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sinks = Array.from({ length: 64 }, () => new Sink());
+    for (const sink of sinks) streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const total = () =>
+      sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
+    expect(total()).to.equal(64 * 'retry: 2000\n\n'.length);
+    let before = total();
+    for (let turn = 0; turn < 50; turn++) {
+      await settle();
+      expect(total() - before, `turn ${turn}`).to.be.at.most(TURN_BYTES + SLICE_BYTES);
+      before = total();
+    }
+    expect(before).to.be.above(64 * 'retry: 2000\n\n'.length);
+  });
+
+  it('answers at most ADMISSIONS_PER_TURN stream requests per turn of the event loop, in arrival order, none in the turn that asked', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    for (let i = 0; i < 3 * ADMISSIONS_PER_TURN + 2; i++) streams.admit(() => answered.push(i));
+    expect(answered).to.deep.equal([]);
+    expect(streams.waiting).to.equal(3 * ADMISSIONS_PER_TURN + 2);
+    const counts: number[] = [];
+    for (let turn = 0; turn < 5; turn++) {
+      await settle();
+      counts.push(answered.length);
+    }
+    expect(counts).to.deep.equal([
+      ADMISSIONS_PER_TURN,
+      2 * ADMISSIONS_PER_TURN,
+      3 * ADMISSIONS_PER_TURN,
+      3 * ADMISSIONS_PER_TURN + 2,
+      3 * ADMISSIONS_PER_TURN + 2,
+    ]);
+    expect(answered).to.deep.equal(
+      Array.from({ length: 3 * ADMISSIONS_PER_TURN + 2 }, (_, i) => i),
+    );
+    expect(streams.waiting).to.equal(0);
+  });
+
+  it('an answer that throws is logged; the other requests of its turn are answered still', async () => {
+    const { streams, warnings } = setup();
+    const answered: string[] = [];
+    streams.admit(() => answered.push('a'));
+    streams.admit(() => {
+      throw new Error('boom');
+    });
+    streams.admit(() => answered.push('c'));
+    await settle();
+    expect(answered).to.deep.equal(['a', 'c']);
+    expect(warnings).to.have.length(1);
+    expect(warnings[0]).to.include({ event: 'event_stream_admission_failed' });
   });
 
   it('a replaying reader the history runs away from is closed as a slow reader at its next slice, logged and counted', async () => {
