@@ -141,6 +141,8 @@ export class EventStreams {
   /** Stream requests waiting for their answer, in arrival order (`admit`). */
   private readonly admissions: Array<() => void> = [];
   private turnScheduled = false;
+  /** closeAll ran (shutdown): a stream opened later ends at once. */
+  private ended = false;
   private keepAlive: NodeJS.Timeout | null = null;
   private sweep: NodeJS.Timeout | null = null;
 
@@ -188,6 +190,10 @@ export class EventStreams {
     if (this.full) {
       this.refused();
       throw new EventStreamsFullError(this.maxStreams);
+    }
+    if (this.ended) {
+      sink.end();
+      return 'live';
     }
     const resumption = this.hub.resumeAfter(options.lastEventId);
     const stream: Stream = {
@@ -239,8 +245,12 @@ export class EventStreams {
     return this.admissions.length;
   }
 
-  /** Ends every stream (shutdown); requests still waiting are answered as they come. */
+  /**
+   * Ends every stream (shutdown); a request still waiting for its answer gets a stream that ends
+   * at once, as the others did.
+   */
   closeAll(): void {
+    this.ended = true;
     for (const stream of [...this.streams]) {
       stream.sink.end();
       this.forget(stream);

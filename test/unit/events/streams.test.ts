@@ -419,4 +419,15 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(sink.writableEnded).to.equal(true);
     expect(streams.size).to.equal(0);
   });
+
+  it('a stream request answered after closeAll (it waited for its turn) gets a stream that ends at once', async () => {
+    const { streams } = setup();
+    const sink = new Sink();
+    streams.admit(() => streams.open(sink, { types: null }));
+    streams.closeAll();
+    await settle();
+    expect(sink.writableEnded).to.equal(true);
+    expect(streams.size).to.equal(0);
+    expect(clock.countTimers()).to.equal(0);
+  });
 });
