@@ -61,6 +61,7 @@ export {
   ADMISSIONS_PER_TURN,
   SLICE_BYTES,
   TURN_BYTES,
+  TURN_MS,
   STALL_MS,
   type StreamSink,
 } from './streams';

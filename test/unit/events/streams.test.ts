@@ -8,6 +8,7 @@ import {
   EventStreamsFullError,
   SLICE_BYTES,
   TURN_BYTES,
+  TURN_MS,
   type EventType,
 } from '../../../src/events';
 
@@ -53,6 +54,7 @@ function setup(
     maxHistoryBytes?: number;
     maxStreams?: number;
     stallMs?: number;
+    clock?: () => number;
   } = {},
 ) {
   const hub = new EventHub({
@@ -70,6 +72,7 @@ function setup(
     maxBufferedBytes: options.maxBufferedBytes,
     maxStreams: options.maxStreams,
     stallMs: options.stallMs,
+    clock: options.clock,
     logger: { warn: (object) => warnings.push(object) },
     observer: {
       open: (n) => (open = n),
@@ -317,6 +320,39 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
       Array.from({ length: 3 * ADMISSIONS_PER_TURN + 2 }, (_, i) => i),
     );
     expect(streams.waiting).to.equal(0);
+  });
+
+  it('ends a turn once TURN_MS went by, having answered one request and written one slice at least: a slow machine keeps its turns short too', async () => {
+    let now = 0;
+    const { hub, streams } = setup({ historySize: 2000, maxStreams: 64, clock: () => now });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    // Each answer takes TURN_MS / 2 of the clock: two per turn, then the turn ends.
+    const answered: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      streams.admit(() => {
+        now += TURN_MS / 2;
+        answered.push(i);
+      });
+    }
+    const sinks = Array.from({ length: 8 }, () => new Sink());
+    for (const sink of sinks) streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const total = () =>
+      sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
+    let before = total();
+    const counts: number[] = [];
+    for (let turn = 0; turn < 4; turn++) {
+      await settle();
+      counts.push(answered.length);
+      // The time went to the answers: one slice of one stream, not TURN_BYTES of them.
+      expect(total() - before, `turn ${turn}`)
+        .to.be.above(0)
+        .and.at.most(SLICE_BYTES);
+      before = total();
+    }
+    expect(counts).to.deep.equal([2, 4, 6, 8]);
+    // With the clock standing still, a turn writes up to TURN_BYTES again.
+    await settle();
+    expect(total() - before).to.be.above(SLICE_BYTES);
   });
 
   it('an answer that throws is logged; the other requests of its turn are answered still', async () => {
