@@ -5,8 +5,9 @@
  * at once went through Express's router and layers, expressInit, the query parser, the JSON
  * body parser of a bodiless GET, a labels object for the histogram and, for the 136 refused, the
  * error handler, and an admin's POST /api/peer sent behind them waited 3 s in the VM. Here a
- * request costs its token check and a place in the streams' admission (events.ts
- * `answerStream`, on a later turn, a few per turn).
+ * request costs a look at its method, URL and headers and a place in the streams' admission:
+ * on a later turn, a few per turn (src/events/streams.ts), its token is checked and it is
+ * answered (events.ts `answerStream`).
  *
  * It is a twin of the Express route, not a second implementation: the same admission and
  * answer (answerStream), refusal (streamsFullError, written as app.ts onError writes it:
@@ -17,10 +18,11 @@
  * What it takes is chosen so that Express would do nothing else for it: GET only, the path
  * exactly `/api/events` and the query absent or exactly `types=` with known event types
  * (letters, dots, underscores and commas only, within the schema's 1,024 characters: anything
- * else, the 400s among it, is Express's); no body announced; no tokens configured, or a bearer
- * token of the read or admin scope (a missing or wrong one goes to Express, so 401 and 403 are
- * answered in one place).
+ * else, the 400s among it, is Express's); no body announced. A request whose token does not let
+ * it read (none, a wrong one) is handed to Express in its turn, so 401 and 403 are answered in
+ * one place.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log';
 import type { EventType } from '../events';
 import { toErrorResponse } from './errors';
@@ -39,6 +41,8 @@ import { routeById } from './routes';
 
 export interface EventsFastPathOptions {
   streams: EventStreamsApi;
+  /** The Express app, which answers a request whose token does not let it read (401, 403). */
+  express: (req: IncomingMessage, res: ServerResponse) => void;
   tokens?: TokenStore | null;
   logger: Logger;
   /** The metrics the app was given; absent: no duration is recorded. */
@@ -66,21 +70,26 @@ function typesOf(url: string | undefined): ReadonlySet<EventType> | null | undef
 }
 
 export function eventsFastPath(options: EventsFastPathOptions): FastPath {
-  const { streams, logger } = options;
+  const { streams, logger, express } = options;
   const tokens = options.tokens ?? null;
   const timer: RequestTimer | null =
     options.metrics?.requestTimer('GET', EVENTS_ROUTE.label) ?? null;
   const refusal = toErrorResponse(streamsFullError(streams.maxStreams));
 
-  return (req, res) => {
-    if (req.method !== 'GET') return false;
-    const types = typesOf(req.url);
-    if (types === undefined) return false;
+  /** The request in its turn: the token checked, then answered (or handed to Express). */
+  const answer = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    types: ReadonlySet<EventType> | null,
+    started: bigint,
+  ): void => {
     const headers = req.headers;
-    if (!bodiless(headers)) return false;
-    const started = process.hrtime.bigint();
     const reader = tokens === null ? null : readerOf(tokens, headers.authorization);
-    if (tokens !== null && reader === null) return false;
+    if (tokens !== null && reader === null) {
+      // A missing or wrong token: refused by Express, in one place.
+      express(req, res);
+      return;
+    }
     const requestId = requestIdFrom(headers['x-request-id']);
     // The request line's fields as requestLog and requireScope give them.
     const context: RequestContext =
@@ -99,9 +108,17 @@ export function eventsFastPath(options: EventsFastPathOptions): FastPath {
       );
       if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
     });
-    streams.admit(() =>
-      answerStream(streams, req, res, types, requestId, () => writeError(res, refusal, requestId)),
-    );
+    answerStream(streams, req, res, types, requestId, () => writeError(res, refusal, requestId));
+  };
+
+  return (req, res) => {
+    if (req.method !== 'GET') return false;
+    const types = typesOf(req.url);
+    if (types === undefined) return false;
+    if (!bodiless(req.headers)) return false;
+    const started = process.hrtime.bigint();
+    // Everything else on a later turn, a few per turn, the token check too (a hash each).
+    streams.admit(() => answer(req, res, types, started));
     return true;
   };
 }

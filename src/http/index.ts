@@ -63,13 +63,14 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
         : { ...app.handlers, events: eventStreamHandler(eventStreams) },
   };
   const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
+  const express = createApp(api);
   const list = listFastPath(api);
   const events =
-    eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams });
+    eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams, express });
   const fastPath: FastPath =
     events === null ? list : (req, res) => list(req, res) || events(req, res);
   return createServer(
-    createApp(api),
+    express,
     { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },
     fastPath,
   );
