@@ -62,6 +62,7 @@ export {
   SLICE_BYTES,
   TURN_BYTES,
   TURN_MS,
+  YIELD_MS,
   STALL_MS,
   type StreamSink,
 } from './streams';

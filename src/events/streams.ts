@@ -19,7 +19,9 @@
  * later turn, at most ADMISSIONS_PER_TURN per turn in arrival order, and no slice of a replay is
  * ever written from `open` or a socket's event: all replays together write at most TURN_BYTES
  * (and one slice) per turn, the streams taking turns. A turn also stops after TURN_MS, having
- * answered one request and written one slice at least, so that it is short on a slow machine too.
+ * answered one request and written one slice at least, so that it is short on a slow machine too;
+ * and while API requests are in flight (`apiRequest`, the HTTP server's), turns come at most
+ * every YIELD_MS: the streams' work yields to the API's.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -97,6 +99,12 @@ export const ADMISSIONS_PER_TURN = 8;
  * 100 ms).
  */
 export const TURN_MS = 2;
+/**
+ * Milliseconds between two turns while an API request is in flight (`apiRequest`): an admin's
+ * POST /api/peer takes a dozen turns of the event loop (its netlink round trips), and in the
+ * VM a turn of stream work costs 10 ms or more; every turn of the loop held it that long.
+ */
+export const YIELD_MS = 20;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -152,6 +160,10 @@ export class EventStreams {
   /** Stream requests waiting for their answer, in arrival order (`admit`). */
   private readonly admissions: Array<() => void> = [];
   private turnScheduled = false;
+  /** API requests in flight (`apiRequest`). */
+  private apiInFlight = 0;
+  /** The next turn, when it waits YIELD_MS for them. */
+  private yielded: NodeJS.Timeout | null = null;
   /** closeAll ran (shutdown): a stream opened later ends at once. */
   private ended = false;
   private keepAlive: NodeJS.Timeout | null = null;
@@ -258,6 +270,28 @@ export class EventStreams {
   }
 
   /**
+   * An API request (not a stream) began: until the function returned is called (its response
+   * closed), the streams' turns come at most every YIELD_MS instead of on every turn of the
+   * event loop, so that its steps are not each held by a turn of stream work.
+   */
+  apiRequest(): () => void {
+    this.apiInFlight += 1;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.apiInFlight -= 1;
+      if (this.apiInFlight === 0 && this.yielded !== null) {
+        // The last one is done: the yielded turn comes on the next turn of the loop.
+        clearTimeout(this.yielded);
+        this.yielded = null;
+        this.turnScheduled = false;
+        this.schedule();
+      }
+    };
+  }
+
+  /**
    * Ends every stream (shutdown); a request still waiting for its answer gets a stream that ends
    * at once, as the others did.
    */
@@ -323,7 +357,15 @@ export class EventStreams {
   private schedule(): void {
     if (this.turnScheduled) return;
     this.turnScheduled = true;
-    setImmediate(() => this.turn());
+    if (this.apiInFlight === 0) {
+      setImmediate(() => this.turn());
+    } else {
+      // API requests in flight: the streams' work yields to theirs, one turn per YIELD_MS.
+      this.yielded = setTimeout(() => {
+        this.yielded = null;
+        this.turn();
+      }, YIELD_MS);
+    }
   }
 
   /**

@@ -67,8 +67,22 @@ export const STREAMS_FULL_RETRY_AFTER_S = 30;
 /** What the HTTP side asks of the room's EventStreams. */
 export type EventStreamsApi = Pick<
   EventStreams,
-  'open' | 'full' | 'maxStreams' | 'refused' | 'admit'
+  'open' | 'full' | 'maxStreams' | 'refused' | 'admit' | 'apiRequest'
 >;
+
+/** The API requests in flight the streams yield to, by response, until it closes or streams. */
+const apiHolds = new WeakMap<ServerResponse, () => void>();
+
+/**
+ * Counts `res`'s request as an API request in flight (EventStreams.apiRequest: the streams'
+ * turns yield to it) until its response closes, or it turns out to be a stream request and is
+ * answered (answerStream).
+ */
+export function holdForApiRequest(streams: EventStreamsApi, res: ServerResponse): void {
+  const release = streams.apiRequest();
+  apiHolds.set(res, release);
+  res.once('close', release);
+}
 
 /** The 503 EVENT_STREAMS_FULL of a full set of streams, with Retry-After. */
 export function streamsFullError(maxStreams: number): HttpError {
@@ -97,6 +111,7 @@ export function answerStream(
   requestId: string | null,
   refuse: () => void,
 ): void {
+  apiHolds.get(res)?.();
   if (req.socket.destroyed) return;
   if (streams.full) {
     streams.refused();

@@ -5,7 +5,7 @@
  * starts the API with one call.
  */
 import { createApp, type AppOptions } from './app';
-import { eventStreamHandler, type EventStreamsApi } from './events';
+import { eventStreamHandler, holdForApiRequest, type EventStreamsApi } from './events';
 import { eventsFastPath } from './events-fast-path';
 import { listFastPath, type FastPath } from './list';
 import { ListBodies } from './list-body';
@@ -48,7 +48,8 @@ export interface HttpServerOptions extends AppOptions {
 
 /**
  * The daemon's HTTP server, not yet listening: every request the limits let through is tried
- * on the fast paths (the list poll, then the event stream), then the app. Each fast path is its
+ * on the fast paths (the event stream, then the list poll), then the app; every one but a
+ * stream's is counted in flight while it runs (the streams' turns yield to it). Each fast path is its
  * route's twin (list.ts, events-fast-path.ts), answering from the same ListBodies, EventStreams,
  * tokens, metrics and logger as the app.
  */
@@ -67,8 +68,15 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
   const list = listFastPath(api);
   const events =
     eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams, express });
+  // Every request but a stream's is counted in flight while it runs: the streams' work yields.
   const fastPath: FastPath =
-    events === null ? list : (req, res) => list(req, res) || events(req, res);
+    events === null || eventStreams === undefined
+      ? list
+      : (req, res) => {
+          if (events(req, res)) return true;
+          holdForApiRequest(eventStreams, res);
+          return list(req, res);
+        };
   return createServer(
     express,
     { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },

@@ -9,6 +9,7 @@ import {
   SLICE_BYTES,
   TURN_BYTES,
   TURN_MS,
+  YIELD_MS,
   type EventType,
 } from '../../../src/events';
 
@@ -353,6 +354,31 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     // With the clock standing still, a turn writes up to TURN_BYTES again.
     await settle();
     expect(total() - before).to.be.above(SLICE_BYTES);
+  });
+
+  it('yields to API requests in flight: one turn per YIELD_MS while one runs, a turn on every turn of the loop again once the last is done', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    const done = [streams.apiRequest(), streams.apiRequest()];
+    for (let i = 0; i < 3 * ADMISSIONS_PER_TURN; i++) streams.admit(() => answered.push(i));
+    await settle();
+    expect(answered).to.have.length(0);
+    clock.tick(YIELD_MS - 1);
+    expect(answered).to.have.length(0);
+    clock.tick(1);
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    await settle();
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    done[0]!();
+    done[0]!(); // once only
+    await settle();
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    done[1]!();
+    await settle();
+    expect(answered).to.have.length(2 * ADMISSIONS_PER_TURN);
+    await settle();
+    expect(answered).to.have.length(3 * ADMISSIONS_PER_TURN);
+    expect(clock.countTimers()).to.equal(0);
   });
 
   it('an answer that throws is logged; the other requests of its turn are answered still', async () => {
