@@ -20,8 +20,9 @@
  * ever written from `open` or a socket's event: all replays together write at most TURN_BYTES
  * (and one slice) per turn, the streams taking turns. A turn also stops after TURN_MS, having
  * answered one request and written one slice at least, so that it is short on a slow machine too;
- * and while API requests are in flight (`apiRequest`, the HTTP server's), turns come at most
- * every YIELD_MS: the streams' work yields to the API's.
+ * and while API requests are in flight (`apiRequest`, the HTTP server's) or stream requests keep
+ * arriving (within YIELD_MS of the last), turns come at most every YIELD_MS: the streams' work
+ * yields to the API's, and a burst is read (with any API request in it) before it is answered.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -162,6 +163,8 @@ export class EventStreams {
   private turnScheduled = false;
   /** API requests in flight (`apiRequest`). */
   private apiInFlight = 0;
+  /** When the last stream request arrived (`admit`, the monotonic clock). */
+  private lastArrival = -Infinity;
   /** The next turn, when it waits YIELD_MS for them. */
   private yielded: NodeJS.Timeout | null = null;
   /** closeAll ran (shutdown): a stream opened later ends at once. */
@@ -261,6 +264,7 @@ export class EventStreams {
    */
   admit(answer: () => void): void {
     this.admissions.push(answer);
+    this.lastArrival = this.clock();
     this.schedule();
   }
 
@@ -357,10 +361,11 @@ export class EventStreams {
   private schedule(): void {
     if (this.turnScheduled) return;
     this.turnScheduled = true;
-    if (this.apiInFlight === 0) {
+    if (this.apiInFlight === 0 && this.clock() - this.lastArrival >= YIELD_MS) {
       setImmediate(() => this.turn());
     } else {
-      // API requests in flight: the streams' work yields to theirs, one turn per YIELD_MS.
+      // API requests in flight, or stream requests still arriving (a burst, with an admin's
+      // request among or behind them, is read first): one turn per YIELD_MS.
       this.yielded = setTimeout(() => {
         this.yielded = null;
         this.turn();

@@ -73,7 +73,8 @@ function setup(
     maxBufferedBytes: options.maxBufferedBytes,
     maxStreams: options.maxStreams,
     stallMs: options.stallMs,
-    clock: options.clock,
+    // Date is faked in these tests (sinon): the turns' clock moves with clock.tick().
+    clock: options.clock ?? (() => Date.now()),
     logger: { warn: (object) => warnings.push(object) },
     observer: {
       open: (n) => (open = n),
@@ -303,10 +304,13 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     const { streams } = setup();
     const answered: number[] = [];
     for (let i = 0; i < 3 * ADMISSIONS_PER_TURN + 2; i++) streams.admit(() => answered.push(i));
+    await settle();
     expect(answered).to.deep.equal([]);
     expect(streams.waiting).to.equal(3 * ADMISSIONS_PER_TURN + 2);
-    const counts: number[] = [];
-    for (let turn = 0; turn < 5; turn++) {
+    // Requests still arriving: the first turn waits YIELD_MS (the burst is read first).
+    clock.tick(YIELD_MS);
+    const counts: number[] = [answered.length];
+    for (let turn = 1; turn < 5; turn++) {
       await settle();
       counts.push(answered.length);
     }
@@ -341,8 +345,11 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
       sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
     let before = total();
     const counts: number[] = [];
+    // The requests stopped arriving YIELD_MS ago: the turns come on every turn of the loop.
+    now += YIELD_MS;
     for (let turn = 0; turn < 4; turn++) {
-      await settle();
+      if (turn === 0) clock.tick(YIELD_MS);
+      else await settle();
       counts.push(answered.length);
       // The time went to the answers: one slice of one stream, not TURN_BYTES of them.
       expect(total() - before, `turn ${turn}`)
@@ -389,7 +396,7 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
       throw new Error('boom');
     });
     streams.admit(() => answered.push('c'));
-    await settle();
+    clock.tick(YIELD_MS);
     expect(answered).to.deep.equal(['a', 'c']);
     expect(warnings).to.have.length(1);
     expect(warnings[0]).to.include({ event: 'event_stream_admission_failed' });
@@ -487,7 +494,7 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     const sink = new Sink();
     streams.admit(() => streams.open(sink, { types: null }));
     streams.closeAll();
-    await settle();
+    clock.tick(YIELD_MS);
     expect(sink.writableEnded).to.equal(true);
     expect(streams.size).to.equal(0);
     expect(clock.countTimers()).to.equal(0);
