@@ -10,13 +10,7 @@
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { formatListen, isLoopback, type Config } from '../config';
-import {
-  TokenStore,
-  createHttpServer,
-  eventStreamHandler,
-  registerTlsMetrics,
-  type ApiServer,
-} from '../http';
+import { TokenStore, createHttpServer, registerTlsMetrics, type ApiServer } from '../http';
 import type { Kernel } from '../kernel/types';
 import type { Logger } from '../log';
 import { validityWarning, type TlsMaterial } from '../tls-files';
@@ -56,7 +50,7 @@ export function httpPhase(config: Config, deps: DaemonDeps, services: Services):
     metrics: services.metrics,
     readiness: services.readiness,
     version: packageVersion(),
-    handlers: { events: eventStreamHandler(services.events.streams) },
+    eventStreams: services.events.streams,
     limits: { maxConnections: config.maxConnections },
     tls: tls.current,
   });

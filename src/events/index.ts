@@ -58,8 +58,11 @@ export {
   KEEP_ALIVE_MS,
   MAX_BUFFERED_BYTES,
   MAX_STREAMS,
+  ADMISSIONS_PER_TURN,
   SLICE_BYTES,
   TURN_BYTES,
+  TURN_MS,
+  YIELD_MS,
   STALL_MS,
   type StreamSink,
 } from './streams';

@@ -6,14 +6,23 @@
  * never take every connection from the API. A live stream whose reader falls behind by more
  * than `maxBufferedBytes` (what its socket has not taken yet) is closed, logged and counted,
  * never buffered further. A resumption (`Last-Event-ID`) replays from the hub's history in
- * slices of at most SLICE_BYTES under the same bound, one per turn of the event loop, the next
- * once the socket took the last ('drain'), and all replays together write at most TURN_BYTES
- * per turn, the streams taking turns, so that API requests keep their turns however many
- * streams replay; the events published meanwhile are read from the
- * history in order, so the stream joins the live ones only once it caught up (a reader so slow
- * that the history dropped what it still owed is closed like a slow one). A stream whose socket
- * has held unsent bytes for `stallMs` (`--event-stream-stall`) without once taking them all is
- * closed, logged and counted too.
+ * slices of at most SLICE_BYTES under the same bound, the next once the socket took the last
+ * ('drain'); the events published meanwhile are read from the history in order, so the stream
+ * joins the live ones only once it caught up (a reader so slow that the history dropped what it
+ * still owed is closed like a slow one). A stream whose socket has held unsent bytes for
+ * `stallMs` (`--event-stream-stall`) without once taking them all is closed, logged and counted
+ * too.
+ *
+ * The work of a burst of stream requests is spread over turns of the event loop, so that API
+ * requests keep their turns however many clients ask for streams at once (issue 30: 200 raw
+ * sockets resuming from an old id): a request is answered (`admit`: opened or refused) on a
+ * later turn, at most ADMISSIONS_PER_TURN per turn in arrival order, and no slice of a replay is
+ * ever written from `open` or a socket's event: all replays together write at most TURN_BYTES
+ * (and one slice) per turn, the streams taking turns. A turn also stops after TURN_MS, having
+ * answered one request and written one slice at least, so that it is short on a slow machine too;
+ * and while API requests are in flight (`apiRequest`, the HTTP server's) or stream requests keep
+ * arriving (within YIELD_MS of the last), turns come at most every YIELD_MS: the streams' work
+ * yields to the API's, and a burst is read (with any API request in it) before it is answered.
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -55,6 +64,8 @@ export interface StreamsOptions {
   retryMs?: number;
   /** Milliseconds, for the stall bound (Date.now). */
   now?: () => number;
+  /** Milliseconds of a monotonic clock, for a turn's time (performance.now). */
+  clock?: () => number;
   logger: StreamLogger;
   observer?: StreamsObserver;
 }
@@ -67,7 +78,7 @@ export const MAX_STREAMS = 64;
 /** `--event-stream-stall`'s default (DESIGN §4). */
 export const STALL_MS = 60_000;
 export const RETRY_MS = 2_000;
-/** A replay is written in chunks of at most this many bytes, one per turn of the event loop. */
+/** A replay is written in chunks of at most this many bytes, one per stream per turn at most. */
 export const SLICE_BYTES = 16 * 1024;
 /**
  * What all replays together write per turn of the event loop at most, the streams taking turns
@@ -76,6 +87,25 @@ export const SLICE_BYTES = 16 * 1024;
  * request, and an admin waited 16 s for POST /api/peer in the VM (issue 30's kernel test).
  */
 export const TURN_BYTES = 64 * 1024;
+/**
+ * Stream requests answered (a stream opened, or refused) per turn of the event loop at most: 200
+ * requests read in one turn were all answered in that turn, and an admin's POST /api/peer sent
+ * behind them waited 3 s in the VM (issue 30's kernel test).
+ */
+export const ADMISSIONS_PER_TURN = 8;
+/**
+ * Milliseconds a turn answers requests and writes slices for, at most, beyond its first of
+ * each: the bounds above in time, for a machine where a request's answer costs milliseconds
+ * (the kernel tests' emulated VM: 5 ms each, and a turn of 8 held each step of an admin's request
+ * 100 ms).
+ */
+export const TURN_MS = 2;
+/**
+ * Milliseconds between two turns while an API request is in flight (`apiRequest`): an admin's
+ * POST /api/peer takes a dozen turns of the event loop (its netlink round trips), and in the
+ * VM a turn of stream work costs 10 ms or more; every turn of the loop held it that long.
+ */
+export const YIELD_MS = 20;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -122,12 +152,23 @@ export class EventStreams {
   private readonly stallMs: number;
   private readonly retry: Buffer;
   private readonly now: () => number;
+  private readonly clock: () => number;
   private readonly logger: StreamLogger;
   private readonly observer: StreamsObserver | undefined;
   private unsubscribe: (() => void) | null = null;
   /** Replaying streams whose next slice is due, in the order they take their turns. */
   private readonly due: Stream[] = [];
+  /** Stream requests waiting for their answer, in arrival order (`admit`). */
+  private readonly admissions: Array<() => void> = [];
   private turnScheduled = false;
+  /** API requests in flight (`apiRequest`). */
+  private apiInFlight = 0;
+  /** When the last stream request arrived (`admit`, the monotonic clock). */
+  private lastArrival = -Infinity;
+  /** The next turn, when it waits YIELD_MS for them. */
+  private yielded: NodeJS.Timeout | null = null;
+  /** closeAll ran (shutdown): a stream opened later ends at once. */
+  private ended = false;
   private keepAlive: NodeJS.Timeout | null = null;
   private sweep: NodeJS.Timeout | null = null;
 
@@ -141,6 +182,7 @@ export class EventStreams {
     this.stallMs = options.stallMs ?? STALL_MS;
     this.retry = Buffer.from(`retry: ${options.retryMs ?? RETRY_MS}\n\n`, 'utf8');
     this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? (() => performance.now());
     this.logger = options.logger;
     this.observer = options.observer;
   }
@@ -176,6 +218,10 @@ export class EventStreams {
       this.refused();
       throw new EventStreamsFullError(this.maxStreams);
     }
+    if (this.ended) {
+      sink.end();
+      return 'live';
+    }
     const resumption = this.hub.resumeAfter(options.lastEventId);
     const stream: Stream = {
       sink,
@@ -205,12 +251,56 @@ export class EventStreams {
       this.sweep = setInterval(() => this.sweepAll(), period);
       this.sweep.unref();
     }
-    this.replay(stream);
+    // Its first slice on a later turn, in its place among the others (never from here: a burst of
+    // streams opened in one turn would write a slice each in it).
+    this.nextSlice(stream);
     return resumption.kind;
   }
 
-  /** Ends every stream (shutdown). */
+  /**
+   * Runs `answer` (the caller's: `full`, then `open` or its refusal) on a later turn of the event
+   * loop, in arrival order, at most ADMISSIONS_PER_TURN per turn. It is called whatever became of
+   * the request meanwhile (a client that left: the caller looks).
+   */
+  admit(answer: () => void): void {
+    this.admissions.push(answer);
+    this.lastArrival = this.clock();
+    this.schedule();
+  }
+
+  /** Stream requests waiting for their answer (`admit`). */
+  get waiting(): number {
+    return this.admissions.length;
+  }
+
+  /**
+   * An API request (not a stream) began: until the function returned is called (its response
+   * closed), the streams' turns come at most every YIELD_MS instead of on every turn of the
+   * event loop, so that its steps are not each held by a turn of stream work.
+   */
+  apiRequest(): () => void {
+    this.apiInFlight += 1;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.apiInFlight -= 1;
+      if (this.apiInFlight === 0 && this.yielded !== null) {
+        // The last one is done: the yielded turn comes on the next turn of the loop.
+        clearTimeout(this.yielded);
+        this.yielded = null;
+        this.turnScheduled = false;
+        this.schedule();
+      }
+    };
+  }
+
+  /**
+   * Ends every stream (shutdown); a request still waiting for its answer gets a stream that ends
+   * at once, as the others did.
+   */
   closeAll(): void {
+    this.ended = true;
     for (const stream of [...this.streams]) {
       stream.sink.end();
       this.forget(stream);
@@ -261,28 +351,59 @@ export class EventStreams {
    * ahead of every request), in its place among the other replaying streams.
    */
   private nextSlice(stream: Stream): void {
-    if (stream.next === null || stream.scheduled) return;
+    if (stream.next === null || stream.scheduled || stream.closed) return;
     stream.scheduled = true;
     this.due.push(stream);
-    if (this.turnScheduled) return;
-    this.turnScheduled = true;
-    setImmediate(() => this.turn());
+    this.schedule();
   }
 
-  /** One turn of the replays: slices of the due streams, in turn, up to TURN_BYTES together. */
+  /** The next turn, on the event loop's check phase (after the I/O waiting), once. */
+  private schedule(): void {
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    if (this.apiInFlight === 0 && this.clock() - this.lastArrival >= YIELD_MS) {
+      setImmediate(() => this.turn());
+    } else {
+      // API requests in flight, or stream requests still arriving (a burst, with an admin's
+      // request among or behind them, is read first): one turn per YIELD_MS.
+      this.yielded = setTimeout(() => {
+        this.yielded = null;
+        this.turn();
+      }, YIELD_MS);
+    }
+  }
+
+  /**
+   * One turn: the next ADMISSIONS_PER_TURN stream requests answered, then slices of the due
+   * replays, in turn, up to TURN_BYTES together (the last may start below it and write a slice).
+   */
   private turn(): void {
     this.turnScheduled = false;
+    const started = this.clock();
+    const spent = (): boolean => this.clock() - started >= TURN_MS;
+    // Each kind of work gets one item at least (progress), then more while the time lasts.
+    for (let i = 0; i < ADMISSIONS_PER_TURN && this.admissions.length > 0; i++) {
+      if (i > 0 && spent()) break;
+      const answer = this.admissions.shift()!;
+      try {
+        answer();
+      } catch (error) {
+        // The caller's own failure: the others are answered still, and the turns go on.
+        this.logger.warn(
+          { event: 'event_stream_admission_failed', error: String(error) },
+          `answering an event stream request failed: ${String(error)}`,
+        );
+      }
+    }
     let budget = TURN_BYTES;
     const turns = this.due.length;
     for (let i = 0; i < turns && budget > 0; i++) {
+      if (i > 0 && spent()) break;
       const stream = this.due.shift()!;
       stream.scheduled = false;
       budget -= this.replay(stream);
     }
-    if (this.due.length > 0 && !this.turnScheduled) {
-      this.turnScheduled = true;
-      setImmediate(() => this.turn());
-    }
+    if (this.due.length > 0 || this.admissions.length > 0) this.schedule();
   }
 
   /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */

@@ -1,10 +1,13 @@
 /**
- * The HTTP layer's face: `createHttpServer` puts the Express app (app.ts), the fast path of the
- * list poll (list.ts) and the Node server with its limits (server.ts) together, sharing one
- * ListBodies, so main.ts starts the API with one call.
+ * The HTTP layer's face: `createHttpServer` puts the Express app (app.ts), the fast paths of
+ * the list poll (list.ts) and of the event stream (events-fast-path.ts) and the Node server with
+ * its limits (server.ts) together, sharing one ListBodies and one EventStreams, so main.ts
+ * starts the API with one call.
  */
 import { createApp, type AppOptions } from './app';
-import { listFastPath } from './list';
+import { eventStreamHandler, holdForApiRequest, type EventStreamsApi } from './events';
+import { eventsFastPath } from './events-fast-path';
+import { listFastPath, type FastPath } from './list';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
 import { createServer, type HttpLimits } from './server';
@@ -22,7 +25,8 @@ export { openApiDocument } from './openapi';
 export { createServer, DEFAULT_HTTP_LIMITS, type HttpLimits, type ServerOptions } from './server';
 export { ListBodies } from './list-body';
 export { listFastPath, type FastPath, type ListFastPathOptions } from './list';
-export { eventStreamHandler, eventPayload } from './events';
+export { eventStreamHandler, eventPayload, type EventStreamsApi } from './events';
+export { eventsFastPath, type EventsFastPathOptions } from './events-fast-path';
 export {
   clientCertificateSubject,
   registerTlsMetrics,
@@ -38,20 +42,44 @@ export interface HttpServerOptions extends AppOptions {
   limits?: Partial<Omit<HttpLimits, 'bodyLimitBytes'>>;
   /** Serve HTTPS with these checked TLS files (src/tls-files.ts); plain HTTP when absent. */
   tls?: TlsMaterial | null;
+  /** GET /api/events' streams: its Express handler and its fast path; absent: not served. */
+  eventStreams?: EventStreamsApi;
 }
 
 /**
  * The daemon's HTTP server, not yet listening: every request the limits let through is tried
- * on the list fast path, then the app. The fast path is the route's twin (list.ts), answering
- * from the same ListBodies, tokens, metrics and logger as the app.
+ * on the fast paths (the event stream, then the list poll), then the app; every one but a
+ * stream's is counted in flight while it runs (the streams' turns yield to it). Each fast path is its
+ * route's twin (list.ts, events-fast-path.ts), answering from the same ListBodies, EventStreams,
+ * tokens, metrics and logger as the app.
  */
 export function createHttpServer(options: HttpServerOptions): ApiServer {
-  const { limits, tls, ...app } = options;
-  const api = { ...app, listBodies: app.listBodies ?? new ListBodies() };
+  const { limits, tls, eventStreams, ...app } = options;
+  const api = {
+    ...app,
+    listBodies: app.listBodies ?? new ListBodies(),
+    handlers:
+      eventStreams === undefined
+        ? app.handlers
+        : { ...app.handlers, events: eventStreamHandler(eventStreams) },
+  };
   const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
+  const express = createApp(api);
+  const list = listFastPath(api);
+  const events =
+    eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams, express });
+  // Every request but a stream's is counted in flight while it runs: the streams' work yields.
+  const fastPath: FastPath =
+    events === null || eventStreams === undefined
+      ? list
+      : (req, res) => {
+          if (events(req, res)) return true;
+          holdForApiRequest(eventStreams, res);
+          return list(req, res);
+        };
   return createServer(
-    createApp(api),
+    express,
     { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },
-    listFastPath(api),
+    fastPath,
   );
 }

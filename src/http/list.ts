@@ -151,14 +151,17 @@ function filterOf(url: string | undefined): ListFilter | undefined {
 }
 
 /** Whether Express's body handling (requireJsonBody, express.json) would do nothing. */
-function bodiless(headers: IncomingHttpHeaders): boolean {
+export function bodiless(headers: IncomingHttpHeaders): boolean {
   if (headers['transfer-encoding'] !== undefined) return false;
   const length = headers['content-length'];
   return length === undefined || (length === '0' && headers['content-type'] === undefined);
 }
 
 /** The token, when requireScope(tokens, 'read') would let the request through; else null. */
-function readerOf(tokens: TokenStore, authorization: string | undefined): TokenIdentity | null {
+export function readerOf(
+  tokens: TokenStore,
+  authorization: string | undefined,
+): TokenIdentity | null {
   const token = bearerToken(authorization);
   if (token === null) return null;
   const identity = tokens.identify(token);
@@ -170,7 +173,7 @@ function readerOf(tokens: TokenStore, authorization: string | undefined): TokenI
  * envelope of toErrorResponse, X-Request-Id first (requestLog set it on arrival), the error's
  * own headers, then Content-Type and Content-Length as Express's res.send writes them.
  */
-function writeError(res: ServerResponse, response: ErrorResponse, requestId: string): void {
+export function writeError(res: ServerResponse, response: ErrorResponse, requestId: string): void {
   const text = JSON.stringify(response.body);
   const headers: Array<string | number> = [REQUEST_ID_HEADER, requestId];
   for (const [name, value] of Object.entries(response.headers)) headers.push(name, value);

@@ -224,7 +224,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
     after(() => removeDaemonLeftovers(IFNAME));
 
     it(
-      'keeps the RSS within +64 MiB, answers an admin POST /api/peer within 1 s throughout (the one sent into the burst of 200 requests within 10 s in this emulated VM), ' +
+      'keeps the RSS within +64 MiB, answers an admin POST /api/peer within 1 s throughout (the one sent into the burst of 200 requests too), ' +
         'keeps at most 64 streams open and refuses the others with 503 EVENT_STREAMS_FULL and Retry-After, ' +
         'and closes every stalled stream within the stall bound, logged and counted',
       async function () {
@@ -416,17 +416,13 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         );
 
         expect(rssPeak - rssBefore, 'RSS growth').to.be.at.most(64 * MIB);
-        // The first admin request is sent into the burst, right behind the 200 requests: it
-        // waits while the daemon reads and answers them. In this VM (TCG, no KVM) that is about
-        // 3 s of emulated CPU (2.9 s on 6.1, 3.1 s on 6.12, the two VMs side by side); the same
-        // burst natively (the daemon's app in one process, a fake kernel) held it 160 ms; with the
-        // two kernels' VMs side by side on a loaded 2-core host it took 5.2 s once (6.1). It gets
-        // 10 s: it still fails a daemon that starves the admin for the whole attack (16 s before
-        // the replay budget); the issue's 1 s holds for every request after it.
-        const [first, ...rest] = samples;
-        expect(first!.status, 'the POST /api/peer sent into the burst').to.equal(201);
-        expect(first!.ms, 'the POST /api/peer sent into the burst').to.be.below(10_000);
-        for (const s of rest) {
+        // The first admin request is sent into the burst, right behind the 200 requests. It held
+        // 2.9-5.2 s in this VM (TCG, no KVM) while the daemon read and answered all 200 in one
+        // turn of its event loop, through Express, and then held each of its steps behind a turn
+        // of replays; now each stream request is read by its fast path and answered a few per
+        // turn, and the streams' turns yield to API requests in flight (src/events/streams.ts),
+        // so it gets the issue's 1 s like every request after it.
+        for (const s of samples) {
           expect(s.status, `POST /api/peer at ${s.at} ms`).to.equal(201);
           expect(s.ms, `POST /api/peer at ${s.at} ms`).to.be.below(1000);
         }

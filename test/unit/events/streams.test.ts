@@ -2,11 +2,14 @@ import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import sinon from 'sinon';
 import {
+  ADMISSIONS_PER_TURN,
   EventHub,
   EventStreams,
   EventStreamsFullError,
   SLICE_BYTES,
   TURN_BYTES,
+  TURN_MS,
+  YIELD_MS,
   type EventType,
 } from '../../../src/events';
 
@@ -52,6 +55,7 @@ function setup(
     maxHistoryBytes?: number;
     maxStreams?: number;
     stallMs?: number;
+    clock?: () => number;
   } = {},
 ) {
   const hub = new EventHub({
@@ -69,6 +73,8 @@ function setup(
     maxBufferedBytes: options.maxBufferedBytes,
     maxStreams: options.maxStreams,
     stallMs: options.stallMs,
+    // Date is faked in these tests (sinon): the turns' clock moves with clock.tick().
+    clock: options.clock ?? (() => Date.now()),
     logger: { warn: (object) => warnings.push(object) },
     observer: {
       open: (n) => (open = n),
@@ -131,15 +137,18 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(sink.ids()).to.deep.equal(['r.2']);
   });
 
-  it('resumes: the missed events (filtered) come first, then the live ones, none twice', () => {
+  it('resumes: the missed events (filtered) come first, then the live ones, none twice', async () => {
     const { hub, streams } = setup();
     publish(hub, 'interface.lost'); // r.1
     publish(hub, 'interface.restored'); // r.2
     publish(hub, 'interface.lost'); // r.3
     const sink = new Sink();
     streams.open(sink, { types: new Set<EventType>(['interface.lost']), lastEventId: 'r.1' });
+    // Published before the replay's first slice (a later turn): read from the history in order.
     publish(hub, 'interface.lost'); // r.4
-    expect(sink.ids()).to.deep.equal(['r.3', 'r.4']);
+    await settle();
+    publish(hub, 'interface.lost'); // r.5, live
+    expect(sink.ids()).to.deep.equal(['r.3', 'r.4', 'r.5']);
   });
 
   it('an id the history no longer holds gets one reset event, then the live ones', () => {
@@ -196,12 +205,13 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
   });
 
   // Issue 30: a replay used to be exempt from the bound (+84 MB for 100 raw sockets that never read).
-  it('replays in slices under the same bound: a reader that takes nothing holds at most the bound', () => {
+  it('replays in slices under the same bound: a reader that takes nothing holds at most the bound', async () => {
     const { hub, streams, slow } = setup({ maxBufferedBytes: 4096, historySize: 1000 });
     for (let i = 0; i < 200; i++) publish(hub);
     const sink = new Sink();
     sink.stall();
     streams.open(sink, { types: null, lastEventId: 'r.0' });
+    for (let round = 0; round < 5; round++) await settle();
     // It stops where the sink says it is full (its highWaterMark, 1024), within the bound.
     expect(sink.writableLength).to.be.at.least(1024).and.at.most(4096);
     expect(sink.ids().length).to.be.below(200);
@@ -269,6 +279,127 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     }
     const expected = Array.from({ length: 2000 }, (_, i) => `r.${i + 1}`);
     for (const sink of sinks) expect(sink.ids()).to.deep.equal(expected);
+  });
+
+  // Issue 30's kernel test: 64 streams opened in one turn (a burst of 200 raw sockets) wrote a
+  // slice each in that turn, between two steps of an admin's request.
+  it('writes nothing of a replay from open: a burst of streams opened in one turn writes their retry hints in it, then at most TURN_BYTES (and one slice) per turn', async () => {
+    const { hub, streams } = setup({ historySize: 2000, maxStreams: 64 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sinks = Array.from({ length: 64 }, () => new Sink());
+    for (const sink of sinks) streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const total = () =>
+      sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
+    expect(total()).to.equal(64 * 'retry: 2000\n\n'.length);
+    let before = total();
+    for (let turn = 0; turn < 50; turn++) {
+      await settle();
+      expect(total() - before, `turn ${turn}`).to.be.at.most(TURN_BYTES + SLICE_BYTES);
+      before = total();
+    }
+    expect(before).to.be.above(64 * 'retry: 2000\n\n'.length);
+  });
+
+  it('answers at most ADMISSIONS_PER_TURN stream requests per turn of the event loop, in arrival order, none in the turn that asked', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    for (let i = 0; i < 3 * ADMISSIONS_PER_TURN + 2; i++) streams.admit(() => answered.push(i));
+    await settle();
+    expect(answered).to.deep.equal([]);
+    expect(streams.waiting).to.equal(3 * ADMISSIONS_PER_TURN + 2);
+    // Requests still arriving: the first turn waits YIELD_MS (the burst is read first).
+    clock.tick(YIELD_MS);
+    const counts: number[] = [answered.length];
+    for (let turn = 1; turn < 5; turn++) {
+      await settle();
+      counts.push(answered.length);
+    }
+    expect(counts).to.deep.equal([
+      ADMISSIONS_PER_TURN,
+      2 * ADMISSIONS_PER_TURN,
+      3 * ADMISSIONS_PER_TURN,
+      3 * ADMISSIONS_PER_TURN + 2,
+      3 * ADMISSIONS_PER_TURN + 2,
+    ]);
+    expect(answered).to.deep.equal(
+      Array.from({ length: 3 * ADMISSIONS_PER_TURN + 2 }, (_, i) => i),
+    );
+    expect(streams.waiting).to.equal(0);
+  });
+
+  it('ends a turn once TURN_MS went by, having answered one request and written one slice at least: a slow machine keeps its turns short too', async () => {
+    let now = 0;
+    const { hub, streams } = setup({ historySize: 2000, maxStreams: 64, clock: () => now });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    // Each answer takes TURN_MS / 2 of the clock: two per turn, then the turn ends.
+    const answered: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      streams.admit(() => {
+        now += TURN_MS / 2;
+        answered.push(i);
+      });
+    }
+    const sinks = Array.from({ length: 8 }, () => new Sink());
+    for (const sink of sinks) streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const total = () =>
+      sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
+    let before = total();
+    const counts: number[] = [];
+    // The requests stopped arriving YIELD_MS ago: the turns come on every turn of the loop.
+    now += YIELD_MS;
+    for (let turn = 0; turn < 4; turn++) {
+      if (turn === 0) clock.tick(YIELD_MS);
+      else await settle();
+      counts.push(answered.length);
+      // The time went to the answers: one slice of one stream, not TURN_BYTES of them.
+      expect(total() - before, `turn ${turn}`)
+        .to.be.above(0)
+        .and.at.most(SLICE_BYTES);
+      before = total();
+    }
+    expect(counts).to.deep.equal([2, 4, 6, 8]);
+    // With the clock standing still, a turn writes up to TURN_BYTES again.
+    await settle();
+    expect(total() - before).to.be.above(SLICE_BYTES);
+  });
+
+  it('yields to API requests in flight: one turn per YIELD_MS while one runs, a turn on every turn of the loop again once the last is done', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    const done = [streams.apiRequest(), streams.apiRequest()];
+    for (let i = 0; i < 3 * ADMISSIONS_PER_TURN; i++) streams.admit(() => answered.push(i));
+    await settle();
+    expect(answered).to.have.length(0);
+    clock.tick(YIELD_MS - 1);
+    expect(answered).to.have.length(0);
+    clock.tick(1);
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    await settle();
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    done[0]!();
+    done[0]!(); // once only
+    await settle();
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    done[1]!();
+    await settle();
+    expect(answered).to.have.length(2 * ADMISSIONS_PER_TURN);
+    await settle();
+    expect(answered).to.have.length(3 * ADMISSIONS_PER_TURN);
+    expect(clock.countTimers()).to.equal(0);
+  });
+
+  it('an answer that throws is logged; the other requests of its turn are answered still', async () => {
+    const { streams, warnings } = setup();
+    const answered: string[] = [];
+    streams.admit(() => answered.push('a'));
+    streams.admit(() => {
+      throw new Error('boom');
+    });
+    streams.admit(() => answered.push('c'));
+    clock.tick(YIELD_MS);
+    expect(answered).to.deep.equal(['a', 'c']);
+    expect(warnings).to.have.length(1);
+    expect(warnings[0]).to.include({ event: 'event_stream_admission_failed' });
   });
 
   it('a replaying reader the history runs away from is closed as a slow reader at its next slice, logged and counted', async () => {
@@ -356,5 +487,16 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     streams.closeAll();
     expect(sink.writableEnded).to.equal(true);
     expect(streams.size).to.equal(0);
+  });
+
+  it('a stream request answered after closeAll (it waited for its turn) gets a stream that ends at once', async () => {
+    const { streams } = setup();
+    const sink = new Sink();
+    streams.admit(() => streams.open(sink, { types: null }));
+    streams.closeAll();
+    clock.tick(YIELD_MS);
+    expect(sink.writableEnded).to.equal(true);
+    expect(streams.size).to.equal(0);
+    expect(clock.countTimers()).to.equal(0);
   });
 });
