@@ -7,7 +7,7 @@ import type { Logger } from '../log';
 import type { PeerServiceApi, ReadinessApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
 import { DEFAULT_BODY_LIMIT_BYTES, cutLongBodies } from './body-limit';
-import { HttpError, toErrorResponse } from './errors';
+import { BODY_ENCODING_REFUSED, HttpError, toErrorResponse } from './errors';
 import { listRoute } from './list';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
@@ -43,9 +43,19 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/** 415 for a request body that is not declared as JSON. */
+/**
+ * The Content-Encodings of a request body that express.json inflates, as Express 4's parser did:
+ * Express 5's also takes br (and zstd where Node has it), which the API never accepted.
+ */
+const BODY_ENCODINGS: ReadonlySet<string> = new Set(['identity', 'gzip', 'deflate']);
+
+/** 415 for a request body that is not declared as JSON, or in an encoding the API refuses. */
 const requireJsonBody: RequestHandler = (req, _res, next) => {
-  if (hasBody(req) && req.is('application/json') === false) {
+  if (!hasBody(req)) {
+    next();
+    return;
+  }
+  if (req.is('application/json') === false) {
     next(
       new HttpError(
         415,
@@ -53,6 +63,11 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
         'Request bodies must be JSON: send Content-Type: application/json',
       ),
     );
+    return;
+  }
+  const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (!BODY_ENCODINGS.has(encoding)) {
+    next(new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', BODY_ENCODING_REFUSED));
     return;
   }
   next();
@@ -104,6 +119,13 @@ export function createApp(options: AppOptions): express.Express {
     bodyLimit,
     express.json({ limit: bodyLimit, strict: true, type: 'application/json' }),
   );
+  // Express 5's parser leaves req.body undefined when there is no body; Express 4's gave {},
+  // and the routes check a missing body as the empty object it was (POST /api/peer with no
+  // body creates a peer; a bodiless DELETE passes the empty-body schema).
+  const bodyOrEmpty: RequestHandler = (req, _res, next) => {
+    req.body ??= {};
+    next();
+  };
   const given: Partial<Record<RouteId, RequestHandler>> = {
     listPeers: listRoute({ service, listBodies }),
     openapi: serveOpenApi(options.version ?? 'unknown'),
@@ -126,7 +148,7 @@ export function createApp(options: AppOptions): express.Express {
     ];
     // Public routes (the probes) need no token.
     if (def.scope !== 'public') chain.push(requireScope(tokens, def.scope));
-    if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson);
+    if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson, bodyOrEmpty);
     // Change lines name the request and the token (request-log.ts); reads need no context.
     if (def.method !== 'get') chain.push(logChanges);
     app[def.method](def.expressPath, ...chain, handler);
