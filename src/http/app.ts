@@ -44,18 +44,28 @@ function hasBody(req: Request): boolean {
 }
 
 /**
- * The Content-Encodings of a request body that express.json inflates, as Express 4's parser did:
- * Express 5's also takes br (and zstd where Node has it), which the API never accepted.
+ * Whether express.json would read the request's body: type-is's hasBody, which the parser asks
+ * first (a Transfer-Encoding, or any numeric Content-Length, "0" included: a zero-length JSON
+ * body still has its charset and encoding checked). Without one the parser leaves req.body alone.
  */
-const BODY_ENCODINGS: ReadonlySet<string> = new Set(['identity', 'gzip', 'deflate']);
+function parserReads(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return (
+    req.headers['transfer-encoding'] !== undefined ||
+    (length !== undefined && !Number.isNaN(Number(length)))
+  );
+}
+
+/**
+ * The Content-Encodings of a request body that express.json inflates, as Express 4's parser did:
+ * Express 5's also takes br (and zstd where Node has it), which the API never accepted. An empty
+ * header is identity, as both parsers read it.
+ */
+const BODY_ENCODINGS: ReadonlySet<string> = new Set(['identity', 'gzip', 'deflate', '']);
 
 /** 415 for a request body that is not declared as JSON, or in an encoding the API refuses. */
 const requireJsonBody: RequestHandler = (req, _res, next) => {
-  if (!hasBody(req)) {
-    next();
-    return;
-  }
-  if (req.is('application/json') === false) {
+  if (hasBody(req) && req.is('application/json') === false) {
     next(
       new HttpError(
         415,
@@ -65,8 +75,13 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
     );
     return;
   }
+  // As the parser would (a zero-length JSON body is decoded too).
   const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-  if (!BODY_ENCODINGS.has(encoding)) {
+  if (
+    parserReads(req) &&
+    typeof req.is('application/json') === 'string' &&
+    !BODY_ENCODINGS.has(encoding)
+  ) {
     next(new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', BODY_ENCODING_REFUSED));
     return;
   }

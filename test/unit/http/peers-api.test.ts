@@ -270,15 +270,20 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
         .send(body);
       expect(res.status, encoding).to.equal(201);
     }
-    // Bytes of no real encoding: the answer comes from the header, before any decoding.
-    for (const encoding of ['br', 'zstd', 'BR']) {
+    // Bytes of no real encoding, and an empty body (the parser decodes that too): the answer
+    // comes from the header, before any decoding.
+    for (const [encoding, body] of [
+      ['br', brotliCompressSync(json)],
+      ['BR', Buffer.alloc(0)],
+      ['zstd', Buffer.from('not zstd')],
+    ] as const) {
       const { http, kernel } = setup();
       const res = await http
         .post('/api/peer')
         .set('Content-Type', 'application/json')
         .set('Content-Encoding', encoding)
         .serialize(asIs)
-        .send(encoding === 'zstd' ? Buffer.from('not zstd') : brotliCompressSync(json));
+        .send(body);
       expectError(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
       expect(res.body.error).to.contain('without content encoding');
       expect(kernel.peers()).to.deep.equal([]);
