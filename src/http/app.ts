@@ -7,7 +7,7 @@ import type { Logger } from '../log';
 import type { PeerServiceApi, ReadinessApi } from '../peers';
 import { requireScope, type TokenStore } from './auth';
 import { DEFAULT_BODY_LIMIT_BYTES, cutLongBodies } from './body-limit';
-import { HttpError, toErrorResponse } from './errors';
+import { BODY_ENCODING_REFUSED, HttpError, toErrorResponse } from './errors';
 import { listRoute } from './list';
 import { ListBodies } from './list-body';
 import type { Metrics } from './metrics';
@@ -43,7 +43,27 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/** 415 for a request body that is not declared as JSON. */
+/**
+ * Whether express.json would read the request's body: type-is's hasBody, which the parser asks
+ * first (a Transfer-Encoding, or any numeric Content-Length, "0" included: a zero-length JSON
+ * body still has its charset and encoding checked). Without one the parser leaves req.body alone.
+ */
+function parserReads(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return (
+    req.headers['transfer-encoding'] !== undefined ||
+    (length !== undefined && !Number.isNaN(Number(length)))
+  );
+}
+
+/**
+ * The Content-Encodings of a request body that express.json inflates, as Express 4's parser did:
+ * Express 5's also takes br (and zstd where Node has it), which the API never accepted. An empty
+ * header is identity, as both parsers read it.
+ */
+const BODY_ENCODINGS: ReadonlySet<string> = new Set(['identity', 'gzip', 'deflate', '']);
+
+/** 415 for a request body that is not declared as JSON, or in an encoding the API refuses. */
 const requireJsonBody: RequestHandler = (req, _res, next) => {
   if (hasBody(req) && req.is('application/json') === false) {
     next(
@@ -53,6 +73,16 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
         'Request bodies must be JSON: send Content-Type: application/json',
       ),
     );
+    return;
+  }
+  // As the parser would (a zero-length JSON body is decoded too).
+  const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (
+    parserReads(req) &&
+    typeof req.is('application/json') === 'string' &&
+    !BODY_ENCODINGS.has(encoding)
+  ) {
+    next(new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', BODY_ENCODING_REFUSED));
     return;
   }
   next();
@@ -104,6 +134,13 @@ export function createApp(options: AppOptions): express.Express {
     bodyLimit,
     express.json({ limit: bodyLimit, strict: true, type: 'application/json' }),
   );
+  // Express 5's parser leaves req.body undefined when there is no body; Express 4's gave {},
+  // and the routes check a missing body as the empty object it was (POST /api/peer with no
+  // body creates a peer; a bodiless DELETE passes the empty-body schema).
+  const bodyOrEmpty: RequestHandler = (req, _res, next) => {
+    req.body ??= {};
+    next();
+  };
   const given: Partial<Record<RouteId, RequestHandler>> = {
     listPeers: listRoute({ service, listBodies }),
     openapi: serveOpenApi(options.version ?? 'unknown'),
@@ -126,7 +163,7 @@ export function createApp(options: AppOptions): express.Express {
     ];
     // Public routes (the probes) need no token.
     if (def.scope !== 'public') chain.push(requireScope(tokens, def.scope));
-    if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson);
+    if (def.openapiPath.startsWith('/api/')) chain.push(requireJsonBody, parseJson, bodyOrEmpty);
     // Change lines name the request and the token (request-log.ts); reads need no context.
     if (def.method !== 'get') chain.push(logChanges);
     app[def.method](def.expressPath, ...chain, handler);

@@ -48,6 +48,10 @@ export interface ErrorResponse {
   serverFault: boolean;
 }
 
+/** The 415 of a body in another charset or content encoding than the parser takes. */
+export const BODY_ENCODING_REFUSED =
+  'The request body must be JSON in UTF-8 without content encoding';
+
 /** Errors of express' body parser and router carry `type` and/or `status`. */
 interface ExpressError {
   type?: unknown;
@@ -117,11 +121,7 @@ function fromExpressError(error: ExpressError & Error): ErrorResponse {
       );
     case 'encoding.unsupported':
     case 'charset.unsupported':
-      return client(
-        415,
-        'UNSUPPORTED_MEDIA_TYPE',
-        'The request body must be JSON in UTF-8 without content encoding',
-      );
+      return client(415, 'UNSUPPORTED_MEDIA_TYPE', BODY_ENCODING_REFUSED);
     case 'request.aborted':
     case 'request.size.invalid':
       return client(400, 'BAD_REQUEST', 'The request body ended before its announced length');

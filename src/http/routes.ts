@@ -99,7 +99,10 @@ export const CONFIG_NOT_STORED_MESSAGE =
 
 type Handler = (req: Request, res: Response) => Promise<void>;
 
-/** Hands a rejected promise to the error handler (express 4 does not). */
+/**
+ * Hands a rejected promise to the error handler. Express 5 would too for a handler that returns
+ * its promise; this one returns nothing, so the answer does not depend on the Express version.
+ */
 function route(handler: Handler): RequestHandler {
   return (req, res, next) => {
     handler(req, res).catch(next);

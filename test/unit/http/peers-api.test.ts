@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import nacl from 'tweetnacl';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { FacilityUnavailableError } from '../../../src/kernel/errors';
 import { FakeKernel, kernelFailure } from '../support/fake-kernel';
 import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './helpers';
@@ -253,6 +254,42 @@ describe('http POST /api/peer (SPEC §4.2)', () => {
       .set('Content-Type', 'application/json; charset=latin1')
       .send('{}');
     expectError(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+  });
+
+  it('takes a gzip or deflate body, and answers 415 for br or zstd, creating nothing (as under Express 4)', async () => {
+    const json = Buffer.from('{"name":"packed"}');
+    // superagent would JSON-serialize a Buffer sent as application/json: send the bytes as they are.
+    const asIs = (bytes: unknown): string => bytes as string;
+    for (const [encoding, body] of [
+      ['gzip', gzipSync(json)],
+      ['deflate', deflateSync(json)],
+    ] as const) {
+      const res = await setup()
+        .http.post('/api/peer')
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', encoding)
+        .serialize(asIs)
+        .send(body);
+      expect(res.status, encoding).to.equal(201);
+    }
+    // Bytes of no real encoding, and an empty body (the parser decodes that too): the answer
+    // comes from the header, before any decoding.
+    for (const [encoding, body] of [
+      ['br', brotliCompressSync(json)],
+      ['BR', Buffer.alloc(0)],
+      ['zstd', Buffer.from('not zstd')],
+    ] as const) {
+      const { http, kernel } = setup();
+      const res = await http
+        .post('/api/peer')
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', encoding)
+        .serialize(asIs)
+        .send(body);
+      expectError(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+      expect(res.body.error).to.contain('without content encoding');
+      expect(kernel.peers()).to.deep.equal([]);
+    }
   });
 
   it('answers 413 for a body over 4 KiB', async () => {
