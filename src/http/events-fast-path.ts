@@ -11,7 +11,7 @@
  *
  * It is a twin of the Express route, not a second implementation: the same admission and
  * answer (answerStream), refusal (streamsFullError, written as app.ts onError writes it:
- * list.ts writeError), request id (requestIdFrom), log line (logClosedResponse), token check
+ * list.ts writeError), request id and log line (list.ts traceFastRequest), token check
  * (list.ts readerOf: bearerToken, covers) and duration series (the metrics' requestTimer).
  * test/unit/http/events-fast-path.test.ts holds its answers equal to the Express app's.
  *
@@ -33,10 +33,10 @@ import {
   streamsFullError,
   type EventStreamsApi,
 } from './events';
-import { bodiless, readerOf, writeError, type FastPath } from './list';
+import { bodiless, readerOf, traceFastRequest, writeError, type FastPath } from './list';
 import type { TokenStore } from './auth';
 import type { Metrics, RequestTimer } from './metrics';
-import { logClosedResponse, requestIdFrom, type RequestContext } from './request-log';
+
 import { routeById } from './routes';
 
 export interface EventsFastPathOptions {
@@ -75,6 +75,7 @@ export function eventsFastPath(options: EventsFastPathOptions): FastPath {
   const timer: RequestTimer | null =
     options.metrics?.requestTimer('GET', EVENTS_ROUTE.label) ?? null;
   const refusal = toErrorResponse(streamsFullError(streams.maxStreams));
+  const trace = { logger, timer, path: EVENTS_PATH, polled: EVENTS_ROUTE.polled };
 
   /** The request in its turn: the token checked, then answered (or handed to Express). */
   const answer = (
@@ -90,24 +91,7 @@ export function eventsFastPath(options: EventsFastPathOptions): FastPath {
       express(req, res);
       return;
     }
-    const requestId = requestIdFrom(headers['x-request-id']);
-    // The request line's fields as requestLog and requireScope give them.
-    const context: RequestContext =
-      reader === null ? { requestId } : { requestId, tokenName: reader.name };
-    // One listener for both, as requestLog and requestMetrics each add one on 'close'.
-    res.on('close', () => {
-      logClosedResponse(
-        logger,
-        req,
-        res,
-        EVENTS_PATH,
-        requestId,
-        started,
-        EVENTS_ROUTE.polled,
-        context,
-      );
-      if (timer !== null) timer(res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
-    });
+    const requestId = traceFastRequest(trace, req, res, reader, started);
     answerStream(streams, req, res, types, requestId, () => writeError(res, refusal, requestId));
   };
 
