@@ -102,55 +102,42 @@ export class KernelExpiry implements ExpiryApi {
   }
 
   setExpiry(ifname: string, peer: PeerRef, expiresAt: number | null): Promise<void> {
-    return this.changes.run(() =>
-      atBoundary(
-        () =>
-          this.onceMore(async () => {
-            const batch = new NftBatch(V4.family);
-            const now = this.now();
-            const entry = { publicKey: peer.publicKey, expiresAt };
-            await this.plan(batch, V4, ifname, { ...entry, address: peer.address }, now);
-            if (peer.address6 != null) {
-              const address = canonical6(peer.address6);
-              await this.plan(batch.inFamily(V6.family), V6, ifname, { ...entry, address }, now);
-            }
-            const what = expiresAt === null ? 'clear the expiry of' : 'set the expiry of';
-            await this.nft.commit(batch, `${what} ${peer.address}`);
-          }),
-        nfTablesErrors,
-      ),
-    );
+    return this.change(async () => {
+      const batch = new NftBatch(V4.family);
+      const now = this.now();
+      const entry = { publicKey: peer.publicKey, expiresAt };
+      await this.plan(batch, V4, ifname, { ...entry, address: peer.address }, now);
+      if (peer.address6 != null) {
+        const address = canonical6(peer.address6);
+        await this.plan(batch.inFamily(V6.family), V6, ifname, { ...entry, address }, now);
+      }
+      const what = expiresAt === null ? 'clear the expiry of' : 'set the expiry of';
+      await this.nft.commit(batch, `${what} ${peer.address}`);
+    });
   }
 
   removeExpiries(
     ifname: string,
     refs: ReadonlyArray<Pick<PeerRef, 'address' | 'address6'>>,
   ): Promise<void> {
-    return this.changes.run(() =>
-      atBoundary(
-        () =>
-          this.onceMore(async () => {
-            const batch = new NftBatch(V4.family);
-            const now = this.now();
-            // A table without its sets holds no expiry: read once per family, not per peer (a
-            // create of many peers clears their addresses here).
-            const has4 = await this.intact(V4, ifname);
-            const has6 = refs.some((r) => r.address6 != null) && (await this.intact(V6, ifname));
-            for (const ref of refs) {
-              const entry = { publicKey: '', expiresAt: null };
-              if (has4)
-                await this.plan(batch, V4, ifname, { ...entry, address: ref.address }, now, true);
-              if (has6 && ref.address6 != null) {
-                const address = canonical6(ref.address6);
-                const v6 = batch.inFamily(V6.family);
-                await this.plan(v6, V6, ifname, { ...entry, address }, now, true);
-              }
-            }
-            await this.nft.commit(batch, `remove the expiries of ${refs.length} peer(s)`);
-          }),
-        nfTablesErrors,
-      ),
-    );
+    return this.change(async () => {
+      const batch = new NftBatch(V4.family);
+      const now = this.now();
+      // A table without its sets holds no expiry: read once per family, not per peer (a
+      // create of many peers clears their addresses here).
+      const has4 = await this.intact(V4, ifname);
+      const has6 = refs.some((r) => r.address6 != null) && (await this.intact(V6, ifname));
+      for (const ref of refs) {
+        const entry = { publicKey: '', expiresAt: null };
+        if (has4) await this.plan(batch, V4, ifname, { ...entry, address: ref.address }, now, true);
+        if (has6 && ref.address6 != null) {
+          const address = canonical6(ref.address6);
+          const v6 = batch.inFamily(V6.family);
+          await this.plan(v6, V6, ifname, { ...entry, address }, now, true);
+        }
+      }
+      await this.nft.commit(batch, `remove the expiries of ${refs.length} peer(s)`);
+    });
   }
 
   /** Whether the table of a family has both sets as ./layout.ts makes them. */
@@ -164,16 +151,21 @@ export class KernelExpiry implements ExpiryApi {
   }
 
   /**
-   * Runs a change; an ENOENT (an element of `valid` that expired between the change's read and
-   * its commit) runs it once more, its read then finding the element gone.
+   * Runs a change in the facility's queue, its kernel errors as nf_tables' own; an ENOENT (an
+   * element of `valid` that expired between the change's read and its commit) runs it once
+   * more, its read then finding the element gone.
    */
-  private async onceMore(change: () => Promise<void>): Promise<void> {
-    try {
-      await change();
-    } catch (error) {
-      if (!isNetlinkError(error, 'ENOENT')) throw error;
-      await change();
-    }
+  private change(work: () => Promise<void>): Promise<void> {
+    return this.changes.run(() =>
+      atBoundary(async () => {
+        try {
+          await work();
+        } catch (error) {
+          if (!isNetlinkError(error, 'ENOENT')) throw error;
+          await work();
+        }
+      }, nfTablesErrors),
+    );
   }
 
   /**
