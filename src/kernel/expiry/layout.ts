@@ -58,7 +58,6 @@ import {
   NFT_PAYLOAD_NETWORK_HEADER,
   NFT_REG_1,
   NFT_SET_TIMEOUT,
-  NF_ACCEPT,
   NF_DROP,
 } from '../nftables/constants';
 import {
@@ -71,7 +70,7 @@ import {
 import { commentUserdata, decodeUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
 import { type ChainSpec, quotaTableName } from '../quota/naming';
-import { dropChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { dropChainSpecs, peerAddressMatch, writeDropChain } from '../quota/skeleton';
 import { PRIORITY_SUSPENSION } from '../suspension';
 
 /** Every peer with an expiry. */
@@ -265,19 +264,13 @@ export function writeTable(
   batch.newSet(expirySet(table, flavour, 'expiring', true));
   batch.newSet(expirySet(table, flavour, 'valid', true));
   for (const spec of chainSpecs(ifname, flavour)) {
-    batch.newChain({
+    writeDropChain(
+      batch,
       table,
-      name: spec.name,
-      type: 'filter',
-      policy: NF_ACCEPT,
-      hook: { hooknum: spec.hooknum, priority: PRIORITY_EXPIRY },
-    });
-    batch.newRule({
-      table,
-      chain: spec.name,
-      expressions: ruleExpressions(ifname, spec, flavour, true),
-      userdata: commentUserdata(spec.comment),
-    });
+      spec,
+      PRIORITY_EXPIRY,
+      ruleExpressions(ifname, spec, flavour, true),
+    );
   }
   for (const part of inMessages(entries)) {
     batch.newSetElements(

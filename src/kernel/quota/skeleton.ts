@@ -171,14 +171,35 @@ export function writeSetUp(batch: NftBatch, ifname: string, dual = false): void 
   batch.deleteObject(table, NFT_OBJECT_QUOTA, PROBE_OBJECT, 'quota');
 }
 
-export function writeChain(batch: NftBatch, table: string, spec: ChainSpec): void {
+/** A base chain of `spec`'s hook, policy accept, at `priority` (the caps': filter). */
+export function writeChain(
+  batch: NftBatch,
+  table: string,
+  spec: ChainSpec,
+  priority: number = PRIORITY_FILTER,
+): void {
   batch.newChain({
     table,
     name: spec.name,
     type: 'filter',
     policy: NF_ACCEPT,
-    hook: { hooknum: spec.hooknum, priority: PRIORITY_FILTER },
+    hook: { hooknum: spec.hooknum, priority },
   });
+}
+
+/**
+ * A drop table's chain (dropChainSpecs) at `priority` with its one rule, `expressions`,
+ * commented as the spec says: the suspensions' and the expiries' chains.
+ */
+export function writeDropChain(
+  batch: NftBatch,
+  table: string,
+  spec: ChainSpec,
+  priority: number,
+  expressions: Expression[],
+): void {
+  writeChain(batch, table, spec, priority);
+  batch.newRule({ table, chain: spec.name, expressions, userdata: commentUserdata(spec.comment) });
 }
 
 /** The chain's rules (chainRules), in order. */

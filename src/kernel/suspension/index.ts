@@ -70,7 +70,7 @@ import { type Expression, lookupSet, sameExpressions, verdict } from '../nftable
 import { commentOf, commentUserdata, encodeUserdata, u32Tlv } from '../nftables/userdata';
 import { IPV6_DADDR_OFFSET, IPV6_SADDR_OFFSET } from '../quota/dual-stack';
 import { nfTablesErrors } from '../quota/facility';
-import { dropChainSpecs, peerAddressMatch } from '../quota/skeleton';
+import { dropChainSpecs, peerAddressMatch, writeDropChain } from '../quota/skeleton';
 import { type ChainSpec, OWNER_PREFIX, PRIORITY_FILTER, quotaTableName } from '../quota/naming';
 import type { ChangeQueue, PeerRef, Repair, SuspensionApi } from '../types';
 
@@ -214,19 +214,13 @@ function writeTable(
   });
   batch.newSet(suspendedSet(table, flavour, flavour.setId));
   for (const spec of chainSpecs(ifname, flavour)) {
-    batch.newChain({
+    writeDropChain(
+      batch,
       table,
-      name: spec.name,
-      type: 'filter',
-      policy: NF_ACCEPT,
-      hook: { hooknum: spec.hooknum, priority: PRIORITY_SUSPENSION },
-    });
-    batch.newRule({
-      table,
-      chain: spec.name,
-      expressions: ruleExpressions(ifname, spec, flavour, flavour.setId),
-      userdata: commentUserdata(spec.comment),
-    });
+      spec,
+      PRIORITY_SUSPENSION,
+      ruleExpressions(ifname, spec, flavour, flavour.setId),
+    );
   }
   if (elements.length > 0) {
     batch.newSetElements(
