@@ -20,6 +20,7 @@ import { ValidationError, isFacilityAbsent } from './errors';
 import type { PeerChangeSink } from './event-sink';
 import { type KernelCalls, messageOf } from './kernel-calls';
 import { tunnelAddressOf } from './view';
+import { PerPeerMap } from './per-peer-map';
 
 export { TIMEOUT_MAX_MS };
 
@@ -66,32 +67,8 @@ export function parseExpiresAt(value: unknown, now: number, field = 'expiresAt')
   return at;
 }
 
-export class PeerExpiries {
-  private map: ReadonlyMap<string, number> = new Map();
-
-  /** The expiries now, by public key (ms since the epoch): never changed in place. */
-  get current(): ReadonlyMap<string, number> {
-    return this.map;
-  }
-
-  get(publicKey: string): number | null {
-    return this.map.get(publicKey) ?? null;
-  }
-
-  /** Sets the peer's expiry (null: none). */
-  set(publicKey: string, expiresAt: number | null): void {
-    if ((this.map.get(publicKey) ?? null) === expiresAt) return;
-    const next = new Map(this.map);
-    if (expiresAt === null) next.delete(publicKey);
-    else next.set(publicKey, expiresAt);
-    this.map = next;
-  }
-
-  /** Replaces every expiry (a start loading what the journal or the kernel kept). */
-  load(expiries: Iterable<readonly [string, number]>): void {
-    this.map = new Map(expiries);
-  }
-
+/** The expiries now, by public key (./per-peer-map.ts). */
+export class PeerExpiries extends PerPeerMap<number> {
   /** The journal's peers' expiries. */
   static fromJournal(peers: ReadonlyMap<string, { expiresAt?: number }>): Array<[string, number]> {
     const kept: Array<[string, number]> = [];

@@ -16,6 +16,7 @@
  */
 import { NAME_MAX_BYTES } from '../kernel/names';
 import { ValidationError } from './errors';
+import { PerPeerMap } from './per-peer-map';
 
 export { NAME_MAX_BYTES };
 export const NAME_MAX_LENGTH = 64;
@@ -46,32 +47,8 @@ export function checkName(name: string | null, field = 'name'): void {
   }
 }
 
-export class PeerNames {
-  private map: ReadonlyMap<string, string> = new Map();
-
-  /** The names now, by public key: never changed in place (a change makes a new map). */
-  get current(): ReadonlyMap<string, string> {
-    return this.map;
-  }
-
-  get(publicKey: string): string | null {
-    return this.map.get(publicKey) ?? null;
-  }
-
-  /** Names the peer (null: no name). */
-  set(publicKey: string, name: string | null): void {
-    if ((this.map.get(publicKey) ?? null) === name) return;
-    const next = new Map(this.map);
-    if (name === null) next.delete(publicKey);
-    else next.set(publicKey, name);
-    this.map = next;
-  }
-
-  /** Replaces every name (a start loading what the journal kept). */
-  load(names: Iterable<readonly [string, string]>): void {
-    this.map = new Map(names);
-  }
-
+/** The names now, by public key (./per-peer-map.ts). */
+export class PeerNames extends PerPeerMap<string> {
   /**
    * Settles as `ready` does, having loaded the names once it fulfilled (the restore done): the
    * journal's peers' names, or without a journal what `fromKernel` reads (the kernel's names set).
