@@ -40,6 +40,9 @@
  * "metrics" for part 4),
  * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir; a list such
  * as "10,100" measures each, every round),
+ * BENCH_CAPPED (unset; 1: the capped host's population of bench/capped-population.ts, for
+ * every part, the restore part's tools given the limited peers' classes and every table of the
+ * daemon's, compared table by table with nft -j),
  * BENCH_LIMITS (1; 0 writes the peers with caps but no speed limits, for the polls, creates and
  * metrics parts only: a checkpoint reads caps, not limits, and the kernel takes about 45 minutes of TCG
  * time to make 50,000 HTB classes, by the daemon or by tc -batch alike), BENCH_CPU_PROF_DIR
@@ -52,7 +55,7 @@ import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { gunzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
-import { peerAddress, writeStateDir } from './capped-population';
+import { cappedHostPeer, peerAddress, writeStateDir } from './capped-population';
 import { median } from './support';
 
 const IFNAME = 'wgrs0';
@@ -69,6 +72,13 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 30);
 const CREATES = Number(process.env.BENCH_CREATES ?? 50);
 const PARTS = (process.env.BENCH_PARTS ?? 'restore,polls,creates').split(',');
 const LIMITS = process.env.BENCH_LIMITS !== '0';
+/**
+ * BENCH_CAPPED=1 (issue 29): the capped host's population (bench/capped-population.ts: every peer
+ * a cap, a tenth a period, a tenth a limit, 1% suspended, 1% throttling) instead of a limit and
+ * a cap on every peer; the restore part's tools then get only the limited peers' classes, and
+ * `nft -f` every table the daemon made (caps, throttles, suspensions, names, expiries).
+ */
+const CAPPED = process.env.BENCH_CAPPED === '1';
 const SAVE_INTERVALS_S = (process.env.BENCH_SAVE_INTERVAL_S ?? '1').split(',').map(Number);
 const CPU_PROF_DIR = process.env.BENCH_CPU_PROF_DIR ?? '';
 if (!LIMITS && PARTS.includes('restore')) {
@@ -97,7 +107,13 @@ function timedSh(cmd: string): number {
 
 function cleanKernel(): void {
   sh(`ip link del ${IFNAME} 2>/dev/null || true; ip link del ${IFB} 2>/dev/null || true`);
-  sh(`nft delete table ip ${TABLE} 2>/dev/null || true`);
+  // Every table the daemon makes for the interface: wg_peerd_<if>, and wg_peerd_<kind>_<if>.
+  for (const line of sh('nft list tables 2>/dev/null || true').split('\n')) {
+    const m = /^table (\S+) (wg_peerd_\S+)$/.exec(line.trim());
+    if (m !== null && (m[2] === TABLE || m[2]!.endsWith(`_${IFNAME}`))) {
+      sh(`nft delete table ${m[1]} ${m[2]}`);
+    }
+  }
 }
 
 /** Whole kbit/s, so tc's text shows them exactly. */
@@ -224,14 +240,54 @@ function restoredLine(daemon: Daemon): Record<string, unknown> {
 
 const STATE = `${WORK}/state`;
 
-/** A state dir as a daemon of another boot left it: N peers with limits and caps that counted. */
+/**
+ * A state dir as a daemon of another boot left it: N peers with limits and caps that counted, or
+ * (BENCH_CAPPED=1) the capped host's population.
+ */
 async function writeState(): Promise<void> {
   await writeStateDir(
     STATE,
     { interfaceName: IFNAME, address: SERVER, listenPort: 51899 },
     PEERS,
-    (i) => ({ cap: capOf(i), limit: LIMITS ? rateOf(i) : null, suspended: false }),
+    CAPPED
+      ? (i) => cappedHostPeer(i)
+      : (i) => ({ cap: capOf(i), limit: LIMITS ? rateOf(i) : null, suspended: false }),
   );
+}
+
+/** Peer i's speed limit in bytes per second, or null, in the population written. */
+function limitOf(i: number): number | null {
+  if (CAPPED) return cappedHostPeer(i).limit;
+  return LIMITS ? rateOf(i) : null;
+}
+
+/**
+ * Every table the daemon made for the interface, as `nft -j list ruleset` gives it, made
+ * comparable: handles dropped, set and map elements sorted, entries sorted. Two kernels holding
+ * the same tables, objects (with their counters) and elements give the same text.
+ */
+function nftView(): string {
+  const parsed = JSON.parse(sh('nft -j list ruleset')) as {
+    nftables: Array<Record<string, unknown>>;
+  };
+  const ours = (table: unknown): boolean =>
+    typeof table === 'string' &&
+    (table === TABLE || (table.startsWith('wg_peerd_') && table.endsWith(`_${IFNAME}`)));
+  const entries = parsed.nftables
+    .filter((entry) => !('metainfo' in entry))
+    .map((entry) => {
+      const [kind, body] = Object.entries(entry)[0] as [string, Record<string, unknown>];
+      if (!ours(kind === 'table' ? body.name : body.table)) return null;
+      const rest: Record<string, unknown> = { ...body };
+      delete rest.handle;
+      if (Array.isArray(rest.elem)) {
+        rest.elem = (rest.elem as unknown[]).map((e) => JSON.stringify(e)).sort();
+      }
+      return JSON.stringify({ [kind]: rest });
+    })
+    .filter((entry): entry is string => entry !== null)
+    .sort();
+  return entries.join('\n');
 }
 
 // ---------------------------------------------------------------- the kernel's view
@@ -241,6 +297,8 @@ interface KernelView {
   classes: { dev: string; ifb: string };
   filters: { dev: number; ifb: number };
   quotas: string;
+  /** BENCH_CAPPED=1: every table of the daemon's, made comparable (nftView). */
+  nft?: string;
 }
 
 /** HTB classes of a device as "classid rate" lines, sorted (rates as tc prints them). */
@@ -270,6 +328,7 @@ function view(): KernelView {
     classes: { dev: classes(IFNAME), ifb: classes(IFB) },
     filters: { dev: filters(IFNAME), ifb: filters(IFB) },
     quotas,
+    ...(CAPPED ? { nft: nftView() } : {}),
   };
 }
 
@@ -292,7 +351,9 @@ function tcBatch(): string {
     lines.push(`qdisc add dev ${dev} root handle 1: htb default 0 direct_qlen 1000`);
     lines.push(`class add dev ${dev} parent 1: classid 1:ffff htb rate 8Tbit ceil 8Tbit`);
     for (let i = 0; i < PEERS; i++) {
-      const rate = `${(rateOf(i) * 8) / 1000}kbit`;
+      const limit = limitOf(i);
+      if (limit === null) continue;
+      const rate = `${(limit * 8) / 1000}kbit`;
       lines.push(
         `class add dev ${dev} parent 1:ffff classid 1:${(i + 2).toString(16)} htb rate ${rate} ceil ${rate}`,
       );
@@ -312,6 +373,7 @@ function tcBatch(): string {
       );
     }
     for (let i = 0; i < PEERS; i++) {
+      if (limitOf(i) === null) continue;
       const host = i + 2;
       const table = (0x200 + (host >> 8)).toString(16);
       lines.push(
@@ -339,7 +401,11 @@ interface RestoreFigures {
 }
 
 async function restorePart(): Promise<void> {
-  console.log(`\n## 1. Restore of ${PEERS} peers, each with a speed limit and a data cap\n`);
+  console.log(
+    CAPPED
+      ? `\n## 1. Restore of ${PEERS} peers of a capped host (every peer a cap, a tenth a limit, a tenth a period, 1% suspended, 1% throttling)\n`
+      : `\n## 1. Restore of ${PEERS} peers, each with a speed limit and a data cap\n`,
+  );
   let start = performance.now();
   await writeState();
   const journalBytes = Number(sh(`stat -c %s ${STATE}/${IFNAME}/journal`).trim());
@@ -374,8 +440,20 @@ async function restorePart(): Promise<void> {
       reference = daemonView;
       sh(`wg showconf ${IFNAME} > ${files.wg}`);
       sh(`nft list table ip ${TABLE} > ${files.nft}`);
+      if (CAPPED) {
+        // Every table of the daemon's for the interface, one after the other in one file.
+        const tables = sh('nft list tables')
+          .split('\n')
+          .map((line) => /^table (\S+) (wg_peerd_\S+)$/.exec(line.trim()))
+          .filter(
+            (m): m is RegExpExecArray =>
+              m !== null && (m[2] === TABLE || m[2]!.endsWith(`_${IFNAME}`)),
+          );
+        sh(`: > ${files.nft}`);
+        for (const m of tables) sh(`nft list table ${m[1]} ${m[2]} >> ${files.nft}`);
+      }
       const expected = Array.from({ length: PEERS }, (_, i) => {
-        const { quotaBytes, usedBytes } = capOf(i);
+        const { quotaBytes, usedBytes } = CAPPED ? cappedHostPeer(i).cap! : capOf(i);
         return `q_${peerAddress(i).replace(/\./g, '_')} ${quotaBytes} ${usedBytes}`;
       })
         .sort()
@@ -387,6 +465,9 @@ async function restorePart(): Promise<void> {
       throw new Error(`round ${round}: the daemon's restore differs from round 1's`);
     }
     figures.daemonMs.push(Number(line.milliseconds));
+    console.log(
+      `round ${round}: the daemon's restore by phase (ms): ${JSON.stringify(line.phases)}`,
+    );
     figures.daemonReadyMs.push(ready.ms);
     figures.sawRestoring.push(ready.sawRestoring);
 
@@ -435,7 +516,9 @@ async function restorePart(): Promise<void> {
   start = performance.now();
   const d = median(figures.daemonMs);
   const k = median(figures.wgMs) + median(figures.tcMs) + median(figures.nftMs);
-  console.log(`\n| ${PEERS} peers with limits and caps (median of ${ROUNDS}) | ms |`);
+  console.log(
+    `\n| ${PEERS} peers ${CAPPED ? 'of a capped host' : 'with limits and caps'} (median of ${ROUNDS}) | ms |`,
+  );
   console.log('| --- | --- |');
   console.log(`| daemon: restore (state_restored milliseconds) | ${d.toFixed(0)} |`);
   console.log(
@@ -448,6 +531,7 @@ async function restorePart(): Promise<void> {
   console.log(`| tools: nft -f | ${median(figures.nftMs).toFixed(0)} |`);
   console.log(`| tools: sum | ${k.toFixed(0)} |`);
   console.log(`| daemon / tools | ${(d / k).toFixed(2)}x (target <= 3x) |`);
+  console.log(`| daemon / nft -f alone | ${(d / median(figures.nftMs)).toFixed(2)}x |`);
   console.log(
     `| daemon (spawn to ready - empty start) / tools | ${((median(figures.daemonReadyMs) - median(figures.emptyReadyMs)) / k).toFixed(2)}x |`,
   );

@@ -174,7 +174,7 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
     // A reboot: the kernel lost the peer and its suspension.
     const rebooted = FakeKernel.withInterface();
     const saved = await reopened(fs);
-    await restoreFromState({
+    const summary = await restoreFromState({
       kernel: rebooted,
       store: saved,
       interfaceName: 'wg0',
@@ -184,6 +184,12 @@ describe('peers/service with a state directory: durable writes (issue 16)', () =
       logger: captureLog().logger,
     });
     expect([...rebooted.suspended.get('wg0')!]).to.deep.equal([[ip, publicKey]]);
+    // Its time, phase by phase in the order they ran: what bench:restore sets beside the tools.
+    expect(Object.keys(summary.phases)).to.include.ordered.members(['read', 'plan', 'suspension']);
+    expect(Object.keys(summary.phases)).to.include.members(['wireguard', 'journal']);
+    expect(Object.keys(summary.phases).at(-1)).to.equal('journal');
+    const phaseSum = Object.values(summary.phases).reduce((a, b) => a + b, 0);
+    expect(phaseSum).to.be.at.most(summary.milliseconds + Object.keys(summary.phases).length);
     const order = rebooted.calls.map((c) => c.method);
     expect(order.indexOf('suspension.ensure')).to.be.below(order.indexOf('addPeers'));
     expect(rebooted.peers().map((p) => p.publicKey)).to.deep.equal([publicKey]);
