@@ -37,7 +37,7 @@
  *
  * Knobs: BENCH_RESTORE_PEERS (50000), BENCH_ROUNDS (3), BENCH_CONNECTIONS (8), BENCH_WARMUP_S
  * (10), BENCH_DURATION_S (30), BENCH_CREATES (50), BENCH_PARTS ("restore,polls,creates"; add
- * "metrics" for part 4),
+ * "metrics" for part 4, "daemon" for the daemon's restore alone with its time by phase),
  * BENCH_SAVE_INTERVAL_S (1: the polls part's --usage-save-interval with a state dir; a list such
  * as "10,100" measures each, every round),
  * BENCH_CAPPED (unset; 1: the capped host's population of bench/capped-population.ts, for
@@ -537,6 +537,23 @@ async function restorePart(): Promise<void> {
   );
 }
 
+/**
+ * BENCH_PARTS=daemon: the daemon's restore alone, its state_restored line with the time by phase,
+ * no tools and no comparison (a look at where the time goes, minutes shorter than part 1).
+ */
+async function daemonPart(): Promise<void> {
+  console.log(`\n## The daemon's restore of ${PEERS} peers${CAPPED ? ' of a capped host' : ''}\n`);
+  cleanKernel();
+  const daemon = startDaemon(['--state-dir', STATE]);
+  const ready = await untilReady(daemon);
+  const line = restoredLine(daemon);
+  await stopDaemon(daemon);
+  console.log(
+    `restore ${String(line.milliseconds)} ms (spawn to ready ${ms(ready.ms)}); by phase (ms): ${JSON.stringify(line.phases)}`,
+  );
+  cleanKernel();
+}
+
 // ---------------------------------------------------------------- 2. polls
 
 /** One measured run: without a state dir (`intervalS` null), or with checkpoints every `intervalS`. */
@@ -973,6 +990,12 @@ async function main(): Promise<void> {
   );
   if (PARTS.includes('restore') || PARTS.includes('polls') || PARTS.includes('metrics')) {
     if (!PARTS.includes('restore')) await writeState();
+  }
+  if (PARTS.includes('daemon')) {
+    if (!PARTS.includes('restore') && !PARTS.includes('polls') && !PARTS.includes('metrics')) {
+      await writeState();
+    }
+    await daemonPart();
   }
   if (PARTS.includes('restore')) await restorePart();
   if (PARTS.includes('polls')) await pollsPart();
