@@ -29,7 +29,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { PerformanceObserver, constants } from 'node:perf_hooks';
+import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import type { KernelDataCap, LimitState } from '../src/kernel/types';
 import { asKernelCap, asLimitState, cappedHostPeer } from './capped-population';
@@ -211,6 +211,7 @@ async function child(dist: string): Promise<void> {
     }
   }, 20);
   let ticks = 0;
+  const firstStarted = performance.now();
   await new Promise<void>((resolve, reject) =>
     http
       .get({ host: '127.0.0.1', port, path: '/api/peers', agent: false }, (res) => {
@@ -219,6 +220,7 @@ async function child(dist: string): Promise<void> {
       })
       .on('error', reject),
   );
+  const firstMs = performance.now() - firstStarted;
   const firstPeak = peak;
   peak = sample();
   const afterFirst =
@@ -257,7 +259,7 @@ async function child(dist: string): Promise<void> {
   const held = { heapUsedMiB: usage.heapUsed / MiB, arrayBuffersMiB: usage.arrayBuffers / MiB };
   console.log(
     JSON.stringify({
-      ...{ rate, hwm, afterFirst, reads, peak, firstPeak, held },
+      ...{ rate, hwm, afterFirst, firstMs, reads, peak, firstPeak, held },
       ...{ cpuMsPerRead, cpuMsPerPoll, userMsPerRead, gcMs, fullGcs },
     }),
   );
@@ -267,6 +269,8 @@ interface Figures {
   rate: number;
   hwm: number;
   afterFirst: number;
+  /** The first list (a cold read and build), ms. */
+  firstMs: number;
   reads: number;
   peak: Sample;
   /** The highest sample up to the first list's answer. */
@@ -328,7 +332,8 @@ function main(): void {
         `  ${config.name}: ${figures.rate.toFixed(2)} polls/s (${figures.reads} reads; ` +
           `CPU ${figures.cpuMsPerRead.toFixed(0)} ms a read (user ${figures.userMsPerRead.toFixed(0)}), ${figures.cpuMsPerPoll.toFixed(1)} a poll, GC ${figures.gcMs.toFixed(0)} ms, ` +
           `${figures.fullGcs} full), peak RSS ` +
-          `${figures.hwm.toFixed(0)} MiB (after the first list ${figures.afterFirst.toFixed(0)}); ` +
+          `${figures.hwm.toFixed(0)} MiB (after the first list ${figures.afterFirst.toFixed(0)}; it took ` +
+          `${figures.firstMs.toFixed(0)} ms); ` +
           `first list's highest sample ${described(figures.firstPeak)}; polling's ${described(figures.peak)}; held after a full GC: heap ` +
           `${figures.held.heapUsedMiB.toFixed(0)}, array buffers ${figures.held.arrayBuffersMiB.toFixed(0)}`,
       );
