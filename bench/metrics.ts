@@ -23,8 +23,8 @@
  * createHttpServer with the metrics, polled in the order of bench/restore.ts's `metrics` part:
  * a first list; then in one window a plain scrape (its own read) and two more, three gzip
  * scrapes, two lists and a gzip list; then, the window over, a list (its own read) and a plain
- * scrape. Each run is a process of its own (`node --single-threaded-gc --max-semi-space-size=24`,
- * as `npm start`), with and without per-peer series; printed: its peak RSS (VmHWM) and what it
+ * scrape. Each run is a process of its own with `npm start`'s node flags (those of the build's
+ * own package.json), with and without per-peer series; printed: its peak RSS (VmHWM) and what it
  * holds after a full GC at the end (heap used + external). BENCH_BASE=DIR runs the same
  * sequence over the build in DIR (the `dist` of an earlier commit, e.g. made with `git archive
  * COMMIT | tar -x -C DIR/..` and `npx tsc` there) alternately with this one, so that before and
@@ -42,7 +42,7 @@ import { createMetrics, renderPeerMetrics } from '../src/http/metrics';
 import { finalRun } from '../src/http/metrics-gzip';
 import type { KernelDataCap, LimitState, WireGuardPeer } from '../src/kernel/types';
 import type { PeerSnapshot } from '../src/peers';
-import { median } from './support';
+import { median, startNodeFlags } from './support';
 
 const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -293,14 +293,10 @@ interface MemoryFigures {
 }
 
 function memoryRun(dist: string, perPeer: boolean): MemoryFigures {
-  const run = spawnSync(
-    process.execPath,
-    ['--single-threaded-gc', '--max-semi-space-size=24', '--expose-gc', __filename],
-    {
-      encoding: 'utf8',
-      env: { ...process.env, BENCH_MEMORY_CHILD: dist, BENCH_PER_PEER: String(perPeer) },
-    },
-  );
+  const run = spawnSync(process.execPath, [...startNodeFlags(dist), '--expose-gc', __filename], {
+    encoding: 'utf8',
+    env: { ...process.env, BENCH_MEMORY_CHILD: dist, BENCH_PER_PEER: String(perPeer) },
+  });
   if (run.status !== 0) throw new Error(`memory run over ${dist} failed:\n${run.stderr}`);
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as MemoryFigures;
 }

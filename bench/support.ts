@@ -1,7 +1,10 @@
 /**
  * The benchmarks' shared arithmetic: one median and one way to time a piece of work, so that
- * every bench's "median of N" means the same thing.
+ * every bench's "median of N" means the same thing; and the node flags of `npm start`, so that
+ * a bench that runs the daemon's code in a process of its own runs it as it is deployed.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 /** The middle value of `values` (the mean of the two middle ones for an even count); NaN for none. */
 export function median(values: readonly number[]): number {
@@ -23,4 +26,20 @@ export async function timed(runs: number, work: () => unknown): Promise<number> 
   const times: number[] = [];
   for (let i = 0; i < runs; i++) times.push(await time(work));
   return median(times);
+}
+
+/**
+ * The node flags of `npm start` (package.json scripts.start, held equal to main.ts's shebang and
+ * the unit file's by a unit test), read from the checkout whose `dist` holds `distDir`.
+ */
+export function startNodeFlags(distDir: string): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(distDir, '..', 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const words = (pkg.scripts['start'] ?? '').split(/\s+/);
+  const script = words.indexOf('dist/src/main.js');
+  if (words[0] !== 'node' || script < 0) {
+    throw new Error('package.json scripts.start is not "node [flags] dist/src/main.js"');
+  }
+  return words.slice(1, script);
 }

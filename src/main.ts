@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --single-threaded-gc --max-semi-space-size=24
+#!/usr/bin/env -S node --single-threaded-gc --max-semi-space-size=8 --heap-growing-percent=50
 /**
  * wg-peerd: the process. Reads the configuration (DESIGN §4), starts the daemon (its phases:
  * src/daemon/start.ts), and answers signals: SIGHUP re-reads the token, webhooks and TLS files

@@ -12,7 +12,7 @@ const TEMPLATE = path.join(ROOT, 'contrib', 'systemd', 'wg-peerd@.service');
 /** The command `npm install -g` of the release tarball puts on PATH (package.json `bin`). */
 const INSTALLED_COMMAND = 'wg-peerd';
 /** V8 flags of the daemon process (README, Performance: why single-threaded GC). */
-const DAEMON_NODE_FLAGS = '--single-threaded-gc --max-semi-space-size=24';
+const DAEMON_NODE_FLAGS = '--single-threaded-gc --max-semi-space-size=8 --heap-growing-percent=50';
 
 function hasSystemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' }).status === 0;
