@@ -6,23 +6,23 @@
  * again, its instant shown (`data_cap.read_at`). The caps are read again when (a) the daemon
  * changed anything (`changed('all')`, on the same path that ends the freshness window, so a list
  * that starts after a write always reads what the write did), (b) the kernel told of a change
- * (`changed('nftables')`: an nf_tables notification that is not a quota's data-path news, or
- * lost notifications; `changed('caps')`: a quota's exhaustion notice), or (c) they are older
- * than max(the window, COST_FACTOR × what the last caps read and its passes cost): under
- * back-to-back polls the caps then take at most a COST_FACTORth of the time. The configuration
- * is read again on (a), on an nf_tables notification (the suspended set), and at least every
- * max(CONFIG_SAFETY_MS, COST_FACTOR × its last cost), so a change behind the daemon's back (a tc
- * class, which sends no notification the daemon listens to) is noticed and repaired within that
- * bound. With a window of 0 (`--list-max-age 0`) every read reads everything, as before. A
- * change noticed while a read runs is not covered by that read: the counters are taken when a
+ * (`changed('nftables')`: an nf_tables notification on the interface's tables, or lost
+ * notifications; `changed('caps')`: a quota's exhaustion notice), or (c) their age nears
+ * max(the window, COST_FACTOR × what the last caps read and its passes cost) (`heldMs`): under
+ * back-to-back polls the caps then take about a COST_FACTORth of the time. The configuration
+ * is read again on (a), on an nf_tables notification (the suspended set), and once about
+ * max(CONFIG_SAFETY_MS, COST_FACTOR × its last cost) old, so a change behind the daemon's back
+ * (a tc class, which sends no notification the daemon listens to) is noticed and repaired within
+ * that bound. With a window of 0 (`--list-max-age 0`) every read reads everything, as before.
+ * A change noticed while a read runs is not covered by that read: the counters are taken when a
  * read starts. No I/O; the clock is given (ms, monotonic).
  */
 
 /**
- * K: the caps are read at most once per K times what their read and passes last cost, so under
- * back-to-back polls their share of the event loop is at most 1/K (a tenth: issue 29's A/C ≥ 0.9
- * leaves the rest to serving). On a host whose caps read costs under a tenth of the window this
- * is the window itself: the figures are as fresh as before.
+ * K: the caps are read again no sooner than (K − 1) times what their read and passes last cost
+ * (`heldMs`), so under back-to-back polls their share of the event loop is at most about
+ * 1/(K − 1), a ninth (issue 29: A/C ≥ 0.9 leaves about a tenth to everything but serving). On a
+ * host whose caps read costs under a tenth of the window they are read by every read, as before.
  */
 export const COST_FACTOR = 10;
 
@@ -88,13 +88,25 @@ export class UsageCadence {
     if (plan.config) this.config = { at, costMs: cost.configMs, seen: plan.configSeen };
   }
 
-  /** How long the caps last read stay listed at most (for the README and the tests). */
-  capsIntervalMs(): number {
-    return Math.max(this.windowMs, COST_FACTOR * (this.caps?.costMs ?? 0));
+  /** How old the caps' last read must be for a read to read them again (see `heldMs`). */
+  capsHeldMs(): number {
+    return this.caps === null ? 0 : this.heldMs(this.caps, this.windowMs);
   }
 
   private due(last: Last | null, changes: number, now: number, floorMs: number): boolean {
     if (last === null || changes !== last.seen) return true;
-    return now - last.at >= Math.max(floorMs, COST_FACTOR * last.costMs);
+    return now - last.at >= this.heldMs(last, floorMs);
+  }
+
+  /**
+   * A part is read again once max(floor, K × cost) − the window old: the read then serves it
+   * for up to a window more, so nothing listed is much older than max(floor, K × cost), and on
+   * a host where K × cost is under the window the caps are read by every read, as before. And
+   * never sooner than (K − 1) × cost, so under back-to-back polls the part takes at most about
+   * 1/(K − 1) of the time.
+   */
+  private heldMs(last: Last, floorMs: number): number {
+    const bound = Math.max(floorMs, COST_FACTOR * last.costMs) - this.windowMs;
+    return Math.max(bound, (COST_FACTOR - 1) * last.costMs);
   }
 }

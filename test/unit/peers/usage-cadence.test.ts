@@ -71,7 +71,7 @@ async function cappedAndRead(windowMs = WINDOW_MS) {
 const usedIn = (snapshot: PeerSnapshot): number | undefined => snapshot.caps.get(IP)?.usedBytes;
 
 describe('peers/usage-cadence: the caps and the configuration read on cadences of their own (issue 29)', () => {
-  it(`reads the caps again only once they are ${COST_FACTOR} times their read's cost old, while reading the device on every read`, async () => {
+  it(`reads the caps again only once they are about ${COST_FACTOR} times their read's cost old, while reading the device on every read`, async () => {
     const { kernel, svc, advance, capsReads, first } = await cappedAndRead();
     const capsBefore = capsReads();
     const devicesBefore = kernel.count('getDevice');
@@ -165,7 +165,8 @@ describe('peers/usage-cadence: the caps and the configuration read on cadences o
     await svc.snapshot();
     const limitReads = kernel.count('shaper.listLimits');
     kernel.limits.get('wg0')?.clear(); // tc qdisc del behind the daemon's back
-    advance(CONFIG_SAFETY_MS - 1);
+    // Read again once the safety cadence less a window old: none is listed older than it.
+    advance(CONFIG_SAFETY_MS - WINDOW_MS - 1);
     expect((await svc.snapshot()).limits.has(IP), 'within the safety cadence').to.equal(true);
     expect(kernel.count('shaper.listLimits')).to.equal(limitReads);
     advance(1);
@@ -196,20 +197,27 @@ describe('peers/usage-cadence: UsageCadence', () => {
     expect(cadence.plan()).to.deep.include({ caps: true, config: false });
   });
 
-  it(`holds the caps for max(the window, ${COST_FACTOR} × their last cost)`, () => {
+  it(`holds the caps until max(the window, ${COST_FACTOR} × their cost) less a window old, never less than ${COST_FACTOR - 1} × their cost`, () => {
     let now = 0;
     const cadence = new UsageCadence(WINDOW_MS, () => now);
+    // Cheap caps (10 × 20 ms under the window): the next read a window later reads them.
     cadence.done(cadence.plan(), { capsMs: 20, configMs: 0 });
-    expect(cadence.capsIntervalMs()).to.equal(WINDOW_MS);
-    now = 999;
+    expect(cadence.capsHeldMs()).to.equal((COST_FACTOR - 1) * 20);
+    now = 179;
     expect(cadence.plan().caps).to.equal(false);
+    now = 180;
+    expect(cadence.plan().caps).to.equal(true);
+    // Dear caps: 10 × 300 ms = 3 s less the window is 2 s, but 9 × 300 ms is 2.7 s.
     now = 1000;
     cadence.done(cadence.plan(), { capsMs: 300, configMs: 0 });
-    expect(cadence.capsIntervalMs()).to.equal(3000);
-    now = 3999;
+    expect(cadence.capsHeldMs()).to.equal(2700);
+    now = 3699;
     expect(cadence.plan().caps).to.equal(false);
-    now = 4000;
+    now = 3700;
     expect(cadence.plan().caps).to.equal(true);
+    // Dearer: 10 × 2 s less the window, 19 s (9 × 2 s is 18 s).
+    cadence.done(cadence.plan(), { capsMs: 2000, configMs: 0 });
+    expect(cadence.capsHeldMs()).to.equal(19_000);
   });
 
   it("marks both parts due on the daemon's own change and on an nf_tables notification, only the caps on an exhaustion", () => {
