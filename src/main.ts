@@ -128,7 +128,14 @@ async function cli(): Promise<void> {
       notify,
       // Loaded only once the configuration is good: a bad flag never needs the native addon.
       openKernel: async () => (await import('./kernel')).openKernel(),
-      watchCaps: async (...args) => (await import('./kernel')).watchCapExhaustion(...args),
+      watchCaps: async (ifname, onExhausted, onError, onTablesChanged) =>
+        (await import('./kernel')).watchCapExhaustion(
+          ifname,
+          onExhausted,
+          onError,
+          undefined,
+          onTablesChanged,
+        ),
     });
   } catch (error) {
     exitFatal(logger, error);

@@ -52,11 +52,16 @@ export interface DaemonDeps {
   stateFs?: StateFs;
   /** systemd's notifications (src/systemd-notify.ts): STATUS while restoring, READY=1. */
   notify?: StartNotices;
-  /** The kernel's notices of exhausted caps (peer.cap_exhausted); none when absent. */
+  /**
+   * The kernel's notices of exhausted caps (peer.cap_exhausted), and of every change to the
+   * interface's nf_tables tables (`onTablesChanged`: the list reads its caps and suspended set
+   * again, issue 29); none when absent.
+   */
   watchCaps?: (
     ifname: string,
     onExhausted: (notice: CapExhaustedNotice) => void,
     onError: (error: Error) => void,
+    onTablesChanged: () => void,
   ) => Promise<CapWatch>;
 }
 

@@ -65,7 +65,10 @@ export async function servicesPhase(
     // Every peer event carries the peer's name (issue 31).
     nameOf: (publicKey) => late.service?.nameOf(publicKey) ?? null,
   });
-  const capWatch = await watchCaps(config.interfaceName, events, deps);
+  // The kernel's news reaches the service once it exists: nothing reads before that.
+  const capWatch = await watchCaps(config.interfaceName, events, deps, (kind) =>
+    late.service?.kernelNoticed(kind),
+  );
   // Reads of the caps and changes to them, ordered for the usage checkpoints (usage-fence.ts).
   const fence = new UsageFence();
   const service = peerService(config, deps.logger, input, { metrics, events, fence });
@@ -175,6 +178,7 @@ async function watchCaps(
   ifname: string,
   events: Events,
   deps: DaemonDeps,
+  noticed: (kind: 'nftables' | 'caps') => void,
 ): Promise<CapWatch | null> {
   if (deps.watchCaps === undefined) return null;
   const logger = deps.logger;
@@ -186,14 +190,22 @@ async function watchCaps(
     return null;
   };
   try {
+    // The list reads the caps again after each (src/peers/usage-cadence.ts); after lost
+    // notifications the caps and the suspended set, as after any change of the tables.
     const watch = await deps.watchCaps(
       ifname,
-      (notice) => events.capExhausted(notice),
-      (error) =>
+      (notice) => {
+        noticed('caps');
+        events.capExhausted(notice);
+      },
+      (error) => {
+        noticed('nftables');
         logger.warn(
           { event: 'cap_notifications_lost', reason: messageOf(error) },
           `an nf_tables notification was lost or unreadable (${messageOf(error)}); the list still shows every exhausted cap`,
-        ),
+        );
+      },
+      () => noticed('nftables'),
     );
     watch.ready.catch(unavailable);
     return watch;

@@ -157,6 +157,8 @@ export class Events {
   readonly exhaustionTimes: ExhaustionTimes;
   private readonly exhaustion: ExhaustionLatch;
   private readonly now: () => number;
+  /** The caps the watcher's last read listed. */
+  private watchedCaps: PeerSnapshot['caps'] | null = null;
 
   constructor(options: EventsOptions) {
     this.now = options.now ?? Date.now;
@@ -202,7 +204,14 @@ export class Events {
       intervalMs: options.listMaxAgeMs > 0 ? options.listMaxAgeMs : 1000,
       logger: options.logger,
       onRead: (snapshot, owners) => {
-        this.capsRead(snapshot.caps, owners, snapshot.takenAt - snapshot.readMs, snapshot.takenAt);
+        // The caps are read on a cadence of their own (src/peers/usage-cadence.ts): a read
+        // that lists the caps the last one did says nothing new of them; a read's times are
+        // its caps' own read, not the device's.
+        if (snapshot.caps === this.watchedCaps) return;
+        this.watchedCaps = snapshot.caps;
+        const takenAt = snapshot.capsReadAt ?? snapshot.takenAt;
+        const startedAt = snapshot.usage?.startedAt ?? snapshot.takenAt - snapshot.readMs;
+        this.capsRead(snapshot.caps, owners, startedAt, takenAt);
       },
     });
     this.webhooks = new Webhooks(this.hub, {

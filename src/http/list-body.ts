@@ -121,7 +121,7 @@ function peerJson(view: PeerView): string {
     `,"preshared_key":${peer.presharedKey === true}` +
     `,"speed_limit_bytes_per_second":${numberOrNull(limit.rate)}` +
     `,"speed_limit_holds":${limit.holds === null ? 'null' : `"${limit.holds}"`}` +
-    `,"data_cap":${cap === null ? 'null' : capJson(cap, view.exhaustedAt)}` +
+    `,"data_cap":${cap === null ? 'null' : capJson(cap, view)}` +
     `,"suspended":${suspended}` +
     `,"name":${view.name === null ? 'null' : JSON.stringify(view.name)}` +
     `,"expires_at":${expiresAtJson(view.expiresAt)},"expired":${view.expired}` +
@@ -160,7 +160,7 @@ export const PEER_WRITERS: Readonly<Record<string, PeerWriter>> = {
   preshared_key: (v) => String(v.peer.presharedKey === true),
   speed_limit_bytes_per_second: (v) => numberOrNull(limitOf(v.limit).rate),
   speed_limit_holds: (v) => textOrNull(limitOf(v.limit).holds),
-  data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v.exhaustedAt)),
+  data_cap: (v) => (v.cap === null ? 'null' : capJson(v.cap, v)),
   suspended: (v) => String(v.suspended),
   name: (v) => (v.name === null ? 'null' : JSON.stringify(v.name)),
   expires_at: (v) => expiresAtJson(v.expiresAt),
@@ -181,6 +181,7 @@ export const CAP_WRITERS: Readonly<Record<string, CapWriter>> = {
   exhausted_at: (_c, v) =>
     v.exhaustedAt === null ? 'null' : `"${new Date(v.exhaustedAt).toISOString()}"`,
   throttled: (c) => String(c.throttled === true),
+  read_at: (_c, v) => isoOrNull(v.capReadAt),
 };
 
 function writerNamed<W>(writers: Readonly<Record<string, W>>, name: string): W {
@@ -615,14 +616,19 @@ interface HeldBody {
   built: Buffer | null;
 }
 
-/** A peer's data_cap object; `exhaustedAt` ms since the epoch or null. */
-function capJson(cap: NonNullable<PeerView['cap']>, exhaustedAt: number | null): string {
+/** An instant as the list writes it: ISO 8601 in UTC, or null. */
+function isoOrNull(at: number | null): string {
+  return at === null ? 'null' : `"${new Date(at).toISOString()}"`;
+}
+
+/** A peer's data_cap object, with the view's exhaustion time and the instant its figures were read. */
+function capJson(cap: NonNullable<PeerView['cap']>, view: PeerView): string {
   const rate = cap.throttleBytesPerSecond ?? null;
   return (
     `{"quota_bytes":${cap.quotaBytes},"used_bytes":${cap.usedBytes},"enforced":${cap.enforced}` +
     planJson(cap.plan) +
     `,"after_cap":"${rate === null ? 'block' : 'throttle'}","throttle_bytes_per_second":${rate}` +
-    `,"exhausted_at":${exhaustedAt === null ? 'null' : `"${new Date(exhaustedAt).toISOString()}"`}` +
-    `,"throttled":${cap.throttled === true}}`
+    `,"exhausted_at":${isoOrNull(view.exhaustedAt)}` +
+    `,"throttled":${cap.throttled === true},"read_at":${isoOrNull(view.capReadAt)}}`
   );
 }

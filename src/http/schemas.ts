@@ -355,6 +355,11 @@ export const peerResponse: JsonSchema = {
           type: 'boolean',
           description: 'after_cap is throttle and the cap is used up: the peer is slowed now',
         },
+        read_at: {
+          ...TIME_UTC,
+          description:
+            'When the kernel read that used_bytes (and the rest of this object) comes from completed (UTC). The caps are read again on every change the daemon makes, on an nf_tables notification of another program or a quota exhaustion, and otherwise at most as often as the list window or ten times what reading them costs allows (README "Freshness on a capped host")',
+        },
       },
       required: [
         'quota_bytes',
@@ -368,6 +373,7 @@ export const peerResponse: JsonSchema = {
         'throttle_bytes_per_second',
         'exhausted_at',
         'throttled',
+        'read_at',
       ],
       additionalProperties: false,
     }),

@@ -35,6 +35,14 @@ export function goneFrom(committed: Iterable<string>, device: WireGuardDevice): 
   return gone;
 }
 
+/** Whether the device lists exactly these keys, in this order: one comparison per peer. */
+function sameKeys(keys: readonly string[], device: WireGuardDevice): boolean {
+  const peers = device.peers;
+  if (peers.length !== keys.length) return false;
+  for (let i = 0; i < peers.length; i++) if (peers[i]!.publicKey !== keys[i]) return false;
+  return true;
+}
+
 export interface BehindBackOptions {
   journal: PeerJournal | null;
   pipeline: ChangePipeline;
@@ -51,6 +59,8 @@ export class BehindBackDeletions {
   private readonly forgetting = new Map<string, Promise<void>>();
   /** The interface the journal's peers live on (as restored, else as first read). */
   private ifindex: number | null = null;
+  /** The device's keys, in order, at the last read that showed every committed peer. */
+  private allShown: { keys: readonly string[]; committed: number } | null = null;
 
   constructor(private readonly o: BehindBackOptions) {}
 
@@ -64,7 +74,13 @@ export class BehindBackDeletions {
     const journal = this.o.journal;
     if (journal === null || journal.state.peers.size === 0) return;
     if (device.ifindex !== this.home(device)) return;
+    // Polled every window (issue 29): a device with the very peers, in the order, of the last
+    // read that showed every committed peer, and as many committed, shows them all again.
+    const committed = journal.state.peers.size;
+    if (this.allShown?.committed === committed && sameKeys(this.allShown.keys, device)) return;
     const gone = goneFrom(journal.state.peers.keys(), device);
+    this.allShown =
+      gone.length === 0 ? { keys: device.peers.map((p) => p.publicKey), committed } : null;
     const raced = this.o.adds() !== addsAtStart;
     await Promise.all(gone.map((key) => this.forget(key, raced)));
   }

@@ -16,9 +16,10 @@
 import type { ExhaustionTimes } from './exhaustion-times';
 import { CleanupFailedError, PeerNotFoundError } from './errors';
 import { parsePublicKey } from './keys';
-import type { DataCap } from '../kernel/types';
+import type { DataCap, KernelDataCap, LimitState } from '../kernel/types';
 import { FreshRead } from './fresh-read';
 import { UsageFence } from './usage-fence';
+import { UsageCadence, type ReadPlan, type Staleness } from './usage-cadence';
 import type { ListReads } from './checkpoint';
 import { allInOrder } from './settled';
 import type { UsageRead, KernelObserver, PeerSnapshot } from './snapshot';
@@ -83,6 +84,30 @@ function savedCapsOf(journal: PeerJournal | null): (publicKey: string) => DataCa
   return (publicKey) => journal?.state.peers.get(publicKey)?.cap ?? null;
 }
 
+/** A slow part this read does not read again (./usage-cadence.ts). */
+const NOT_READ = Promise.resolve(null);
+
+/** The configuration the daemon writes, as a list read last read it (./usage-cadence.ts). */
+interface ConfigPart {
+  /** The read that read it, in the order reads started. */
+  readonly serial: number;
+  readonly limits: ReadonlyMap<string, LimitState>;
+  readonly suspended: ReadonlyMap<string, string | null>;
+}
+
+/** The caps as a list read last read them, and what its passes made of them. */
+interface CapsPart {
+  readonly serial: number;
+  /** The kernel's caps as read (drift, exhaustion and the checkpoints use these). */
+  readonly kernelCaps: ReadonlyMap<string, KernelDataCap>;
+  /** What the list shows: the kernel's caps plus lost ones as last seen (Drift.listedCaps). */
+  readonly listed: ReadonlyMap<string, KernelDataCap>;
+  readonly exhausted: ReadonlyMap<string, number> | undefined;
+  readonly usage: UsageRead;
+  /** When the read that read them completed, ms since the epoch (`data_cap.read_at`). */
+  readonly readAt: number;
+}
+
 /** A kernel failure after which a delete needs no undo: the peer is gone either way. */
 const deleteStands = (error: unknown): boolean =>
   error instanceof PeerNotFoundError || error instanceof CleanupFailedError;
@@ -110,6 +135,13 @@ export class PeerService implements PeerServiceApi {
   private readonly exhaustion: ExhaustionTimes | undefined;
   /** Committed peers a read no longer shows: recorded as deleted (./behind-back.ts). */
   private readonly behindBack: BehindBackDeletions;
+  /** Which slow parts each list read reads again (./usage-cadence.ts). */
+  private readonly cadence: UsageCadence;
+  private readonly monotonicNow: () => number;
+  /** Reads started so far: a part read by an older read never replaces a newer one. */
+  private reads = 0;
+  private configPart: ConfigPart | null = null;
+  private capsPart: CapsPart | null = null;
 
   constructor(options: PeerServiceOptions) {
     const ifname = options.interfaceName;
@@ -182,14 +214,14 @@ export class PeerService implements PeerServiceApi {
       adds: () => this.creates.adds,
       log: this.log,
     });
-    this.snapshots = new FreshRead(
-      async () => {
-        await this.ready;
-        return this.readSnapshot();
-      },
-      options.listMaxAgeMs ?? 0,
-      options.monotonicNow ?? performance.now.bind(performance),
-    );
+    const windowMs = options.listMaxAgeMs ?? 0;
+    this.monotonicNow = options.monotonicNow ?? performance.now.bind(performance);
+    this.cadence = new UsageCadence(windowMs, this.monotonicNow);
+    const read = async (): Promise<PeerSnapshot> => {
+      await this.ready;
+      return this.readSnapshot();
+    };
+    this.snapshots = new FreshRead(read, windowMs, this.monotonicNow);
   }
 
   /**
@@ -208,6 +240,16 @@ export class PeerService implements PeerServiceApi {
 
   snapshot(): Promise<PeerSnapshot> {
     return this.snapshots.get();
+  }
+
+  /**
+   * The kernel told of a change the daemon did not make (./usage-cadence.ts): an nf_tables
+   * notification of another program's change, or lost notifications ('nftables': the caps and
+   * the suspended set are read again by the next list read), or a quota's exhaustion notice
+   * ('caps'). The freshness window is not ended: the next read after it reads them.
+   */
+  kernelNoticed(kind: Exclude<Staleness, 'all'>): void {
+    this.cadence.changed(kind);
   }
 
   freshSnapshot(): PeerSnapshot | null {
@@ -427,60 +469,164 @@ export class PeerService implements PeerServiceApi {
         await this.drift.repairDamage();
         return await task();
       } finally {
+        this.cadence.changed('all');
         this.snapshots.invalidate();
       }
     });
   }
 
+  /**
+   * One list read: the device always; the caps and the configuration when the cadence says so
+   * (./usage-cadence.ts), else as the last read read them. The passes over every cap (drift's,
+   * the billing periods', the exhaustion times', the listed caps) run only on a read of the caps
+   * or the configuration; on a device-only read the device is checked for a recreated interface
+   * and for peers deleted behind the daemon's back.
+   */
   private async readSnapshot(): Promise<PeerSnapshot> {
-    const token = this.fence.token();
+    const plan = this.cadence.plan();
+    const readCaps = plan.caps || this.capsPart === null;
+    const readConfig = plan.config || this.configPart === null;
+    const serial = ++this.reads;
+    const token = readCaps ? this.fence.token() : 0;
     const started = process.hrtime.bigint();
     const elapsed = (): number => Number(process.hrtime.bigint() - started) / 1e6;
-    const { calls } = this;
-    const { kernel, ifname } = calls;
     const addsAtStart = this.creates.adds;
     try {
-      // The device first: its failure decides the answer (see allInOrder).
-      const [device, limits, caps, suspended] = await allInOrder([
-        calls.call('wireguard', () => kernel.wireguard.getDevice(ifname)),
-        calls.optional('shaper', () => kernel.shaper.listLimits(ifname)),
-        calls.optional('quota', () => kernel.quota.listCaps(ifname)),
-        calls.optional('suspension', () => kernel.suspension.listSuspended(ifname)),
-      ]);
+      const { device, limits, caps, suspended } = await this.readParts(readCaps, readConfig);
       const readMs = elapsed();
       this.observer?.kernelRead(readMs, true);
-      const read = {
-        takenAt: this.now(),
-        readMs,
-        device,
-        limits,
-        caps,
-        suspended,
-        names: this.names.current,
-      };
-      const expiry = await this.expiry.read(device, read.takenAt);
-      this.drift.notice(read);
+      const takenAt = this.now();
+      const startedAt = takenAt - readMs;
+      const config =
+        limits === null || suspended === null
+          ? this.configPart!
+          : this.keepConfig({ serial, limits: limits.value, suspended: suspended.value });
+      const expiry = await this.expiry.read(device, takenAt);
+      let capsPart = this.capsPart!;
+      let passesFrom = this.monotonicNow();
+      if (caps !== null || limits !== null) {
+        this.drift.notice({
+          device,
+          limits: config.limits,
+          caps: caps === null ? capsPart.kernelCaps : caps.value,
+        });
+      } else {
+        this.drift.noticeDevice(device);
+      }
+      const passesMs = this.monotonicNow() - passesFrom;
       await this.behindBack.notice(device, addsAtStart);
-      this.periodResets.schedule(device, caps);
-      const startedAt = read.takenAt - readMs;
-      const exhausted = this.exhaustion?.read({
-        caps,
-        owners: this.drift.capOwners(caps),
-        startedAt,
-        takenAt: read.takenAt,
+      passesFrom = this.monotonicNow();
+      if (caps !== null) {
+        capsPart = this.keepCaps(device, {
+          serial,
+          caps: caps.value,
+          usage: { caps: caps.value, token, startedAt },
+          readAt: takenAt,
+        });
+      }
+      this.cadenceDone(plan, readCaps, readConfig, {
+        caps: caps?.ms ?? 0,
+        config: Math.max(limits?.ms ?? 0, suspended?.ms ?? 0),
+        passes: passesMs + (this.monotonicNow() - passesFrom),
       });
       // What the list and the metrics show: the kernel's caps, plus the caps of live peers that
       // the kernel lost behind the daemon's back, as last seen and not enforced.
       return {
-        ...read,
+        takenAt,
+        readMs,
+        device,
+        limits: config.limits,
+        caps: capsPart.listed,
+        suspended: config.suspended,
+        names: this.names.current,
         ...expiry,
-        caps: this.drift.listedCaps(caps),
-        ...(exhausted ? { exhausted } : {}),
-        usage: { caps, token, startedAt },
+        capsReadAt: capsPart.readAt,
+        ...(capsPart.exhausted ? { exhausted: capsPart.exhausted } : {}),
+        usage: capsPart.usage,
       };
     } catch (error) {
       this.observer?.kernelRead(elapsed(), false);
       throw error;
     }
+  }
+
+  /** The device, and the slow parts asked for (null: not read again), each with its cost. */
+  private async readParts(readCaps: boolean, readConfig: boolean) {
+    const { kernel, ifname } = this.calls;
+    const optional = this.calls.optional.bind(this.calls);
+    const timed = async <V>(read: () => Promise<V>): Promise<{ value: V; ms: number }> => {
+      const from = this.monotonicNow();
+      const value = await read();
+      return { value, ms: this.monotonicNow() - from };
+    };
+    // The device first: its failure decides the answer (see allInOrder).
+    const [device, limits, caps, suspended] = await allInOrder([
+      this.calls.call('wireguard', () => kernel.wireguard.getDevice(ifname)),
+      readConfig
+        ? timed(() => optional('shaper', () => kernel.shaper.listLimits(ifname)))
+        : NOT_READ,
+      readCaps ? timed(() => optional('quota', () => kernel.quota.listCaps(ifname))) : NOT_READ,
+      readConfig
+        ? timed(() => optional('suspension', () => kernel.suspension.listSuspended(ifname)))
+        : NOT_READ,
+    ]);
+    return { device, limits, caps, suspended };
+  }
+
+  /** A configuration just read, kept unless a read that started later kept its own. */
+  private keepConfig(part: ConfigPart): ConfigPart {
+    const kept = this.configPart;
+    if (kept !== null && kept.serial > part.serial) return kept;
+    this.configPart = part;
+    return part;
+  }
+
+  /**
+   * Caps just read: the passes over them (the billing periods, the exhaustion times, the
+   * listed caps), kept unless a read that started later kept its own.
+   */
+  private keepCaps(
+    device: Parameters<PeriodResets['schedule']>[0],
+    read: {
+      serial: number;
+      caps: ReadonlyMap<string, KernelDataCap>;
+      usage: UsageRead;
+      readAt: number;
+    },
+  ): CapsPart {
+    const kept = this.capsPart;
+    if (kept !== null && kept.serial > read.serial) return kept;
+    const { caps } = read;
+    this.periodResets.schedule(device, caps);
+    const exhausted = this.exhaustion?.read({
+      caps,
+      owners: this.drift.capOwners(caps),
+      startedAt: read.usage.startedAt,
+      takenAt: read.readAt,
+    });
+    const part: CapsPart = {
+      serial: read.serial,
+      kernelCaps: caps,
+      listed: this.drift.listedCaps(caps),
+      exhausted,
+      usage: read.usage,
+      readAt: read.readAt,
+    };
+    this.capsPart = part;
+    return part;
+  }
+
+  /** Tells the cadence what the parts this read read cost, the passes with the caps'. */
+  private cadenceDone(
+    plan: ReadPlan,
+    readCaps: boolean,
+    readConfig: boolean,
+    ms: { caps: number; config: number; passes: number },
+  ): void {
+    const done = { ...plan, caps: readCaps, config: readConfig };
+    this.cadence.done(done, {
+      capsMs: ms.caps + (readCaps ? ms.passes : 0),
+      configMs: ms.config + (readCaps ? 0 : ms.passes),
+    });
   }
 }

@@ -17,6 +17,12 @@ export interface PeerSnapshot {
   readonly limits: ReadonlyMap<string, LimitState>;
   /** Tunnel address → cap, bytes used and whether the map still leads packets to it. */
   readonly caps: ReadonlyMap<string, KernelDataCap>;
+  /**
+   * When the read that read `caps` completed, ms since the epoch: the list's
+   * `data_cap.read_at` (issue 29: the caps are read on a cadence of their own,
+   * ./usage-cadence.ts). Absent: this very read read them (`takenAt`).
+   */
+  readonly capsReadAt?: number;
   /** Suspended tunnel address → the public key that owns the suspension; absent: none. */
   readonly suspended?: ReadonlyMap<string, string | null>;
   /** Tunnel address → when its used-up cap ran out, ms since the epoch (./exhaustion-times.ts). */

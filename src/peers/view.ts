@@ -31,6 +31,8 @@ export interface PeerView {
   readonly suspended: boolean;
   /** When its used-up cap ran out in this period, ms since the epoch; null: room, or unknown. */
   readonly exhaustedAt: number | null;
+  /** When the read its cap's figures come from completed, ms since the epoch; null: no cap. */
+  readonly capReadAt: number | null;
   /** Its name (issue 31); null: none. */
   readonly name: string | null;
   /** When it expires, ms since the epoch (issue 31); null: never. */
@@ -77,6 +79,7 @@ export function viewOf(
     cap: cap ?? null,
     suspended: suspendedAt(peer, ip, snapshot),
     exhaustedAt: exhaustedAtIn(ip, snapshot),
+    capReadAt: cap === undefined ? null : capsReadAtOf(snapshot),
     name: nameIn(peer, snapshot),
     expiresAt: snapshot.expiries?.get(peer.publicKey) ?? null,
     expired: snapshot.expired?.has(peer.publicKey) ?? false,
@@ -88,6 +91,11 @@ function nameIn(peer: WireGuardPeer, snapshot: PeerSnapshot): string | null {
   const names = snapshot.names;
   if (names === undefined || names.size === 0) return null;
   return names.get(peer.publicKey) ?? null;
+}
+
+/** When the snapshot's caps were read (PeerSnapshot.capsReadAt), ms since the epoch. */
+export function capsReadAtOf(snapshot: PeerSnapshot): number {
+  return snapshot.capsReadAt ?? snapshot.takenAt;
 }
 
 /** When the snapshot says the cap at `ip` ran out (./exhaustion-times.ts), or null. */
@@ -128,6 +136,7 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended &&
     exhaustedAtIn(ip, snapshot) === view.exhaustedAt &&
+    (cap === undefined ? null : capsReadAtOf(snapshot)) === view.capReadAt &&
     nameIn(view.peer, snapshot) === view.name &&
     (snapshot.expiries?.get(view.peer.publicKey) ?? null) === view.expiresAt &&
     (snapshot.expired?.has(view.peer.publicKey) ?? false) === view.expired

@@ -278,7 +278,8 @@ describe('events: SSE stream and webhooks (real kernel, real client)', function 
       { ...outcome.config, listen: { host: '127.0.0.1', port: 0 } },
       {
         openKernel: () => openKernel(),
-        watchCaps: async (...args) => watchCapExhaustion(...args),
+        watchCaps: async (ifname, onExhausted, onError, onTablesChanged) =>
+          watchCapExhaustion(ifname, onExhausted, onError, undefined, onTablesChanged),
         logger: createLogger({ level: 'warn' }),
         webhookPolicy: { timeoutMs: 2_000, firstRetryMs: 2_000, giveUpAfterMs: 12_000 },
       },

@@ -43,6 +43,8 @@ export interface PeerEntry {
   suspended: boolean;
   /** When its cap ran out (the snapshot's `exhausted`), ISO 8601 UTC; null without. */
   exhaustedAt: string | null;
+  /** With a cap: when its figures were read (`capsReadAt`, else `takenAt`), ISO 8601 UTC. */
+  capReadAt: string | null;
   /** Its name (issue 31); null without. */
   name: string | null;
   /** Its expiry, ISO 8601 UTC (issue 31); null without. */
@@ -103,6 +105,8 @@ export function entriesOf(snapshot: PeerSnapshot, filter: FilterStatus | null): 
             },
       suspended: ipAddress !== null && snapshot.suspended?.get(ipAddress) === peer.publicKey,
       exhaustedAt: exhaustedAtOf(snapshot, ipAddress),
+      capReadAt:
+        cap === undefined ? null : new Date(snapshot.capsReadAt ?? snapshot.takenAt).toISOString(),
       name: snapshot.names?.get(peer.publicKey) ?? null,
       expiresAt: expiresAtOf(snapshot.expiries?.get(peer.publicKey)),
       expired: snapshot.expired?.has(peer.publicKey) ?? false,
@@ -153,6 +157,7 @@ export function toPeerJson(entry: PeerEntry) {
             throttle_bytes_per_second: entry.dataCap.throttleBytesPerSecond ?? null,
             exhausted_at: entry.exhaustedAt,
             throttled: entry.dataCap.throttled === true,
+            read_at: entry.capReadAt,
           },
     suspended: entry.suspended,
     name: entry.name,
@@ -223,4 +228,29 @@ export function referencePartialBody(
     return out;
   });
   return Buffer.from(JSON.stringify({ success: true, peers, total_count: entries.length, filter }));
+}
+
+/** ISO 8601 in UTC with milliseconds, as Date#toISOString writes it. */
+const ISO_UTC = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/**
+ * A listed `data_cap` without its `read_at` (issue 29: when its figures were read), for a test
+ * about the other fields; `read_at` must be an ISO 8601 UTC instant (tests of the caps' cadence
+ * check its value). Anything else passes through as it is.
+ */
+export function withoutReadAt<T>(cap: T): T {
+  if (cap === null || typeof cap !== 'object') return cap;
+  const { read_at: readAt, ...rest } = cap as Record<string, unknown>;
+  if (typeof readAt !== 'string' || !ISO_UTC.test(readAt)) {
+    throw new Error(`data_cap.read_at is not an ISO 8601 UTC instant: ${String(readAt)}`);
+  }
+  return rest as T;
+}
+
+/** Listed peers, each `data_cap` through `withoutReadAt`. */
+export function peersWithoutReadAt(peers: unknown): Record<string, unknown>[] {
+  return (peers as Record<string, unknown>[]).map((peer) => ({
+    ...peer,
+    data_cap: withoutReadAt(peer['data_cap']),
+  }));
 }

@@ -8,9 +8,13 @@
  *
  * The data path's messages carry nlmsg_pid 0 and nlmsg_seq 0 (nft_obj_notify(..., portid 0,
  * seq 0, ...)); a transaction's carry the committing socket's port id and sequence number, so the
- * two are told apart without guessing from the content.
+ * two are told apart without guessing from the content. A transaction's messages (every table,
+ * chain, rule, set, element or object added or deleted, by any program, this daemon too) are
+ * handed to `commit` with the table they name (issue 29: the list reads the caps and the
+ * suspended set again after one, src/peers/usage-cadence.ts).
  */
 import {
+  AttributeCursor,
   NETLINK_NETFILTER,
   NLMSG_ERROR,
   NLM_F_ACK,
@@ -29,7 +33,9 @@ import {
   NFNETLINK_V0,
   NFPROTO_UNSPEC,
   NFT_MSG_GETGEN,
+  NFT_MSG_NEWGEN,
   NFT_MSG_NEWOBJ,
+  NFNL_SUBSYS_NFTABLES,
   nfgenmsg,
   nftMessageType,
 } from './constants';
@@ -52,9 +58,38 @@ export function dataPathObjectOf(message: NetlinkMessage): {
   return { family, object: decodeNftMessage(objectAttributes, message, 'NFT_MSG_NEWOBJ') };
 }
 
+/**
+ * The attribute every nf_tables message of a transaction names its table with: NFTA_TABLE_NAME,
+ * NFTA_CHAIN_TABLE, NFTA_RULE_TABLE, NFTA_SET_TABLE, NFTA_SET_ELEM_LIST_TABLE, NFTA_OBJ_TABLE
+ * and NFTA_FLOWTABLE_TABLE are all 1 (/usr/include/linux/netfilter/nf_tables.h).
+ */
+const NFTA_ANY_TABLE = 1;
+
+const TABLE = new AttributeCursor();
+
+/**
+ * The table a transaction's nf_tables message names; null for NFT_MSG_NEWGEN (which ends every
+ * transaction and names none), for another subsystem's message, or without the attribute.
+ */
+export function committedTableOf(message: NetlinkMessage): string | null {
+  if (message.type >> 8 !== NFNL_SUBSYS_NFTABLES) return null;
+  if (message.type === nftMessageType(NFT_MSG_NEWGEN)) return null;
+  const payload = message.payload;
+  if (payload.length < nfgenmsg.size) return null;
+  const cursor = TABLE.reset(payload, nfgenmsg.size, payload.length);
+  while (cursor.next()) {
+    if (cursor.type !== NFTA_ANY_TABLE) continue;
+    const end = payload.indexOf(0, cursor.start);
+    return payload.toString('utf8', cursor.start, end < 0 || end > cursor.end ? cursor.end : end);
+  }
+  return null;
+}
+
 export interface MonitorHandlers {
   /** A stateful object's news from the data path (a quota exhausted). */
   object(family: number, object: ObjectAttributes): void;
+  /** A transaction's message (any program's), with the table it names (committedTableOf). */
+  commit?(table: string): void;
   /** Notifications lost (ENOBUFS: the socket's queue overflowed) or a message not understood. */
   error(error: Error): void;
 }
@@ -161,6 +196,12 @@ export class NfTablesMonitor {
       return;
     }
     const news = dataPathObjectOf(message);
-    if (news !== null) this.handlers.object(news.family, news.object);
+    if (news !== null) {
+      this.handlers.object(news.family, news.object);
+      return;
+    }
+    if (this.handlers.commit === undefined || message.pid === 0) return;
+    const table = committedTableOf(message);
+    if (table !== null) this.handlers.commit(table);
   }
 }

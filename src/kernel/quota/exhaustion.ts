@@ -13,6 +13,7 @@ import { NfTablesMonitor } from '../nftables/notifications';
 import { NFPROTO_INET, NFPROTO_IPV4, NFPROTO_IPV6 } from '../nftables/constants';
 import { addressOfObject, quotaTableName } from './naming';
 import { parseQuota } from './objects';
+import { suspensionTableName } from '../suspension';
 
 /** The families a notice of our table can carry: the packet's (and the table's, inet). */
 const NOTICE_FAMILIES: ReadonlySet<number> = new Set([NFPROTO_IPV4, NFPROTO_IPV6, NFPROTO_INET]);
@@ -38,16 +39,22 @@ export interface CapWatch {
 /**
  * Watches the caps of `ifname`'s table (either family): `onExhausted` for each of its quota objects the data
  * path exhausts; `onError` when notifications were lost (the socket's queue overflowed) or one
- * could not be read.
+ * could not be read; `onTablesChanged` for each message of a transaction (any program's, this
+ * daemon's too) on the interface's caps table or suspension table.
  */
 export function watchCapExhaustion(
   ifname: string,
   onExhausted: (notice: CapExhaustedNotice) => void,
   onError: (error: Error) => void,
   open: TransportFactory = openNativeTransport,
+  onTablesChanged: () => void = () => undefined,
 ): CapWatch {
   const table = quotaTableName(ifname);
+  const ours: ReadonlySet<string> = new Set([table, suspensionTableName(ifname)]);
   const monitor = new NfTablesMonitor(open, {
+    commit(named) {
+      if (ours.has(named)) onTablesChanged();
+    },
     object(family, object) {
       if (!NOTICE_FAMILIES.has(family) || object.table !== table) return;
       const quota = parseQuota(object);

@@ -12,6 +12,7 @@ import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';
 import { ManualClock } from '../support/manual-clock';
 import { NOW, expectError, key, setup, urlSafe } from './helpers';
+import { withoutReadAt } from '../../support/peer-list';
 
 const DAY = 86_400_000;
 
@@ -22,7 +23,7 @@ function withPeer() {
 }
 
 async function listedCap(http: ReturnType<typeof setup>['http']) {
-  return (await http.get('/api/peers')).body.peers[0].data_cap;
+  return withoutReadAt((await http.get('/api/peers')).body.peers[0].data_cap);
 }
 
 describe('http data cap billing periods (PATCH /api/peer/<publicKey>/data-cap)', () => {

@@ -319,6 +319,16 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     );
   });
 
+  it('rewrites read_at when the caps were read again, the bytes unchanged (issue 29)', async () => {
+    const peer = peerAged(0);
+    const [before, after] = await bothAsReference(snapshotOf(peer, TAKEN_AT, null, CAP), {
+      ...snapshotOf(peer, TAKEN_AT + 1_000, null, { ...CAP }),
+      capsReadAt: TAKEN_AT + 900,
+    });
+    expect(before).to.contain(`"read_at":"${new Date(TAKEN_AT).toISOString()}"`);
+    expect(after).to.contain(`"read_at":"${new Date(TAKEN_AT + 900).toISOString()}"`);
+  });
+
   it('rewrites the bytes used', async () => {
     const peer = peerAged(0);
     await bothAsReference(
@@ -419,8 +429,12 @@ describe('http/list-body: each reuse condition of a fragment is held', () => {
     const peer = peerAged(30_000);
     const previous = new PreviousBodies();
     const first = await buildListBody(snapshotOf(peer, TAKEN_AT, LIMIT, CAP), null, 1, previous);
-    // Another read a second later, new limit and cap objects of equal values.
-    const again = snapshotOf(peer, TAKEN_AT + 1_000, { ...LIMIT }, { ...CAP });
+    // Another read a second later, new limit and cap objects of equal values, the caps as the
+    // first read read them (a device-only read, issue 29: src/peers/usage-cadence.ts).
+    const again = {
+      ...snapshotOf(peer, TAKEN_AT + 1_000, { ...LIMIT }, { ...CAP }),
+      capsReadAt: TAKEN_AT,
+    };
     expect(await buildListBody(again, null, 1, previous)).to.equal(first);
   });
   it("keeps each peer's JSON in the last body it went into, not as text beside it, and builds the next body from there byte for byte (issue 29)", async () => {

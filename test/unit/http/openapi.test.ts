@@ -225,6 +225,7 @@ describe('OpenAPI document (GET /api/openapi.json)', () => {
       },
       suspended: true,
       exhaustedAt: '2026-03-01T11:59:00.000Z',
+      capReadAt: '2026-03-01T12:00:00.000Z',
       name: 'laptop',
       expiresAt: '2026-12-31T23:59:59.000Z',
       expired: false,

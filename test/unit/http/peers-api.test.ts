@@ -7,6 +7,8 @@ import { NOW, SLASHY_KEY, encoded, expectError, key, setup, urlSafe } from './he
 import { PeerService } from '../../../src/peers';
 import { captureLog } from '../support/log-capture';
 import { NO_PERIOD } from './helpers';
+import { withoutReadAt } from '../../support/peer-list';
+import { peersWithoutReadAt } from '../../support/peer-list';
 
 describe('http GET /api/peers (SPEC §4.1)', () => {
   it('answers an empty list with success, total_count 0 and filter null', async () => {
@@ -615,7 +617,7 @@ describe('http data cap (PATCH/DELETE /api/peer/<publicKey>/data-cap)', () => {
       .and.match(/data cap/i);
     kernel.setUsed('10.8.0.2', 1234);
     const list = await http.get('/api/peers');
-    expect(list.body.peers[0].data_cap).to.deep.equal({
+    expect(withoutReadAt(list.body.peers[0].data_cap)).to.deep.equal({
       quota_bytes: 1_000_000,
       used_bytes: 1234,
       enforced: true,
@@ -677,7 +679,7 @@ describe('http data cap: afterCap block or throttle (PATCH /api/peer/<publicKey>
     return { ...s, path: `/api/peer/${urlSafe(key(1))}/data-cap` };
   }
   const listedCap = async (http: ReturnType<typeof setup>['http']) =>
-    (await http.get('/api/peers')).body.peers[0].data_cap;
+    withoutReadAt((await http.get('/api/peers')).body.peers[0].data_cap);
 
   it('sets a cap that throttles: the kernel gets the rate, the list shows it, throttled once used up', async () => {
     const { kernel, http, path } = withPeer();
@@ -806,7 +808,7 @@ describe('http data cap reset (POST /api/peer/<publicKey>/data-cap/reset)', () =
       message: `Data cap usage of peer ${key(1)} (10.8.0.2) reset; 765432 bytes were used`,
       usedBytes: 765_432,
     });
-    expect((await http.get('/api/peers')).body.peers[0].data_cap).to.deep.equal({
+    expect(withoutReadAt((await http.get('/api/peers')).body.peers[0].data_cap)).to.deep.equal({
       quota_bytes: 1_000_000,
       used_bytes: 0,
       enforced: true,
@@ -897,7 +899,7 @@ describe('http suspension (PATCH /api/peer/<publicKey>/suspension)', () => {
     await http.patch(`${peer}/speed-limit`).send({ bytesPerSecond: 5000 });
     await http.patch(`${peer}/data-cap`).send({ quotaBytes: 7000 });
     await http.patch(path).send({ suspended: true });
-    const [listed] = (await http.get('/api/peers')).body.peers as Array<Record<string, unknown>>;
+    const [listed] = peersWithoutReadAt((await http.get('/api/peers')).body.peers);
     expect(listed).to.deep.include({
       speed_limit_bytes_per_second: 5000,
       data_cap: {

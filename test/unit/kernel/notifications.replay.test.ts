@@ -6,12 +6,19 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { dataPathObjectOf } from '../../../src/kernel/nftables/notifications';
+import { committedTableOf, dataPathObjectOf } from '../../../src/kernel/nftables/notifications';
+import { quotaTableName } from '../../../src/kernel/quota/naming';
+import {
+  NFNL_SUBSYS_NFTABLES,
+  NFT_MSG_NEWGEN,
+  nftMessageType,
+} from '../../../src/kernel/nftables/constants';
 import { parseMessages, type NetlinkMessage } from '../../../src/netlink';
 import type { Transcript } from '../../../src/netlink/transcript';
 import { FIXTURES, replay } from '../../support/transcripts';
 import {
   NOTIFY6_PEER_A,
+  NOTIFY_IF,
   NOTIFY_KEY_A,
   NOTIFY_PEER_A,
   OTHER_TABLE,
@@ -47,6 +54,30 @@ function receivedMessages(scenario: Scenario = nftablesNotifications): NetlinkMe
 }
 
 describe('kernel/nftables notifications: exhausted caps (replayed from a real kernel)', () => {
+  it("names the table of every transaction's message (the daemon's tables and an operator's, issue 29), none of NEWGEN's or the data path's", () => {
+    const messages = receivedMessages();
+    const transactions = messages.filter((m) => m.pid !== 0);
+    const tables = new Set(transactions.map(committedTableOf));
+    // The recording made the daemon's caps table and, with `nft`, the operator's table.
+    expect(tables).to.include(quotaTableName(NOTIFY_IF));
+    expect(tables).to.include(OTHER_TABLE);
+    // Each transaction ends with NFT_MSG_NEWGEN, which names no table.
+    const generations = transactions.filter((m) => m.type === nftMessageType(NFT_MSG_NEWGEN));
+    expect(generations).to.not.be.empty;
+    expect(generations.map(committedTableOf)).to.satisfy((t: unknown[]) =>
+      t.every((n) => n === null),
+    );
+    // Every other nf_tables message of a transaction names its table (the probe's answer,
+    // NLMSG_ERROR, is no nf_tables message and names none).
+    const unnamed = transactions.filter(
+      (m) =>
+        m.type >> 8 === NFNL_SUBSYS_NFTABLES &&
+        m.type !== nftMessageType(NFT_MSG_NEWGEN) &&
+        committedTableOf(m) === null,
+    );
+    expect(unnamed.map((m) => m.type)).to.deep.equal([]);
+  });
+
   it("reports a peer's cap once when traffic exhausts it, and once more after a raise, with the kernel's numbers", async () => {
     const { result, oracle } = await replay(nftablesNotifications);
     expect(result.errors).to.deep.equal([]);

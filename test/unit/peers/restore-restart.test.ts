@@ -13,6 +13,7 @@ import { captureLog } from '../support/log-capture';
 import { httpCall } from '../../support/http-call';
 import { MemoryFs } from '../../support/memory-fs';
 import { StateStore } from '../../../src/state';
+import { peersWithoutReadAt } from '../../support/peer-list';
 
 async function call(daemon: Daemon, method: string, urlPath: string, body?: unknown) {
   const reply = await httpCall(daemon.address.port, method, urlPath, { body });
@@ -31,7 +32,7 @@ async function start(kernel: FakeKernel, fs: MemoryFs) {
 }
 
 async function listed(daemon: Daemon): Promise<Record<string, unknown>[]> {
-  return (await call(daemon, 'GET', '/api/peers')).body['peers'] as Record<string, unknown>[];
+  return peersWithoutReadAt((await call(daemon, 'GET', '/api/peers')).body['peers']);
 }
 
 /** A daemon with a state dir makes two peers: A limited, capped (a weekly plan) and suspended; B plain. */

@@ -72,6 +72,7 @@ describe('peers/service: list', () => {
       dataCap: null,
       suspended: false,
       exhaustedAt: null,
+      capReadAt: null,
       name: null,
       expiresAt: null,
       expired: false,
