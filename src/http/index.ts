@@ -2,9 +2,13 @@
  * The HTTP layer's face: `createHttpServer` puts the Express app (app.ts), the fast paths of
  * the list poll (list.ts) and of the event stream (events-fast-path.ts) and the Node server with
  * its limits (server.ts) together, sharing one ListBodies and one EventStreams, so main.ts
- * starts the API with one call.
+ * starts the API with one call. Loading this module loads no Express: the app (app.ts, Express
+ * and the modules only it needs) is loaded on the first request the fast paths leave to it, or
+ * once `appAfter` settles, so a start answers its first list before paying for them.
+ * `createApp` itself is app.ts's (import it from there).
  */
-import { createApp, type AppOptions } from './app';
+import type http from 'node:http';
+import type { AppOptions } from './app';
 import { eventStreamHandler, holdForApiRequest, type EventStreamsApi } from './events';
 import { eventsFastPath } from './events-fast-path';
 import { listFastPath, type FastPath } from './list';
@@ -14,7 +18,7 @@ import { createServer, type HttpLimits } from './server';
 import type { ApiServer } from './tls';
 import type { TlsMaterial } from '../tls-files';
 
-export { createApp, type AppOptions } from './app';
+export type { AppOptions } from './app';
 export { TokenStore, requireScope, type Scope, type ScopedTokens } from './auth';
 export { DEFAULT_BODY_LIMIT_BYTES } from './body-limit';
 export { CONFIG_NOT_STORED_MESSAGE } from './routes';
@@ -44,6 +48,11 @@ export interface HttpServerOptions extends AppOptions {
   tls?: TlsMaterial | null;
   /** GET /api/events' streams: its Express handler and its fast path; absent: not served. */
   eventStreams?: EventStreamsApi;
+  /**
+   * When this settles (the daemon: once its start's first read is done), the app is loaded if
+   * no request needed it before; absent: on the first request the fast paths leave to it.
+   */
+  appAfter?: Promise<unknown>;
 }
 
 /**
@@ -54,7 +63,7 @@ export interface HttpServerOptions extends AppOptions {
  * tokens, metrics and logger as the app.
  */
 export function createHttpServer(options: HttpServerOptions): ApiServer {
-  const { limits, tls, eventStreams, ...app } = options;
+  const { limits, tls, eventStreams, appAfter, ...app } = options;
   const api = {
     ...app,
     listBodies: app.listBodies ?? new ListBodies(),
@@ -64,7 +73,7 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
         : { ...app.handlers, events: eventStreamHandler(eventStreams) },
   };
   const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
-  const express = createApp(api);
+  const express = lazyApp(api, appAfter);
   const list = listFastPath(api);
   const events =
     eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams, express });
@@ -82,4 +91,43 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
     { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },
     fastPath,
   );
+}
+
+/**
+ * The Express app as a request listener loaded on first use: the first request it gets waits
+ * for app.ts (Express, the routes, the OpenAPI document) to load and the app to be made; later
+ * ones go straight to it. `after` settling loads it too, ahead of any request. A load that fails
+ * (a broken installation) answers 500 and is logged; the next request tries again.
+ */
+export function lazyApp(options: AppOptions, after?: Promise<unknown>): http.RequestListener {
+  let app: http.RequestListener | null = null;
+  let loading: Promise<http.RequestListener> | null = null;
+  const load = (): Promise<http.RequestListener> =>
+    (loading ??= import('./app').then(
+      ({ createApp }) => (app = createApp(options)),
+      (error: unknown) => {
+        loading = null;
+        throw error;
+      },
+    ));
+  const failed = (error: unknown): void =>
+    options.logger.error(
+      { event: 'app_load_failed', error: error instanceof Error ? error.message : String(error) },
+      `loading the API's Express app failed: ${String(error)}`,
+    );
+  after?.then(load, load).catch(failed);
+  return (req, res) => {
+    if (app !== null) {
+      app(req, res);
+      return;
+    }
+    load().then(
+      (loaded) => loaded(req, res),
+      (error: unknown) => {
+        failed(error);
+        res.statusCode = 500;
+        res.end();
+      },
+    );
+  };
 }
