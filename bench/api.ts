@@ -1120,9 +1120,16 @@ async function main(): Promise<void> {
     if (kind !== 'R' && kind !== 'R2') continue;
     if (ref === undefined)
       throw new Error(`kind ${kind} needs BENCH_REFERENCE_DIR${kind.slice(1)}`);
-    const commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
-      encoding: 'utf8',
-    }).trim();
+    // A checkout made with `git archive` (the guest sees no .git of a worktree) has no commit.
+    let commit: string;
+    try {
+      commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).trim();
+    } catch {
+      commit = 'not a git checkout';
+    }
     console.log(
       `${kind}: the daemon of ${ref} (${commit.slice(0, 90)}), flags ${daemonNodeFlags(ref).join(' ')}`,
     );
