@@ -4,7 +4,8 @@
  * its limits (server.ts) together, sharing one ListBodies and one EventStreams, so main.ts
  * starts the API with one call. Loading this module loads no Express: the app (app.ts, Express
  * and the modules only it needs) is loaded on the first request the fast paths leave to it, or
- * once `appAfter` settles, so a start answers its first list before paying for them.
+ * once `appAfter` settled and no response is open, so a start answers its first list before
+ * paying for them.
  * `createApp` itself is app.ts's (import it from there).
  */
 import type http from 'node:http';
@@ -49,8 +50,9 @@ export interface HttpServerOptions extends AppOptions {
   /** GET /api/events' streams: its Express handler and its fast path; absent: not served. */
   eventStreams?: EventStreamsApi;
   /**
-   * When this settles (the daemon: once its start's first read is done), the app is loaded if
-   * no request needed it before; absent: on the first request the fast paths leave to it.
+   * Once this settles (the daemon: once its start's first read is done) and no response is
+   * open (a first list writing its body), the app is loaded if no request needed it before;
+   * absent: on the first request the fast paths leave to it.
    */
   appAfter?: Promise<unknown>;
 }
@@ -73,7 +75,7 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
         : { ...app.handlers, events: eventStreamHandler(eventStreams) },
   };
   const bodyLimit = app.bodyLimitBytes === undefined ? {} : { bodyLimitBytes: app.bodyLimitBytes };
-  const express = lazyApp(api, appAfter);
+  const { listener: express, load } = lazyApp(api);
   const list = listFastPath(api);
   const events =
     eventStreams === undefined ? null : eventsFastPath({ ...api, streams: eventStreams, express });
@@ -86,23 +88,57 @@ export function createHttpServer(options: HttpServerOptions): ApiServer {
           holdForApiRequest(eventStreams, res);
           return list(req, res);
         };
-  return createServer(
+  const server = createServer(
     express,
     { ...limits, ...bodyLimit, logger: app.logger, tls: tls ?? null },
     fastPath,
   );
+  if (appAfter !== undefined) loadWhenIdle(server, appAfter, load);
+  return server;
+}
+
+/**
+ * Calls `load` once `after` settled and no response is open: loading the app blocks the event
+ * loop (seconds in the emulated VM), and a first list still writing its body then would wait.
+ */
+function loadWhenIdle(server: ApiServer, after: Promise<unknown>, load: () => void): void {
+  let open = 0;
+  let settled = false;
+  let done = false;
+  const maybeLoad = (): void => {
+    if (!settled || open > 0 || done) return;
+    done = true;
+    server.off('request', onRequest);
+    load();
+  };
+  const onRequest = (_req: http.IncomingMessage, res: http.ServerResponse): void => {
+    open++;
+    res.once('close', () => {
+      open--;
+      maybeLoad();
+    });
+  };
+  server.on('request', onRequest);
+  const settle = (): void => {
+    settled = true;
+    maybeLoad();
+  };
+  after.then(settle, settle);
 }
 
 /**
  * The Express app as a request listener loaded on first use: the first request it gets waits
  * for app.ts (Express, the routes, the OpenAPI document) to load and the app to be made; later
- * ones go straight to it. `after` settling loads it too, ahead of any request. A load that fails
- * (a broken installation) answers 500 and is logged; the next request tries again.
+ * ones go straight to it. `load` loads it ahead of any request. A load that fails (a broken
+ * installation) is logged and answers 500; the next request tries again.
  */
-export function lazyApp(options: AppOptions, after?: Promise<unknown>): http.RequestListener {
+export function lazyApp(options: AppOptions): {
+  listener: http.RequestListener;
+  load: () => void;
+} {
   let app: http.RequestListener | null = null;
   let loading: Promise<http.RequestListener> | null = null;
-  const load = (): Promise<http.RequestListener> =>
+  const loaded = (): Promise<http.RequestListener> =>
     (loading ??= import('./app').then(
       ({ createApp }) => (app = createApp(options)),
       (error: unknown) => {
@@ -115,14 +151,13 @@ export function lazyApp(options: AppOptions, after?: Promise<unknown>): http.Req
       { event: 'app_load_failed', error: error instanceof Error ? error.message : String(error) },
       `loading the API's Express app failed: ${String(error)}`,
     );
-  after?.then(load, load).catch(failed);
-  return (req, res) => {
+  const listener: http.RequestListener = (req, res) => {
     if (app !== null) {
       app(req, res);
       return;
     }
-    load().then(
-      (loaded) => loaded(req, res),
+    loaded().then(
+      (ready) => ready(req, res),
       (error: unknown) => {
         failed(error);
         res.statusCode = 500;
@@ -130,4 +165,5 @@ export function lazyApp(options: AppOptions, after?: Promise<unknown>): http.Req
       },
     );
   };
+  return { listener, load: () => void loaded().catch(failed) };
 }

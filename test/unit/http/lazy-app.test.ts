@@ -92,6 +92,41 @@ describe('http: the Express app, loaded on first need (issue 29, the first list 
     });
   });
 
+  it('waits, once appAfter settles, for the responses still open (a first list writing its body)', () => {
+    const outcome = inFreshNode(`
+      const http = require('node:http');
+      const { createHttpServer } = require(process.env.DIST_SRC + '/http/index.js');
+      const logger = { info() {}, warn() {}, error() {}, debug() {}, isLevelEnabled: () => false, child() { return logger; } };
+      const snapshot = { device: { peers: [] }, limits: new Map(), caps: new Map(), suspended: new Map(), readAt: 0 };
+      let read;
+      const reading = new Promise((resolve) => (read = resolve));
+      const service = { snapshot: () => reading.then(() => snapshot), freshSnapshot: () => null };
+      let started;
+      const appAfter = new Promise((resolve) => (started = resolve));
+      const server = createHttpServer({ service, tokens: null, logger, version: 'test', appAfter });
+      const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+      server.listen(0, '127.0.0.1', async () => {
+        const port = server.address().port;
+        const list = new Promise((resolve, reject) =>
+          http.get({ host: '127.0.0.1', port, path: '/api/peers' }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); }).on('error', reject));
+        await pause(50);
+        started();
+        await pause(50);
+        const whileListing = ${LOADED};
+        read();
+        const status = await list;
+        await pause(50);
+        server.close();
+        console.log(JSON.stringify({ whileListing, status, after: ${LOADED} }));
+      });
+    `);
+    expect(outcome).to.deep.equal({
+      whileListing: { express: false, app: false },
+      status: 200,
+      after: { express: true, app: true },
+    });
+  });
+
   it('answers the first request it gets as the app does (a 404 in the API error shape)', async () => {
     const server = createHttpServer({
       service: {} as never,
