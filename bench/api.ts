@@ -45,12 +45,24 @@
  * the plain device's, skipped. A table per size: A, A0, B, C, A/C, A0/C, A/B, A0/B, peak RSS,
  * socket errors (autocannon's errors + non-2xx, summed over the rounds), A's first list.
  *
+ * The start on an existing capped interface (issue 29's "the first list after a start ... within
+ * 2x one bare kernel read of it"), per size in capped mode, before the load runs: BENCH_START_RUNS
+ * (3) spawns of the daemon (and of R, R2, alternating) with no other load, each timed from its
+ * spawn to the first connection it accepts (it listens; polled every 50 ms) and to its first
+ * 200 to GET /api/peers, asked for from that moment; the first list is given both from spawn
+ * and from listening, with its `wg-peerd is serving` line (READY=1, sent after the start's
+ * read). Beside them `node <flags> -e 0` and `main.js --version` (node with the daemon's
+ * top-level modules), and one bare kernel read both ways: the raw netlink dumps of the device,
+ * the caps table's quota objects and its caps map, received and split but not decoded (on fresh
+ * sockets, as a start has), and the kernel's own tools, `wg show IF dump` + `nft -j list table
+ * ip wg_peerd_IF`, as processes (a labelled baseline). BENCH_START_ONLY=1: nothing else per size.
+ *
  * Knobs (environment): BENCH_SIZES (default "1000,10000,50000"), BENCH_ROUNDS (3),
  * BENCH_CONNECTIONS (8), BENCH_WARMUP_S (15), BENCH_DURATION_S (10), BENCH_LONG_DURATION_S (30:
  * the measured time at 10,000 peers and more, for every server alike, where the baseline needs
  * seconds per answer), BENCH_B_DURATION_S (unset: B's own measured time), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
- * BENCH_KINDS (default "A,A0,B,C", plus P with BENCH_FIELDS or BENCH_CAPPED, plus R and R2 with BENCH_REFERENCE_DIR and BENCH_REFERENCE_DIR2: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_NODE_FLAGS (node flags for
+ * BENCH_KINDS (default "A,A0,B,C", plus P with BENCH_FIELDS or BENCH_CAPPED, plus R and R2 with BENCH_REFERENCE_DIR and BENCH_REFERENCE_DIR2: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_START_RUNS (3), BENCH_START_ONLY, BENCH_NODE_FLAGS (node flags for
  * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -81,6 +93,14 @@ import { PeerService, type PeerServiceOptions, type PeerSnapshot } from '../src/
 import { listPeers, toPeerJson } from '../test/support/peer-list';
 import { PEERS_PER_SLICE, PreviousBodies, buildListBody } from '../src/http/list-body';
 import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard/dump';
+import { NfTables } from '../src/kernel/nftables/client';
+import {
+  NFT_MSG_GETOBJ,
+  NFT_MSG_GETSETELEM,
+  NFT_OBJECT_QUOTA,
+} from '../src/kernel/nftables/constants';
+import { objectAttributes, setElementListAttributes } from '../src/kernel/nftables/schema';
+import { CAPS_MAP, QUOTA_FAMILY } from '../src/kernel/quota';
 import { cappedHostPeer, peerAddress, writeStateDir } from './capped-population';
 import { median, timed as timedRuns } from './support';
 
@@ -220,7 +240,7 @@ interface Fetched {
   body: Buffer;
 }
 
-function get(port: number, path: string): Promise<Fetched> {
+function get(port: number, path: string, onConnect?: () => void): Promise<Fetched> {
   return new Promise((resolve, reject) => {
     const req = http.get({ host: LISTEN_HOST, port, path, agent: false }, (res) => {
       const chunks: Buffer[] = [];
@@ -234,6 +254,7 @@ function get(port: number, path: string): Promise<Fetched> {
       );
       res.on('error', reject);
     });
+    if (onConnect !== undefined) req.on('socket', (socket) => socket.once('connect', onConnect));
     req.on('error', reject);
   });
 }
@@ -375,6 +396,190 @@ async function makeCappedHost(size: number): Promise<void> {
   console.log(
     `  exec reference's table ${REFERENCE_TABLE}: ${reference.quotas} quota objects, ` +
       `${reference.suspended ? 'the suspended set' : 'no suspended set'} (copied with nft -f)`,
+  );
+}
+
+// ---------------------------------------------------------------- the start (issue 29)
+
+/**
+ * Spawns of the daemon per size for the start figures (BENCH_START_RUNS; capped mode only,
+ * default 3; 0 leaves them out). BENCH_START_ONLY=1: per size, the start figures and nothing else.
+ */
+const START_RUNS = CAPPED ? Number(process.env.BENCH_START_RUNS ?? 3) : 0;
+const START_ONLY = process.env.BENCH_START_ONLY === '1';
+
+/** One start of the daemon on the existing capped interface, no load, times from its spawn. */
+interface StartRun {
+  /** The first connection it accepted: it listens (to within firstList's 50 ms poll). */
+  listeningMs: number;
+  /** Its first 200 to GET /api/peers, asked for from the moment it listened. */
+  firstMs: number;
+  /** Its `wg-peerd is serving` line (after the start's read: READY=1 goes with it), or null. */
+  servingMs: number | null;
+}
+
+async function startRun(size: number, kind: Kind): Promise<StartRun> {
+  const spawnedAt = performance.timeOrigin + performance.now();
+  const server = startServer(kind, '', '');
+  try {
+    const marks: { connected?: number } = {};
+    const first = await firstList(server, kind, marks);
+    const firstMs = performance.now() - server.started;
+    const total = (JSON.parse(first.body.toString()) as { total_count: number }).total_count;
+    if (total !== size) throw new Error(`${kind} listed ${total} peers, expected ${size}`);
+    if (marks.connected === undefined) throw new Error(`${kind} answered without a connection`);
+    return {
+      listeningMs: marks.connected - server.started,
+      firstMs,
+      servingMs: servingLineAt(server.log, spawnedAt),
+    };
+  } finally {
+    await stopServer(server);
+  }
+}
+
+/** Milliseconds from `spawnedAt` (epoch ms) to the log's `wg-peerd is serving` line, or null. */
+function servingLineAt(log: string, spawnedAt: number): number | null {
+  for (const line of readFileSync(log, 'utf8').split('\n')) {
+    if (!line.includes('"wg-peerd is serving"')) continue;
+    const time = (JSON.parse(line) as { time?: string }).time;
+    return time === undefined ? null : Date.parse(time) - spawnedAt;
+  }
+  return null;
+}
+
+/** The median wall time of `runs` runs of a command, ms. */
+function processMs(runs: number, file: string, args: readonly string[]): number {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    execFileSync(file, args, { stdio: ['ignore', 'ignore', 'inherit'], maxBuffer: 1 << 30 });
+    times.push(performance.now() - start);
+  }
+  return median(times);
+}
+
+/** One bare kernel read of the capped interface: its parts, medians of BENCH_RAW_RUNS, ms. */
+interface BareRead {
+  /** WG_CMD_GET_DEVICE dump, received and split into messages, not decoded. */
+  device: number;
+  /** NFT_MSG_GETOBJ dump of the caps table's quota objects, likewise. */
+  objects: number;
+  /** NFT_MSG_GETSETELEM dump of the caps map (address to quota object), likewise. */
+  map: number;
+  /** The three in a row, each run on fresh sockets (as a daemon's first read). */
+  netlink: number;
+  /** `wg show IF dump` as a process. */
+  wg: number;
+  /** `nft -j list table ip wg_peerd_IF` (the caps table: quotas, the map) as a process. */
+  nft: number;
+}
+
+async function bareRead(): Promise<BareRead> {
+  const genl = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
+  const nft = new NfTables(openNativeTransport);
+  try {
+    const family = await genl.family('wireguard');
+    const deviceRequest = Buffer.concat([
+      genlmsghdr.encode({ cmd: WG_CMD_GET_DEVICE, version: family.version }),
+      encodeAttributes(deviceReadAttributes, { ifname: IFNAME }),
+    ]);
+    const device = (): Promise<NetlinkMessage[]> =>
+      genl.socket.dump(family.id, deviceRequest, { operation: 'WG_CMD_GET_DEVICE (bench)' });
+    const objects = (): Promise<NetlinkMessage[]> =>
+      nft.dump(
+        NFT_MSG_GETOBJ,
+        QUOTA_FAMILY,
+        encodeAttributes(objectAttributes, { table: CAPS_TABLE, type: NFT_OBJECT_QUOTA }),
+        'NFT_MSG_GETOBJ (bench)',
+      );
+    const map = (): Promise<NetlinkMessage[]> =>
+      nft.dump(
+        NFT_MSG_GETSETELEM,
+        QUOTA_FAMILY,
+        encodeAttributes(setElementListAttributes, { table: CAPS_TABLE, set: CAPS_MAP }),
+        'NFT_MSG_GETSETELEM (bench)',
+      );
+    if ((await objects()).length === 0) throw new Error(`no quota objects in ${CAPS_TABLE}`);
+    const fresh = async (): Promise<void> => {
+      const g = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
+      const n = new NfTables(openNativeTransport);
+      try {
+        await g.socket.dump(family.id, deviceRequest, { operation: 'WG_CMD_GET_DEVICE (bench)' });
+        await n.dump(
+          NFT_MSG_GETOBJ,
+          QUOTA_FAMILY,
+          encodeAttributes(objectAttributes, { table: CAPS_TABLE, type: NFT_OBJECT_QUOTA }),
+          'NFT_MSG_GETOBJ (bench)',
+        );
+        await n.dump(
+          NFT_MSG_GETSETELEM,
+          QUOTA_FAMILY,
+          encodeAttributes(setElementListAttributes, { table: CAPS_TABLE, set: CAPS_MAP }),
+          'NFT_MSG_GETSETELEM (bench)',
+        );
+      } finally {
+        g.socket.close();
+        n.close();
+      }
+    };
+    return {
+      device: await timed(RAW_RUNS, device),
+      objects: await timed(RAW_RUNS, objects),
+      map: await timed(RAW_RUNS, map),
+      netlink: await timed(RAW_RUNS, fresh),
+      wg: processMs(RAW_RUNS, 'wg', ['show', IFNAME, 'dump']),
+      nft: processMs(RAW_RUNS, 'nft', ['-j', 'list', 'table', 'ip', CAPS_TABLE]),
+    };
+  } finally {
+    genl.socket.close();
+    nft.close();
+  }
+}
+
+/**
+ * The start figures at one size (issue 29: "the first list after a start on an existing capped
+ * interface within 2x one bare kernel read of it"): node alone, node with the daemon's modules,
+ * BENCH_START_RUNS spawns of the daemon, and one bare kernel read both ways. Printed; medians.
+ */
+async function startFigures(size: number): Promise<void> {
+  const kinds: Kind[] = ['A', ...REFERENCE_KINDS];
+  const runs = new Map<Kind, StartRun[]>(kinds.map((kind) => [kind, []]));
+  // Alternating, so that a busy moment of the host falls on every version alike.
+  for (let i = 0; i < START_RUNS; i++) {
+    for (const kind of kinds) runs.get(kind)!.push(await startRun(size, kind));
+  }
+  const bare = await bareRead();
+  const tools = bare.wg + bare.nft;
+  const s = (value: number): string => `${(value / 1000).toFixed(2)} s`;
+  for (const kind of kinds) {
+    const checkout = REFERENCE_DIRS[kind] ?? '.';
+    const flags = daemonNodeFlags(checkout);
+    const nodeAlone = processMs(START_RUNS, process.execPath, [...flags, '-e', '0']);
+    // --version exits once main.js and every module it imports at its top are loaded.
+    const main = `${checkout}/dist/src/main.js`;
+    const modules = processMs(START_RUNS, process.execPath, [...flags, main, '--version']);
+    const of = runs.get(kind)!;
+    const med = (pick: (run: StartRun) => number | null): number =>
+      median(of.map(pick).filter((v): v is number => v !== null));
+    const first = med((r) => r.firstMs);
+    const fromListening = med((r) => r.firstMs - r.listeningMs);
+    console.log(
+      `  ${kind}: start on the existing interface (${START_RUNS} spawns, no load; medians): node ${flags.join(' ')} -e 0 ${s(nodeAlone)}; ` +
+        `main.js --version (node + the daemon's top-level modules) ${s(modules)}; listening ${s(med((r) => r.listeningMs))} after spawn; ` +
+        `first list ${s(first)} after spawn, ${s(fromListening)} after it listened; ` +
+        `'wg-peerd is serving' ${s(med((r) => r.servingMs))} after spawn ` +
+        `[first lists ${of.map((r) => s(r.firstMs)).join(' ')}; from listening ${of.map((r) => s(r.firstMs - r.listeningMs)).join(' ')}]`,
+    );
+    console.log(
+      `  ${kind}: first list / bare netlink read: from spawn ${ratio(first, bare.netlink)}, from listening ${ratio(fromListening, bare.netlink)}; ` +
+        `/ the tools' read: from spawn ${ratio(first, tools)}, from listening ${ratio(fromListening, tools)}`,
+    );
+  }
+  console.log(
+    `  one bare kernel read (median of ${RAW_RUNS}): netlink, received not decoded: device dump ${ms(bare.device)}, ` +
+      `quota objects ${ms(bare.objects)}, caps map ${ms(bare.map)}; the three on fresh sockets ${ms(bare.netlink)}. ` +
+      `The kernel's tools: wg show dump ${ms(bare.wg)} + nft -j list table ${ms(bare.nft)} = ${ms(tools)}`,
   );
 }
 
@@ -664,8 +869,16 @@ function tail(file: string): string {
   return readFileSync(file, 'utf8').split('\n').slice(-15).join('\n');
 }
 
-/** Waits until GET /api/peers answers 200 (the first answer may take a full kernel read). */
-async function firstList(server: Server, kind: Kind): Promise<Fetched> {
+/**
+ * Waits until GET /api/peers answers 200 (the first answer may take a full kernel read). With
+ * `marks`, polls every 50 ms rather than 250 and notes when the daemon first accepted a
+ * connection (performance.now()): the moment it listened, to within the poll.
+ */
+async function firstList(
+  server: Server,
+  kind: Kind,
+  marks?: { connected?: number },
+): Promise<Fetched> {
   // A daemon's first list on a 50,000-peer capped interface took 175 s in the VM (issue 29),
   // and a restore of as many (with a tenth limited) takes minutes before it.
   const deadline = Date.now() + 1_200_000;
@@ -674,13 +887,15 @@ async function firstList(server: Server, kind: Kind): Promise<Fetched> {
       throw new Error(`${kind} exited with ${server.child.exitCode}:\n${tail(server.log)}`);
     }
     try {
-      const answer = await get(server.port, pathOf(kind));
+      const onConnect =
+        marks === undefined ? undefined : () => (marks.connected ??= performance.now());
+      const answer = await get(server.port, pathOf(kind), onConnect);
       if (answer.status === 200) return answer;
       throw new Error(`${kind} answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'ECONNREFUSED') throw error;
       if (Date.now() > deadline) throw new Error(`${kind} did not listen within 1200 s`);
-      await sleep(250);
+      await sleep(marks === undefined ? 250 : 50);
     }
   }
 }
@@ -905,9 +1120,16 @@ async function main(): Promise<void> {
     if (kind !== 'R' && kind !== 'R2') continue;
     if (ref === undefined)
       throw new Error(`kind ${kind} needs BENCH_REFERENCE_DIR${kind.slice(1)}`);
-    const commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
-      encoding: 'utf8',
-    }).trim();
+    // A checkout made with `git archive` (the guest sees no .git of a worktree) has no commit.
+    let commit: string;
+    try {
+      commit = execFileSync('git', ['-C', ref, 'log', '-1', '--format=%h %s'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).trim();
+    } catch {
+      commit = 'not a git checkout';
+    }
     console.log(
       `${kind}: the daemon of ${ref} (${commit.slice(0, 90)}), flags ${daemonNodeFlags(ref).join(' ')}`,
     );
@@ -951,6 +1173,8 @@ async function main(): Promise<void> {
       const growStart = performance.now();
       if (CAPPED) {
         await makeCappedHost(size);
+        if (START_RUNS > 0) await startFigures(size);
+        if (START_ONLY) continue;
       } else {
         await growTo(wireguard, peers, size);
         peers = size;

@@ -25,7 +25,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
-import { ListBodies, createApp, createHttpServer, createMetrics, createServer } from '../src/http';
+import { ListBodies, createHttpServer, createMetrics, createServer } from '../src/http';
+import { createApp } from '../src/http/app';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
 import { decodeDeviceDump } from '../src/kernel/wireguard/dump';
 import type { KernelDataCap, LimitState, WireGuardDevice } from '../src/kernel/types';

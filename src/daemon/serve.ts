@@ -1,7 +1,8 @@
 /**
  * Phase HTTP: the API server made (tokens, TLS, the metrics, the event stream), then listening,
  * then, once the restore settled, the timers of the running daemon (usage checkpoints, billing
- * periods), and the lines that say how it serves: `wg-peerd is serving`, then a warning for
+ * periods, whose read is the first list's), then the Express app loaded (src/http/index.ts:
+ * the first list needs only the list's fast path, so the start does not wait for it), and the lines that say how it serves: `wg-peerd is serving`, then a warning for
  * each risk the operator chose (no token, plain HTTP away from loopback, an expired
  * certificate). A listen that fails, or a restore that fails, ends the start with one line and
  * closes what the earlier phases opened. READY=1 is not sent here: src/daemon/start.ts sends
@@ -24,6 +25,11 @@ export interface Http {
   readonly tokens: TokenStore | null;
   /** The TLS files being served: those of the start, then of each good SIGHUP re-read. */
   readonly tls: { current: TlsMaterial | null };
+  /**
+   * Says the start's first read is done: the API's Express app, which the first list does not
+   * need (the list's fast path answers it), is loaded then if no request needed it before.
+   */
+  readonly started: () => void;
 }
 
 /** What serving needs of the earlier phases. */
@@ -40,6 +46,8 @@ export function httpPhase(config: Config, deps: DaemonDeps, services: Services):
   const { admin, read } = config.tokens;
   const tokens = admin.length + read.length === 0 ? null : new TokenStore(config.tokens);
   const tls = { current: config.tls?.material ?? null };
+  let started = (): void => undefined;
+  const appAfter = new Promise<void>((resolve) => (started = resolve));
   if (tls.current !== null) {
     registerTlsMetrics(services.metrics.registry, () => tls.current!.certificate);
   }
@@ -53,8 +61,9 @@ export function httpPhase(config: Config, deps: DaemonDeps, services: Services):
     eventStreams: services.events.streams,
     limits: { maxConnections: config.maxConnections },
     tls: tls.current,
+    appAfter,
   });
-  return { server, tokens, tls };
+  return { server, tokens, tls, started };
 }
 
 /**
@@ -100,6 +109,7 @@ export async function servePhase(
       `reading the data caps' billing periods failed (${messageOf(error)}); the next list read starts them`,
     );
   });
+  http.started();
   return http.server.address() as AddressInfo;
 }
 

@@ -23,13 +23,13 @@ import {
 import { ValidationError } from '../peers';
 import { HttpError } from './errors';
 import { REQUEST_ID_HEADER } from './request-log';
-import { ajv, check } from './schemas';
+import { check, compiledOnUse } from './schemas';
 
 export interface EventsQuery {
   types?: string;
 }
 
-export const eventsQuery: ValidateFunction<EventsQuery> = ajv.compile<EventsQuery>({
+export const eventsQuery: ValidateFunction<EventsQuery> = compiledOnUse<EventsQuery>({
   type: 'object',
   properties: {
     types: {

@@ -2,7 +2,7 @@
  * ajv schemas for every body, query and path parameter the API takes, and the translation of
  * ajv's findings into a ValidationError with `details`.
  */
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import Ajv, { type AnySchema, type ErrorObject, type ValidateFunction } from 'ajv';
 import {
   ALIVE,
   CLIENT_ALLOWED_IPS_MAX_ITEMS,
@@ -42,6 +42,26 @@ import {
  */
 export const ajv = new Ajv({ allErrors: true, strict: true, validateSchema: false });
 
+/**
+ * A validator whose schema ajv compiles on its first call, not when this module loads (issue
+ * 29): the first list after a start (the list's fast path) validates nothing, and compiling the
+ * API's schemas was most of this module's load in a profile of the start (ajv's code generator
+ * running cold). Callers see ajv's function: the verdict, `errors` after each call, `schema`.
+ * Every schema still compiles in strict mode: test/unit/http/schemas-on-use.test.ts compiles
+ * each, as the start used to.
+ */
+export function compiledOnUse<T>(schema: AnySchema): ValidateFunction<T> {
+  let compiled: ValidateFunction<T> | null = null;
+  const validate = ((data: unknown): data is T => {
+    compiled ??= ajv.compile<T>(schema);
+    const valid = compiled(data);
+    validate.errors = compiled.errors;
+    return valid;
+  }) as ValidateFunction<T>;
+  validate.schema = schema;
+  return validate;
+}
+
 export interface ListQuery {
   status?: FilterStatus;
   fields?: string;
@@ -63,20 +83,20 @@ export interface DataCapBody {
 }
 
 /** Bodies of POST /api/peer and of the DELETEs: nothing, or an empty object. */
-export const emptyBody: ValidateFunction<EmptyBody> = ajv.compile<EmptyBody>({
+export const emptyBody: ValidateFunction<EmptyBody> = compiledOnUse<EmptyBody>({
   type: 'object',
   properties: {},
   additionalProperties: false,
 });
 
-export const keyParams: ValidateFunction<KeyParams> = ajv.compile<KeyParams>({
+export const keyParams: ValidateFunction<KeyParams> = compiledOnUse<KeyParams>({
   type: 'object',
   properties: { publicKey: { type: 'string', maxLength: 64, pattern: PUBLIC_KEY_PATTERN } },
   required: ['publicKey'],
   additionalProperties: false,
 });
 
-export const speedLimitBody: ValidateFunction<SpeedLimitBody> = ajv.compile<SpeedLimitBody>({
+export const speedLimitBody: ValidateFunction<SpeedLimitBody> = compiledOnUse<SpeedLimitBody>({
   type: 'object',
   properties: {
     bytesPerSecond: { type: 'integer', minimum: SPEED_LIMIT_MIN, maximum: SPEED_LIMIT_MAX },
@@ -89,7 +109,7 @@ export const speedLimitBody: ValidateFunction<SpeedLimitBody> = ajv.compile<Spee
  * PATCH .../data-cap: every field optional (a field left out keeps its value; a peer without a
  * cap needs quotaBytes, which the service checks against the kernel).
  */
-export const dataCapBody: ValidateFunction<DataCapBody> = ajv.compile<DataCapBody>({
+export const dataCapBody: ValidateFunction<DataCapBody> = compiledOnUse<DataCapBody>({
   type: 'object',
   properties: {
     quotaBytes: { type: 'integer', minimum: DATA_CAP_MIN, maximum: DATA_CAP_MAX },
@@ -145,7 +165,7 @@ const NAME_SCHEMA = {
   description: `At most ${NAME_MAX_BYTES} bytes in UTF-8 as well: the kernel keeps the name, with its owner's key, in the 256 bytes of an nf_tables element's userdata`,
 } as const;
 
-export const createBody: ValidateFunction<CreateBody> = ajv.compile<CreateBody>({
+export const createBody: ValidateFunction<CreateBody> = compiledOnUse<CreateBody>({
   type: 'object',
   properties: {
     name: {
@@ -200,7 +220,7 @@ export interface NameBody {
 }
 
 /** PATCH .../name (issue 31): a name, or null to clear it. */
-export const nameBody: ValidateFunction<NameBody> = ajv.compile<NameBody>({
+export const nameBody: ValidateFunction<NameBody> = compiledOnUse<NameBody>({
   type: 'object',
   properties: {
     name: {
@@ -217,7 +237,7 @@ export interface ExpiryBody {
 }
 
 /** PATCH .../expiry (issue 31): a new expiry (a renewal), or null to clear it. */
-export const expiryBody: ValidateFunction<ExpiryBody> = ajv.compile<ExpiryBody>({
+export const expiryBody: ValidateFunction<ExpiryBody> = compiledOnUse<ExpiryBody>({
   type: 'object',
   properties: {
     expiresAt: {
@@ -234,7 +254,7 @@ export interface SuspensionBody {
   suspended: boolean;
 }
 
-export const suspensionBody: ValidateFunction<SuspensionBody> = ajv.compile<SuspensionBody>({
+export const suspensionBody: ValidateFunction<SuspensionBody> = compiledOnUse<SuspensionBody>({
   type: 'object',
   properties: { suspended: { type: 'boolean' } },
   required: ['suspended'],
@@ -452,7 +472,7 @@ const FIELDS_MAX_LENGTH = 2 * FIELD_NAMES.join(',').length;
 
 const NAME_ALTERNATIVES = `(?:${FIELD_NAMES.map((name) => name.replace('.', '\\.')).join('|')})`;
 
-export const listQuery: ValidateFunction<ListQuery> = ajv.compile<ListQuery>({
+export const listQuery: ValidateFunction<ListQuery> = compiledOnUse<ListQuery>({
   type: 'object',
   properties: {
     status: { type: 'string', enum: ['ALIVE', 'DEAD'] },

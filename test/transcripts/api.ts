@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import request from 'supertest';
-import { createApp } from '../../src/http';
+import { createApp } from '../../src/http/app';
 import { recording as recordingResponses } from '../support/response-recorder';
 import { listPeers, toPeerJson } from '../support/peer-list';
 import {

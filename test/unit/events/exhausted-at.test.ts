@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import Ajv2020 from 'ajv/dist/2020';
 import request from 'supertest';
 import { Events } from '../../../src/events';
-import { createApp } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { listResponse } from '../../../src/http/schemas';
 import { PeerService, type KnownExhaustion, type PeerSnapshot } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import request from 'supertest';
-import { createApp } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { PeerService, type PeerChange } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';

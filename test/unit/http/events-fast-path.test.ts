@@ -13,13 +13,13 @@ import type { AddressInfo } from 'node:net';
 import { EventHub, EventStreams } from '../../../src/events';
 import {
   TokenStore,
-  createApp,
   createMetrics,
   createServer,
   eventStreamHandler,
   eventsFastPath,
   type ScopedTokens,
 } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import type { Metrics } from '../../../src/http/metrics';
 import type { PeerServiceApi } from '../../../src/peers';
 import { captureLog, type CapturedLog } from '../support/log-capture';

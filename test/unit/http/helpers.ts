@@ -2,7 +2,8 @@
 import { expect } from 'chai';
 import type { Response } from 'supertest';
 import request from 'supertest';
-import { TokenStore, createApp, type ScopedTokens } from '../../../src/http';
+import { TokenStore, type ScopedTokens } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { type ClientDefaults, PeerService } from '../../../src/peers';
 import { FakeKernel } from '../support/fake-kernel';
 import { type CapturedLog, captureLog } from '../support/log-capture';

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
-import { createApp } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { entriesOf, listPeers, referenceBody, toPeerJson } from '../../support/peer-list';
 import {
   ListBodies,

@@ -14,12 +14,12 @@ import sinon from 'sinon';
 import {
   ListBodies,
   TokenStore,
-  createApp,
   createMetrics,
   createServer,
   listFastPath,
   type ScopedTokens,
 } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import type { Metrics } from '../../../src/http/metrics';
 import type { WireGuardPeer } from '../../../src/kernel/types';
 import {

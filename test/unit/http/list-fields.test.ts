@@ -8,7 +8,8 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import zlib from 'node:zlib';
-import { createApp, createHttpServer, ListBodies } from '../../../src/http';
+import { createHttpServer, ListBodies } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import {
   CAP_WRITERS,
   MAX_FIELD_SETS_PER_READ,

@@ -8,7 +8,8 @@ import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import express from 'express';
 import request from 'supertest';
-import { TokenStore, createApp } from '../../../src/http';
+import { TokenStore } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import {
   METRICS_CONTENT_TYPE,
   createMetrics,

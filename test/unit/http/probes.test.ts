@@ -6,7 +6,8 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import { FacilityUnavailableError } from '../../../src/kernel/errors';
-import { TokenStore, createApp } from '../../../src/http';
+import { TokenStore } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { PeerService, ReadinessCheck } from '../../../src/peers';
 import { FakeKernel, netlinkError } from '../support/fake-kernel';
 import { captureLog } from '../support/log-capture';

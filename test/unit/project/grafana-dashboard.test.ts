@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { createEventMetrics } from '../../../src/events';
-import { createApp } from '../../../src/http';
+import { createApp } from '../../../src/http/app';
 import { createMetrics } from '../../../src/http/metrics';
 import { registerStateMetrics } from '../../../src/http/state-metrics';
 import { registerTlsMetrics } from '../../../src/http/tls';
