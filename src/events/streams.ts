@@ -25,8 +25,7 @@
  * last: a burst is read, with any API request among or behind it, before it is answered), and
  * come back on the next turn of the loop once neither holds; a pause lasts MAX_PAUSE_MS at most,
  * then one turn runs and the pause starts over, so that streams are never starved (at least one
- * answer and one slice per MAX_PAUSE_MS under any load of API requests). The streams the stall
- * sweep finds are closed in the turns too, a few per turn.
+ * answer and one slice per MAX_PAUSE_MS under any load of API requests).
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -174,8 +173,6 @@ export class EventStreams {
   private readonly due: Stream[] = [];
   /** Stream requests waiting for their answer, in arrival order (`admit`). */
   private readonly admissions: Array<() => void> = [];
-  /** Streams the sweep found stalled, closed in the next turns (`turn`). */
-  private readonly stalledDue: Stream[] = [];
   private turnScheduled = false;
   /** API requests in flight (`apiRequest`). */
   private apiInFlight = 0;
@@ -406,9 +403,8 @@ export class EventStreams {
   }
 
   /**
-   * One turn: the next ADMISSIONS_PER_TURN stream requests answered, then as many stalled
-   * streams closed (sweepAll), then slices of the due replays, in turn, up to TURN_BYTES together
-   * (the last may start below it and write a slice).
+   * One turn: the next ADMISSIONS_PER_TURN stream requests answered, then slices of the due
+   * replays, in turn, up to TURN_BYTES together (the last may start below it and write a slice).
    */
   private turn(): void {
     this.turnScheduled = false;
@@ -436,10 +432,6 @@ export class EventStreams {
         );
       }
     }
-    for (let i = 0; i < ADMISSIONS_PER_TURN && this.stalledDue.length > 0; i++) {
-      if (i > 0 && spent()) break;
-      this.closeIfStalled(this.stalledDue.shift()!);
-    }
     let budget = TURN_BYTES;
     const turns = this.due.length;
     for (let i = 0; i < turns && budget > 0; i++) {
@@ -448,9 +440,7 @@ export class EventStreams {
       stream.scheduled = false;
       budget -= this.replay(stream);
     }
-    if (this.due.length > 0 || this.admissions.length > 0 || this.stalledDue.length > 0) {
-      this.schedule();
-    }
+    if (this.due.length > 0 || this.admissions.length > 0) this.schedule();
   }
 
   /** A live event: to every live stream that wants it; a replaying one reads it in its turn. */
@@ -483,33 +473,17 @@ export class EventStreams {
     return taken;
   }
 
-  /**
-   * Finds the streams stalled past the bound, closed in the next turns (at most
-   * ADMISSIONS_PER_TURN a turn, as requests are answered: a close and its log line cost
-   * milliseconds in the VM, and 64 streams closed at once held an admin's request 0.4 s); a
-   * replay stopped at the bound goes on.
-   */
+  /** Closes the streams stalled past the bound; a replay stopped at the bound goes on. */
   private sweepAll(): void {
     const now = this.now();
     for (const stream of [...this.streams]) {
       if (stream.sink.writableLength === 0) {
         stream.bufferedSince = null;
         this.nextSlice(stream);
-      } else if (
-        stream.bufferedSince !== null &&
-        now - stream.bufferedSince >= this.stallMs &&
-        !this.stalledDue.includes(stream)
-      ) {
-        this.stalledDue.push(stream);
+      } else if (stream.bufferedSince !== null && now - stream.bufferedSince >= this.stallMs) {
+        this.closeStalled(stream, now - stream.bufferedSince);
       }
     }
-    if (this.stalledDue.length > 0) this.schedule();
-  }
-
-  /** A stalled stream's close, in its turn: unless it closed or took its bytes meanwhile. */
-  private closeIfStalled(stream: Stream): void {
-    if (stream.closed || stream.bufferedSince === null || stream.sink.writableLength === 0) return;
-    this.closeStalled(stream, this.now() - stream.bufferedSince);
   }
 
   private closeSlow(stream: Stream, why: 'bound' | 'history'): void {

@@ -530,7 +530,7 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     );
   });
 
-  it('closes a stream whose reader left bytes untaken for the stall bound, logs and counts it', async () => {
+  it('closes a stream whose reader left bytes untaken for the stall bound, logs and counts it', () => {
     const { hub, streams, stalled, open, warnings } = setup({
       stallMs: 60_000,
       maxBufferedBytes: 1 << 20,
@@ -544,70 +544,14 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     for (let i = 0; i < 20; i++) publish(hub);
     expect(stuck.writableLength).to.be.above(0);
     clock.tick(59_000);
-    await settle();
     expect(stuck.destroyed).to.equal(false);
     clock.tick(6_000);
-    await settle();
     expect(stuck.destroyed).to.equal(true);
     expect(reading.destroyed).to.equal(false);
     expect(stalled()).to.equal(1);
     expect(open()).to.equal(1);
     expect(warnings).to.have.length(1);
     expect(warnings[0]).to.include({ event: 'event_stream_stalled', stallMs: 60_000 });
-  });
-
-  // Issue 30's kernel test: 64 stalled streams closed in one sweep (a destroy and a log line
-  // each, milliseconds in the VM) held an admin's POST /api/peer 0.4 s.
-  it('closes the stalled streams a sweep finds in its turns, at most ADMISSIONS_PER_TURN a turn, none while an API request is in flight (MAX_PAUSE_MS at most)', async () => {
-    const { hub, streams, stalled } = setup({ stallMs: 4_000, maxBufferedBytes: 1 << 20 });
-    const sinks = Array.from({ length: 2 * ADMISSIONS_PER_TURN + 1 }, () => new Sink());
-    for (const sink of sinks) {
-      streams.open(sink, { types: null });
-      sink.stall();
-    }
-    for (let i = 0; i < 20; i++) publish(hub);
-    await settle();
-    const done = streams.apiRequest();
-    clock.tick(4_000); // the sweep (every 1 s here) finds them all stalled
-    await settle();
-    clock.tick(MAX_PAUSE_MS - 1);
-    await settle();
-    expect(stalled()).to.equal(0);
-    clock.tick(1); // the pause's bound: one turn
-    expect(stalled()).to.equal(ADMISSIONS_PER_TURN);
-    await settle();
-    expect(stalled()).to.equal(ADMISSIONS_PER_TURN);
-    done();
-    const counts: number[] = [];
-    for (let turn = 0; turn < 3; turn++) {
-      await settle();
-      counts.push(stalled());
-    }
-    expect(counts).to.deep.equal([
-      2 * ADMISSIONS_PER_TURN,
-      2 * ADMISSIONS_PER_TURN + 1,
-      2 * ADMISSIONS_PER_TURN + 1,
-    ]);
-    for (const sink of sinks) expect(sink.destroyed).to.equal(true);
-    expect(streams.size).to.equal(0);
-  });
-
-  it('a stalled stream whose reader took its bytes before its turn came is not closed', async () => {
-    const { hub, streams, stalled } = setup({ stallMs: 4_000, maxBufferedBytes: 1 << 20 });
-    const sink = new Sink();
-    streams.open(sink, { types: null });
-    sink.stall();
-    for (let i = 0; i < 20; i++) publish(hub);
-    await settle();
-    const done = streams.apiRequest();
-    clock.tick(4_000);
-    sink.resume();
-    await settle();
-    done();
-    for (let round = 0; round < 3; round++) await settle();
-    expect(stalled()).to.equal(0);
-    expect(sink.destroyed).to.equal(false);
-    expect(streams.size).to.equal(1);
   });
 
   it('closeAll ends every stream (shutdown)', () => {
