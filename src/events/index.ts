@@ -62,7 +62,8 @@ export {
   SLICE_BYTES,
   TURN_BYTES,
   TURN_MS,
-  YIELD_MS,
+  ARRIVAL_GAP_MS,
+  MAX_PAUSE_MS,
   STALL_MS,
   type StreamSink,
 } from './streams';

@@ -19,10 +19,13 @@
  * later turn, at most ADMISSIONS_PER_TURN per turn in arrival order, and no slice of a replay is
  * ever written from `open` or a socket's event: all replays together write at most TURN_BYTES
  * (and one slice) per turn, the streams taking turns. A turn also stops after TURN_MS, having
- * answered one request and written one slice at least, so that it is short on a slow machine too;
- * and while API requests are in flight (`apiRequest`, the HTTP server's) or stream requests keep
- * arriving (within YIELD_MS of the last), turns come at most every YIELD_MS: the streams' work
- * yields to the API's, and a burst is read (with any API request in it) before it is answered.
+ * answered one request and written one slice at least, so that it is short on a slow machine too.
+ * The turns pause while an API request is in flight (`apiRequest`, the HTTP server's: any request
+ * but a stream's) and while stream requests keep arriving (each within ARRIVAL_GAP_MS of the
+ * last: a burst is read, with any API request among or behind it, before it is answered), and
+ * come back on the next turn of the loop once neither holds; a pause lasts MAX_PAUSE_MS at most,
+ * then one turn runs and the pause starts over, so that streams are never starved (at least one
+ * answer and one slice per MAX_PAUSE_MS under any load of API requests).
  */
 import type { EventHub, Resumption } from './hub';
 import type { EventType, StoredEvent } from './types';
@@ -101,11 +104,21 @@ export const ADMISSIONS_PER_TURN = 8;
  */
 export const TURN_MS = 2;
 /**
- * Milliseconds between two turns while an API request is in flight (`apiRequest`): an admin's
- * POST /api/peer takes a dozen turns of the event loop (its netlink round trips), and in the
- * VM a turn of stream work costs 10 ms or more; every turn of the loop held it that long.
+ * A burst of stream requests is still arriving while the last came less than this many
+ * milliseconds ago: the turns wait for its end (or MAX_PAUSE_MS), so that an API request sent
+ * among or behind it is read before any of them is answered.
  */
-export const YIELD_MS = 20;
+export const ARRIVAL_GAP_MS = 20;
+/**
+ * The longest the streams' turns pause for API requests in flight or a burst still arriving:
+ * then one turn runs and the pause starts over. An admin's POST /api/peer takes a dozen turns
+ * of the event loop (its netlink round trips), and in the kernel tests' emulated VM a turn of
+ * stream work costs 10 ms or more: one every 20 ms held it 1.6 s behind a burst of 200
+ * resuming streams (issue 30's kernel test); a pause without an end would let a client that
+ * keeps an API request in flight (a slow upload, back to back polls) hold every stream's
+ * admission and replay for ever.
+ */
+export const MAX_PAUSE_MS = 250;
 
 const KEEP_ALIVE = Buffer.from(': keep-alive\n\n', 'utf8');
 
@@ -165,8 +178,10 @@ export class EventStreams {
   private apiInFlight = 0;
   /** When the last stream request arrived (`admit`, the monotonic clock). */
   private lastArrival = -Infinity;
-  /** The next turn, when it waits YIELD_MS for them. */
-  private yielded: NodeJS.Timeout | null = null;
+  /** Since when the next turn's work waits (the monotonic clock); null: no turn is due. */
+  private waitingSince: number | null = null;
+  /** The pause's timer: the end of the arrivals, or the pause's bound. */
+  private paused: NodeJS.Timeout | null = null;
   /** closeAll ran (shutdown): a stream opened later ends at once. */
   private ended = false;
   private keepAlive: NodeJS.Timeout | null = null;
@@ -275,8 +290,8 @@ export class EventStreams {
 
   /**
    * An API request (not a stream) began: until the function returned is called (its response
-   * closed), the streams' turns come at most every YIELD_MS instead of on every turn of the
-   * event loop, so that its steps are not each held by a turn of stream work.
+   * closed), the streams' turns pause (MAX_PAUSE_MS at most at a time), so that none of its
+   * steps waits behind stream work.
    */
   apiRequest(): () => void {
     this.apiInFlight += 1;
@@ -285,10 +300,10 @@ export class EventStreams {
       if (done) return;
       done = true;
       this.apiInFlight -= 1;
-      if (this.apiInFlight === 0 && this.yielded !== null) {
-        // The last one is done: the yielded turn comes on the next turn of the loop.
-        clearTimeout(this.yielded);
-        this.yielded = null;
+      if (this.apiInFlight === 0 && this.paused !== null) {
+        // The last one is done: the pause ends now, unless a burst is still arriving.
+        clearTimeout(this.paused);
+        this.paused = null;
         this.turnScheduled = false;
         this.schedule();
       }
@@ -357,20 +372,34 @@ export class EventStreams {
     this.schedule();
   }
 
-  /** The next turn, on the event loop's check phase (after the I/O waiting), once. */
+  /** Whether the streams' work pauses now: API requests in flight, or a burst still arriving. */
+  private holding(now: number): boolean {
+    return this.apiInFlight > 0 || now - this.lastArrival < ARRIVAL_GAP_MS;
+  }
+
+  /**
+   * The next turn, once: on the event loop's check phase (after the I/O waiting), or, in a
+   * pause, when the arrivals end or the pause reaches MAX_PAUSE_MS (an API request's end ends it
+   * sooner: apiRequest).
+   */
   private schedule(): void {
     if (this.turnScheduled) return;
     this.turnScheduled = true;
-    if (this.apiInFlight === 0 && this.clock() - this.lastArrival >= YIELD_MS) {
+    const now = this.clock();
+    this.waitingSince ??= now;
+    if (!this.holding(now)) {
       setImmediate(() => this.turn());
-    } else {
-      // API requests in flight, or stream requests still arriving (a burst, with an admin's
-      // request among or behind them, is read first): one turn per YIELD_MS.
-      this.yielded = setTimeout(() => {
-        this.yielded = null;
-        this.turn();
-      }, YIELD_MS);
+      return;
     }
+    const bound = this.waitingSince + MAX_PAUSE_MS;
+    const wake = this.apiInFlight > 0 ? bound : Math.min(bound, this.lastArrival + ARRIVAL_GAP_MS);
+    this.paused = setTimeout(
+      () => {
+        this.paused = null;
+        this.turn();
+      },
+      Math.max(0, wake - now),
+    );
   }
 
   /**
@@ -380,6 +409,14 @@ export class EventStreams {
   private turn(): void {
     this.turnScheduled = false;
     const started = this.clock();
+    if (this.holding(started) && started - (this.waitingSince ?? started) < MAX_PAUSE_MS) {
+      // An API request began, or a stream request came, since this turn was scheduled: it waits
+      // for their end, or for the pause's bound.
+      this.schedule();
+      return;
+    }
+    // The turn runs: the next one's work waits from the end of this one (a pause starts over).
+    this.waitingSince = null;
     const spent = (): boolean => this.clock() - started >= TURN_MS;
     // Each kind of work gets one item at least (progress), then more while the time lasts.
     for (let i = 0; i < ADMISSIONS_PER_TURN && this.admissions.length > 0; i++) {

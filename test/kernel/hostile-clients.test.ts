@@ -21,7 +21,7 @@
  *    of its return (there is no flag for the backoff's cap).
  */
 import { expect } from 'chai';
-import { exec } from 'node:child_process';
+import { exec, execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -95,6 +95,62 @@ function lastEventId(baseUrl: string, token: string): Promise<string> {
     );
     request.on('error', reject);
   });
+}
+
+/**
+ * Seconds summed over the daemon's POST requests (wg_peerd_http_request_duration_seconds): the
+ * difference over one POST is the daemon's own time for it, from reading it to answering it, where
+ * the client's time also counts the wait for the daemon to read it (behind the burst).
+ */
+function postSeconds(text: string): number {
+  return text
+    .split('\n')
+    .filter(
+      (line) =>
+        line.startsWith('wg_peerd_http_request_duration_seconds_sum{') &&
+        line.includes('method="POST"'),
+    )
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/**
+ * The guest as the burst meets it, printed with the figures: how fast the VM runs now (a fixed
+ * loop in this process: about 10 ms natively, 90 ms in a VM alone on the host), what else runs,
+ * and what the earlier test files of the suite's boot left behind (tables, namespaces, links,
+ * qdiscs, processes, this process' heap and handles), so that a slow first POST late in the
+ * suite can be told from a slow VM.
+ */
+function guestNow(): string {
+  const out = (cmd: string): string => {
+    try {
+      return execSync(cmd, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '?';
+    }
+  };
+  const t = performance.now();
+  let x = 0;
+  for (let i = 0; i < 2_000_000; i++) x = (x * 31 + i) % 1_000_003;
+  const calibration = performance.now() - t;
+  const mem = readFileSync('/proc/meminfo', 'utf8');
+  const kb = (name: string): number =>
+    Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(mem)?.[1] ?? 0);
+  const heap = process.memoryUsage();
+  const resources = new Map<string, number>();
+  for (const r of process.getActiveResourcesInfo()) resources.set(r, (resources.get(r) ?? 0) + 1);
+  return [
+    `mocha resources ${[...resources].map(([k, v]) => `${k}x${v}`).join(',')}`,
+    `calibration ${Math.round(calibration)} ms (${x % 2})`,
+    `load ${readFileSync('/proc/loadavg', 'utf8').trim()}`,
+    `mocha heap ${Math.round(heap.heapUsed / MIB)}/${Math.round(heap.heapTotal / MIB)} MiB rss ${Math.round(heap.rss / MIB)} MiB`,
+    `MemAvailable ${Math.round(kb('MemAvailable') / 1024)} MiB Cached ${Math.round(kb('Cached') / 1024)} MiB`,
+    `nft tables ${out('nft list tables | wc -l')}`,
+    `netns ${out('ip netns | wc -l')}`,
+    `links ${out('ip -o link | wc -l')}`,
+    `qdiscs ${out('tc qdisc show | wc -l')}`,
+    `processes ${out('ps -e --no-headers | wc -l')}`,
+    `top: ${out("ps -eo pid,ppid,pcpu,rss,etimes,args --sort=-pcpu --no-headers | head -6 | cut -c1-110 | tr '\\n' ';'")}`,
+  ].join('; ');
 }
 
 /** An SSE reader over HTTP that keeps every event; closed with close(). */
@@ -224,7 +280,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
     after(() => removeDaemonLeftovers(IFNAME));
 
     it(
-      'keeps the RSS within +64 MiB, answers an admin POST /api/peer within 1 s throughout (the one sent into the burst of 200 requests within 4 s in the VM), ' +
+      'keeps the RSS within +64 MiB, answers an admin POST /api/peer within 1 s throughout (the one sent into the burst of 200 requests too), ' +
         'keeps at most 64 streams open and refuses the others with 503 EVENT_STREAMS_FULL and Retry-After, ' +
         'and closes every stalled stream within the stall bound, logged and counted',
       async function () {
@@ -309,11 +365,13 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         expect(metric(historyText, 'wg_peerd_event_streams')).to.equal(0);
         console.log(`      history of ${lastSeq} events made in ${historyMs} ms`);
 
+        console.log(`      guest: ${guestNow()}`);
         await sleep(1000);
         const rssBefore = rssBytes(pid);
         const quiet = performance.now();
         expect((await call(daemon, 'POST', '/api/peer', { token: ADMIN })).status).to.equal(201);
         const quietMs = performance.now() - quiet;
+        let postSum = postSeconds((await scrape(daemon, READ)).text);
 
         // 200 raw sockets: the request written, never a byte read (paused before connecting,
         // so that Node never reads from them either).
@@ -346,6 +404,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         const samples: Array<{
           at: number;
           ms: number;
+          daemonMs: number;
           status: number;
           rss: number;
           open: number;
@@ -358,6 +417,8 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
           const ms = performance.now() - t;
           const now = (await scrape(daemon, READ)).text;
           const open = metric(now, 'wg_peerd_event_streams');
+          const daemonMs = (postSeconds(now) - postSum) * 1000;
+          postSum = postSeconds(now);
           const answered =
             open +
             metric(now, 'wg_peerd_event_streams_refused_total') +
@@ -367,6 +428,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
           samples.push({
             at: Date.now() - allWritten,
             ms,
+            daemonMs,
             status: created.status,
             rss: rssBytes(pid),
             open,
@@ -409,7 +471,7 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
           `      ` +
             `RSS ${Math.round(rssBefore / MIB)} MiB before, ${Math.round(rssPeak / MIB)} MiB at most; ` +
             `admin POST ${Math.round(quietMs)} ms before the sockets, then (at ms: took ms) ` +
-            `${samples.map((s) => `${s.at}: ${Math.round(s.ms)} (${s.answered} answered, ${s.open} open)`).join(', ')}; ` +
+            `${samples.map((s) => `${s.at}: ${Math.round(s.ms)} (daemon ${Math.round(s.daemonMs)}; ${s.answered} answered, ${s.open} open)`).join(', ')}; ` +
             `streams ${maxOpen} open at most, none from ${closedAt} ms after the last request; ` +
             `${streamed.length} streamed, ${refused.length} refused; ` +
             `stalledMs ${stalled.map((l) => l.stalledMs).join(',')}; whole test ${Date.now() - started} ms`,
@@ -418,16 +480,22 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         expect(rssPeak - rssBefore, 'RSS growth').to.be.at.most(64 * MIB);
         // The first admin request is sent into the burst, right behind the 200 requests. It held
         // 2.9-5.2 s in this VM (TCG, no KVM) while the daemon read and answered all 200 in one
-        // turn of its event loop, through Express, and then held each of its steps behind a turn
-        // of replays; now each stream request is read by its fast path and answered a few per
-        // turn, and the streams' turns yield to API requests in flight (src/events/streams.ts).
-        // It took 593-714 ms with this VM alone on the host, but 1,444 ms (6.12) and 1,665 ms
-        // (6.1) with the two kernels' VMs side by side, as CI runs them (2026-11-29): it gets
-        // 4 s, which the old code's 2.9-5.2 s still fails; every later request the issue's 1 s.
-        // Natively the same burst holds it 6 ms (bench/event-burst.ts).
-        for (const [i, s] of samples.entries()) {
+        // turn of its event loop, through Express; with each stream request read by its fast
+        // path and answered a few per turn, one turn every 20 ms while requests arrived or an API
+        // request ran, 593-714 ms alone and 1.4-1.7 s in the full suite, where the POST before
+        // the sockets took 1.6-1.9 times as long as alone too (the VM slower, not the burst
+        // dearer; `guest:` above prints the VM's speed and what earlier files left). Now the
+        // streams' turns pause while the burst arrives and while an API request runs, 250 ms at
+        // most at a time (src/events/streams.ts): 239 ms (6.1) and 434 ms (6.12) alone, 492 ms
+        // and 328 ms after the events and expiry files in the same boot, the two VMs side by side
+        // (2026-11-29); `daemon` is the daemon's own part, the rest the wait to be read behind
+        // the burst. In a run where the VM was 2-5 times slower (`calibration` 117 and 248 ms
+        // against 49-69) it took 532 ms (6.1) and 1,250 ms (6.12, of which the daemon's own
+        // 133 ms): reading 200 requests is what remains in front of it, and it scales with the
+        // VM's speed. Natively the same burst holds it 6-11 ms (bench/event-burst.ts).
+        for (const s of samples) {
           expect(s.status, `POST /api/peer at ${s.at} ms`).to.equal(201);
-          expect(s.ms, `POST /api/peer at ${s.at} ms`).to.be.below(i === 0 ? 4000 : 1000);
+          expect(s.ms, `POST /api/peer at ${s.at} ms`).to.be.below(1000);
         }
         expect(samples.length, 'admin requests made while the streams stalled').to.be.at.least(5);
 

@@ -9,7 +9,8 @@ import {
   SLICE_BYTES,
   TURN_BYTES,
   TURN_MS,
-  YIELD_MS,
+  ARRIVAL_GAP_MS,
+  MAX_PAUSE_MS,
   type EventType,
 } from '../../../src/events';
 
@@ -307,8 +308,8 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     await settle();
     expect(answered).to.deep.equal([]);
     expect(streams.waiting).to.equal(3 * ADMISSIONS_PER_TURN + 2);
-    // Requests still arriving: the first turn waits YIELD_MS (the burst is read first).
-    clock.tick(YIELD_MS);
+    // Requests still arriving: the first turn waits ARRIVAL_GAP_MS (the burst is read first).
+    clock.tick(ARRIVAL_GAP_MS);
     const counts: number[] = [answered.length];
     for (let turn = 1; turn < 5; turn++) {
       await settle();
@@ -345,10 +346,10 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
       sinks.reduce((sum, sink) => sum + sink.chunks.reduce((s, c) => s + c.length, 0), 0);
     let before = total();
     const counts: number[] = [];
-    // The requests stopped arriving YIELD_MS ago: the turns come on every turn of the loop.
-    now += YIELD_MS;
+    // The requests stopped arriving ARRIVAL_GAP_MS ago: the turns come on every turn of the loop.
+    now += ARRIVAL_GAP_MS;
     for (let turn = 0; turn < 4; turn++) {
-      if (turn === 0) clock.tick(YIELD_MS);
+      if (turn === 0) clock.tick(ARRIVAL_GAP_MS);
       else await settle();
       counts.push(answered.length);
       // The time went to the answers: one slice of one stream, not TURN_BYTES of them.
@@ -363,29 +364,102 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     expect(total() - before).to.be.above(SLICE_BYTES);
   });
 
-  it('yields to API requests in flight: one turn per YIELD_MS while one runs, a turn on every turn of the loop again once the last is done', async () => {
-    const { streams } = setup();
+  // Issue 30's kernel test: with one turn of stream work every 20 ms while it ran, an admin's
+  // POST /api/peer sent into a burst of 200 resuming streams took 1.4-1.7 s in the VM.
+  it('pauses while an API request is in flight: no stream request is answered and no slice of a replay written until the last one ends, then the turns come on every turn of the loop again', async () => {
+    const { hub, streams } = setup({ historySize: 2000 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
     const answered: number[] = [];
-    const done = [streams.apiRequest(), streams.apiRequest()];
     for (let i = 0; i < 3 * ADMISSIONS_PER_TURN; i++) streams.admit(() => answered.push(i));
+    const done = [streams.apiRequest(), streams.apiRequest()];
+    const hint = sink.chunks.length;
+    clock.tick(ARRIVAL_GAP_MS);
+    for (let round = 0; round < 5; round++) await settle();
+    clock.tick(MAX_PAUSE_MS - ARRIVAL_GAP_MS - 1);
     await settle();
     expect(answered).to.have.length(0);
-    clock.tick(YIELD_MS - 1);
-    expect(answered).to.have.length(0);
-    clock.tick(1);
-    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
-    await settle();
-    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    expect(sink.chunks).to.have.length(hint);
     done[0]!();
     done[0]!(); // once only
     await settle();
-    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    expect(answered).to.have.length(0);
     done[1]!();
     await settle();
-    expect(answered).to.have.length(2 * ADMISSIONS_PER_TURN);
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    expect(sink.chunks.length).to.be.above(hint);
     await settle();
-    expect(answered).to.have.length(3 * ADMISSIONS_PER_TURN);
+    expect(answered).to.have.length(2 * ADMISSIONS_PER_TURN);
+  });
+
+  it('a pause lasts MAX_PAUSE_MS at most: under API requests that never end, one turn (one answer and one slice at least) every MAX_PAUSE_MS, each pause counted from the last turn', async () => {
+    const { hub, streams } = setup({ historySize: 2000 });
+    for (let i = 0; i < 2000; i++) publish(hub);
+    const sink = new Sink();
+    streams.open(sink, { types: null, lastEventId: 'r.0' });
+    const answered: number[] = [];
+    streams.apiRequest(); // never ends
+    for (let i = 0; i < 3 * ADMISSIONS_PER_TURN; i++) streams.admit(() => answered.push(i));
+    const slices = () => sink.chunks.length;
+    const counts: Array<[number, number]> = [];
+    for (let pause = 0; pause < 3; pause++) {
+      clock.tick(MAX_PAUSE_MS - 1);
+      for (let round = 0; round < 3; round++) await settle();
+      counts.push([answered.length, slices()]);
+      clock.tick(1);
+      counts.push([answered.length, slices()]);
+    }
+    const [a0, s0] = counts[0]!;
+    expect(a0).to.equal(0);
+    expect(s0).to.equal(1); // the retry hint
+    for (let pause = 0; pause < 3; pause++) {
+      const [before, beforeSlices] = counts[2 * pause]!;
+      const [after, afterSlices] = counts[2 * pause + 1]!;
+      expect(after, `pause ${pause}`).to.equal(before + ADMISSIONS_PER_TURN);
+      expect(afterSlices, `pause ${pause}`).to.equal(beforeSlices + 1);
+    }
+  });
+
+  it('an API request that begins while a turn is due (scheduled, not yet run) holds that turn too', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    streams.admit(() => answered.push(0));
+    clock.tick(ARRIVAL_GAP_MS - 1);
+    const done = streams.apiRequest();
+    clock.tick(1); // the turn's time came: it waits for the API request
+    await settle();
+    expect(answered).to.deep.equal([]);
+    done();
+    await settle();
+    expect(answered).to.deep.equal([0]);
     expect(clock.countTimers()).to.equal(0);
+  });
+
+  it('pauses while a burst of stream requests is still arriving (each within ARRIVAL_GAP_MS of the last), so that an API request among or behind it is read first; a burst that never ends is answered a turn every MAX_PAUSE_MS', async () => {
+    const { streams } = setup();
+    const answered: number[] = [];
+    let sent = 0;
+    const arrive = () => streams.admit(() => answered.push(sent++));
+    arrive();
+    // One request every ARRIVAL_GAP_MS - 1: the burst goes on.
+    for (let t = ARRIVAL_GAP_MS - 1; t < MAX_PAUSE_MS; t += ARRIVAL_GAP_MS - 1) {
+      clock.tick(ARRIVAL_GAP_MS - 1);
+      await settle();
+      expect(answered, `at ${t} ms`).to.have.length(0);
+      arrive();
+    }
+    clock.tick(
+      MAX_PAUSE_MS - Math.floor(MAX_PAUSE_MS / (ARRIVAL_GAP_MS - 1)) * (ARRIVAL_GAP_MS - 1),
+    );
+    await settle();
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN);
+    // The burst ends: ARRIVAL_GAP_MS after its last request, the turns come on every turn again.
+    const waiting = streams.waiting;
+    clock.tick(ARRIVAL_GAP_MS);
+    for (let round = 0; round < 5; round++) await settle();
+    expect(streams.waiting).to.equal(0);
+    expect(answered).to.have.length(ADMISSIONS_PER_TURN + waiting);
   });
 
   it('an answer that throws is logged; the other requests of its turn are answered still', async () => {
@@ -396,7 +470,7 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
       throw new Error('boom');
     });
     streams.admit(() => answered.push('c'));
-    clock.tick(YIELD_MS);
+    clock.tick(ARRIVAL_GAP_MS);
     expect(answered).to.deep.equal(['a', 'c']);
     expect(warnings).to.have.length(1);
     expect(warnings[0]).to.include({ event: 'event_stream_admission_failed' });
@@ -494,7 +568,7 @@ describe('events: the streams (filtering, one serialization, keep-alive, slow re
     const sink = new Sink();
     streams.admit(() => streams.open(sink, { types: null }));
     streams.closeAll();
-    clock.tick(YIELD_MS);
+    clock.tick(ARRIVAL_GAP_MS);
     expect(sink.writableEnded).to.equal(true);
     expect(streams.size).to.equal(0);
     expect(clock.countTimers()).to.equal(0);
