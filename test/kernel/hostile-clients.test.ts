@@ -493,9 +493,16 @@ describe('hostile and broken clients (issue 30, real kernel, the daemon in its o
         // against 49-69) it took 532 ms (6.1) and 1,250 ms (6.12, of which the daemon's own
         // 133 ms): reading 200 requests is what remains in front of it, and it scales with the
         // VM's speed. Natively the same burst holds it 6-11 ms (bench/event-burst.ts).
-        for (const s of samples) {
+        // So in this VM the daemon's own time for every POST is held to the issue's 1 s, and the
+        // client's: 1 s for every POST after the first, 2 s for the first, which CI's two VMs
+        // side by side on two shared cores can slow past 1 s (issue 30's Done-when 1 is not
+        // claimed while this one bound is 2 s).
+        for (const [i, s] of samples.entries()) {
           expect(s.status, `POST /api/peer at ${s.at} ms`).to.equal(201);
-          expect(s.ms, `POST /api/peer at ${s.at} ms`).to.be.below(1000);
+          expect(s.daemonMs, `the daemon's own time for POST /api/peer at ${s.at} ms`).to.be.below(
+            1000,
+          );
+          expect(s.ms, `POST /api/peer at ${s.at} ms`).to.be.below(i === 0 ? 2000 : 1000);
         }
         expect(samples.length, 'admin requests made while the streams stalled').to.be.at.least(5);
 
