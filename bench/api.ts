@@ -5,7 +5,7 @@
  * For each size (default 1,000, 10,000 and 50,000 peers: distinct /32s in 10.77.0.0/16 on a
  * WireGuard interface made for the bench, server 10.77.0.1/16, generated keys, added in bulk
  * with the project's own kernel client), three rounds of, alternating:
- *   A   the daemon as `npm start` runs it, `node --single-threaded-gc --max-semi-space-size=24 dist/src/main.js --interface wgapi0 --listen 127.0.0.1:PORT`
+ *   A   the daemon as `npm start` runs it, `node <npm start's node flags, package.json> dist/src/main.js --interface wgapi0 --listen 127.0.0.1:PORT`
  *   A0  the same with `--list-max-age 0` (skipped, saying so, when --help does not know it)
  *   B   bench/baseline-wg-dump.ts: a BASELINE running `wg show <if> dump` per request
  *   C   bench/replay-ceiling.ts: a transfer ceiling replaying A's own body from memory
