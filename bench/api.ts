@@ -102,7 +102,7 @@ import {
 import { objectAttributes, setElementListAttributes } from '../src/kernel/nftables/schema';
 import { CAPS_MAP, QUOTA_FAMILY } from '../src/kernel/quota';
 import { cappedHostPeer, peerAddress, writeStateDir } from './capped-population';
-import { median, timed as timedRuns } from './support';
+import { median, startNodeFlags, timed as timedRuns } from './support';
 
 const IFNAME = 'wgapi0';
 const SERVER_ADDRESS = { address: '10.77.0.1', prefixLength: 16 };
@@ -786,21 +786,9 @@ interface Server {
   started: number;
 }
 
-/**
- * The node flags of `npm start` (package.json scripts.start, the same as the unit file's
- * ExecStart and main.ts's shebang: a unit test holds them equal): A and A0 run the daemon as
- * it is deployed.
- */
+/** The node flags of `npm start` in `checkout` (./support.ts): A and A0 run the daemon as deployed. */
 function daemonNodeFlags(checkout = '.'): string[] {
-  const pkg = JSON.parse(readFileSync(`${checkout}/package.json`, 'utf8')) as {
-    scripts: Record<string, string>;
-  };
-  const words = (pkg.scripts.start ?? '').split(/\s+/);
-  const script = words.indexOf('dist/src/main.js');
-  if (words[0] !== 'node' || script < 0) {
-    throw new Error(`package.json scripts.start is not "node [flags] dist/src/main.js"`);
-  }
-  return words.slice(1, script);
+  return startNodeFlags(`${checkout}/dist`);
 }
 
 function startServer(

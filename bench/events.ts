@@ -25,6 +25,7 @@ import { randomPublicKey } from '../test/support/keys';
 import { SseReader } from '../test/support/sse';
 import { Links } from '../src/kernel/link';
 import { WireGuard } from '../src/kernel/wireguard';
+import { startNodeFlags } from './support';
 
 const IFNAME = 'wgevb0';
 const SERVER_ADDRESS = { address: '10.78.0.1', prefixLength: 16 };
@@ -107,24 +108,13 @@ class Stream {
   }
 }
 
-function daemonNodeFlags(): string[] {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
-    scripts: Record<string, string>;
-  };
-  const words = (pkg.scripts.start ?? '').split(/\s+/);
-  const script = words.indexOf('dist/src/main.js');
-  if (words[0] !== 'node' || script < 0)
-    throw new Error('scripts.start is not node ... dist/src/main.js');
-  return words.slice(1, script);
-}
-
 async function startDaemon(): Promise<ChildProcess> {
   const log = `${process.env.BENCH_LOG_DIR ?? '/tmp'}/bench-events-daemon.log`;
   const fd = openSync(log, 'w');
   const child = spawn(
     process.execPath,
     [
-      ...daemonNodeFlags(),
+      ...startNodeFlags('dist'),
       'dist/src/main.js',
       '--interface',
       IFNAME,

@@ -56,7 +56,7 @@ import { performance } from 'node:perf_hooks';
 import { gunzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
 import { cappedHostPeer, peerAddress, writeStateDir } from './capped-population';
-import { median } from './support';
+import { median, startNodeFlags } from './support';
 
 const IFNAME = 'wgrs0';
 const IFB = `ifb-${IFNAME}`;
@@ -123,15 +123,6 @@ const capOf = (i: number): { quotaBytes: number; usedBytes: number } => ({
   usedBytes: 1000 * i + 7,
 });
 
-/** The node flags of `npm start` (package.json), so the daemon runs as deployed. */
-function daemonNodeFlags(): string[] {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
-    scripts: Record<string, string>;
-  };
-  const words = (pkg.scripts.start ?? '').split(/\s+/);
-  return words.slice(1, words.indexOf('dist/src/main.js'));
-}
-
 interface Daemon {
   child: ChildProcess;
   port: number;
@@ -147,7 +138,7 @@ function startDaemon(args: string[]): Daemon {
   const child = spawn(
     process.execPath,
     [
-      ...daemonNodeFlags(),
+      ...startNodeFlags('dist'),
       ...(CPU_PROF_DIR === ''
         ? []
         : [
