@@ -33,7 +33,7 @@ import { PerformanceObserver, constants, performance } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import type { KernelDataCap, LimitState } from '../src/kernel/types';
 import { asKernelCap, asLimitState, cappedHostPeer } from './capped-population';
-import { median, startNodeFlags } from './support';
+import { loadBuild, median, startNodeFlags } from './support';
 
 const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -51,26 +51,6 @@ const VARIANTS = (
 )
   .split(';')
   .map((variant) => variant.split(',').filter(Boolean));
-
-interface Build {
-  http: typeof import('../src/http');
-  peers: typeof import('../src/peers');
-  log: typeof import('../src/log');
-  dump: typeof import('../src/kernel/wireguard/dump');
-  generated: typeof import('../test/support/generated-dump');
-}
-
-function loadBuild(dist: string): Build {
-  /* eslint-disable @typescript-eslint/no-require-imports -- a build chosen at run time */
-  return {
-    http: require(`${dist}/src/http`) as Build['http'],
-    peers: require(`${dist}/src/peers`) as Build['peers'],
-    log: require(`${dist}/src/log`) as Build['log'],
-    dump: require(`${dist}/src/kernel/wireguard/dump`) as Build['dump'],
-    generated: require(`${dist}/test/support/generated-dump`) as Build['generated'],
-  };
-  /* eslint-enable @typescript-eslint/no-require-imports */
-}
 
 const MiB = 2 ** 20;
 

@@ -42,7 +42,7 @@ import { createMetrics, renderPeerMetrics } from '../src/http/metrics';
 import { finalRun } from '../src/http/metrics-gzip';
 import type { KernelDataCap, LimitState, WireGuardPeer } from '../src/kernel/types';
 import type { PeerSnapshot } from '../src/peers';
-import { median, startNodeFlags } from './support';
+import { loadBuild, median, startNodeFlags } from './support';
 
 const PEERS = Number(process.env.BENCH_PEERS ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -157,27 +157,6 @@ async function scrapes(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 // BENCH_MEMORY=1: the daemon's memory over a capped host (issue 29).
-
-/** The modules of one build that the memory run uses, loaded from its dist directory. */
-interface Build {
-  http: typeof import('../src/http');
-  peers: typeof import('../src/peers');
-  log: typeof import('../src/log');
-  dump: typeof import('../src/kernel/wireguard/dump');
-  generated: typeof import('../test/support/generated-dump');
-}
-
-function loadBuild(dist: string): Build {
-  /* eslint-disable @typescript-eslint/no-require-imports -- a build chosen at run time */
-  return {
-    http: require(`${dist}/src/http`) as Build['http'],
-    peers: require(`${dist}/src/peers`) as Build['peers'],
-    log: require(`${dist}/src/log`) as Build['log'],
-    dump: require(`${dist}/src/kernel/wireguard/dump`) as Build['dump'],
-    generated: require(`${dist}/test/support/generated-dump`) as Build['generated'],
-  };
-  /* eslint-enable @typescript-eslint/no-require-imports */
-}
 
 const statusKiB = (field: string): number =>
   Number(

@@ -1,7 +1,8 @@
 /**
  * The benchmarks' shared arithmetic: one median and one way to time a piece of work, so that
  * every bench's "median of N" means the same thing; and the node flags of `npm start`, so that
- * a bench that runs the daemon's code in a process of its own runs it as it is deployed.
+ * a bench that runs the daemon's code in a process of its own runs it as it is deployed; and
+ * the modules of a build chosen at run time (a base checkout beside this one).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -42,4 +43,25 @@ export function startNodeFlags(distDir: string): string[] {
     throw new Error('package.json scripts.start is not "node [flags] dist/src/main.js"');
   }
   return words.slice(1, script);
+}
+
+/** The modules of one build that the memory benches use, loaded from its dist directory. */
+export interface Build {
+  http: typeof import('../src/http');
+  peers: typeof import('../src/peers');
+  log: typeof import('../src/log');
+  dump: typeof import('../src/kernel/wireguard/dump');
+  generated: typeof import('../test/support/generated-dump');
+}
+
+export function loadBuild(dist: string): Build {
+  /* eslint-disable @typescript-eslint/no-require-imports -- a build chosen at run time */
+  return {
+    http: require(`${dist}/src/http`) as Build['http'],
+    peers: require(`${dist}/src/peers`) as Build['peers'],
+    log: require(`${dist}/src/log`) as Build['log'],
+    dump: require(`${dist}/src/kernel/wireguard/dump`) as Build['dump'],
+    generated: require(`${dist}/test/support/generated-dump`) as Build['generated'],
+  };
+  /* eslint-enable @typescript-eslint/no-require-imports */
 }
