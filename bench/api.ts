@@ -63,7 +63,8 @@
  * seconds per answer), BENCH_B_DURATION_S (unset: B's own measured time), BENCH_RAW_RUNS (5), BENCH_CHURN (0.1),
  * BENCH_ALONE_REQUESTS (9), BENCH_ALONE_SIZE (10000: the size of the lone request),
  * BENCH_KINDS (default "A,A0,B,C", plus P with BENCH_FIELDS or BENCH_CAPPED, plus R and R2 with BENCH_REFERENCE_DIR and BENCH_REFERENCE_DIR2: which servers run), BENCH_LOG_DIR (/tmp: the servers' logs), BENCH_START_RUNS (3), BENCH_START_ONLY, BENCH_NODE_FLAGS (node flags for
- * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out).
+ * every server, e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out" with scripts/vm/run.sh --out),
+ * BENCH_CPU_PROF (kinds to profile alone, e.g. "A": see cpuProfFlags).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -787,6 +788,24 @@ interface Server {
 }
 
 /** The node flags of `npm start` in `checkout` (./support.ts): A and A0 run the daemon as deployed. */
+/**
+ * BENCH_CPU_PROF: the kinds (e.g. "A") run under V8's sampling profiler, each profile written
+ * at its exit as BENCH_CPU_PROF_DIR/<kind>-<port>.cpuprofile (default /run/vm/out, the host's
+ * directory of scripts/vm/run.sh --out), sampled every BENCH_CPU_PROF_INTERVAL_US (default
+ * 1000 µs; a coarser interval costs the server less). The profile covers the server's whole
+ * life: cut it to the measured runs by the samples' times.
+ */
+const CPU_PROF_KINDS = new Set((process.env.BENCH_CPU_PROF ?? '').split(',').filter(Boolean));
+
+function cpuProfFlags(kind: Kind, port: number): string[] {
+  return [
+    '--cpu-prof',
+    `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR ?? '/run/vm/out'}`,
+    `--cpu-prof-name=${kind}-${port}.cpuprofile`,
+    `--cpu-prof-interval=${process.env.BENCH_CPU_PROF_INTERVAL_US ?? '1000'}`,
+  ];
+}
+
 function daemonNodeFlags(checkout = '.'): string[] {
   return startNodeFlags(`${checkout}/dist`);
 }
@@ -836,6 +855,7 @@ function startServer(
   // BENCH_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=/run/vm/out"): node flags for every
   // server, to profile them under the same load.
   const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  if (CPU_PROF_KINDS.has(kind)) nodeFlags.push(...cpuProfFlags(kind, port));
   const started = performance.now();
   const child = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);

@@ -19,7 +19,7 @@
  * every peer capped, a tenth with a monthly period, a tenth with a speed limit, 1% suspended, 1%
  * throttling), and
  * BENCH_FIELDS (e.g. "public_key,status,data_cap.used_bytes") adds two servers polled at
- * `/api/peers?fields=…`: P the daemon (through Express: the fast path takes plain URLs only)
+ * `/api/peers?fields=…`: P the daemon (its fast path, src/http/list.ts, takes a plain field list)
  * and CP the replay of P's body; the body sizes of both lists are printed.
  */
 import http from 'node:http';

@@ -16,14 +16,23 @@
  * held equal to `peerJson` by test/unit/http/list-fields.test.ts) and memoized on the fragment.
  * At most MAX_FIELD_SETS_PER_READ field sets keep bodies per read, so no client makes the
  * daemon keep an unbounded number of bodies.
+ *
+ * Issue 29, a capped host at rest: a read that shows what the last body was built from (the
+ * same peer objects, maps and caps' instant, before any peer's status or minute moves) is
+ * answered with that body without visiting a peer (PreviousBodies); and the caps' instant
+ * (`data_cap.read_at`, one per read) is written into each body rather than into each peer's
+ * fragment, so a read of the caps whose figures did not move writes no peer's JSON again.
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import {
   PEERS_PER_SLICE,
+  capsReadAtOf,
+  currentApartFromReadAt,
   inSlices,
   limitOf,
   planFields,
+  statusChangesAt,
   stillCurrent,
   viewOf,
   type CapPlan,
@@ -232,9 +241,14 @@ export class Projection {
   readonly previous = new PreviousBodies();
   private readonly pieces = new WeakMap<Fragment, Piece>();
   private readonly write: PeerWriter;
+  /** Whether its pieces show `data_cap.read_at` (the whole `data_cap`, or that field of it). */
+  readonly showsReadAt: boolean;
 
   constructor(readonly fields: FieldSet) {
     this.write = partialWriter(fields);
+    this.showsReadAt =
+      fields.fields.includes('data_cap') &&
+      (fields.capFields === null || fields.capFields.includes('read_at'));
   }
 
   /** The partial JSON of a peer's view (for the tests: what pieceOf writes). */
@@ -245,8 +259,10 @@ export class Projection {
   pieceOf(fragment: Fragment): Piece {
     const known = this.pieces.get(fragment);
     if (known !== undefined) return known;
+    piecesWritten += 1;
     const json = this.write(fragment.view);
-    const piece: Piece = { json, bytes: Buffer.byteLength(json, 'utf8') };
+    const bytes = Buffer.byteLength(json, 'utf8');
+    const piece: Piece = { json, bytes, readAt: readAtOffset(json, bytes) };
     this.pieces.set(fragment, piece);
     return piece;
   }
@@ -264,6 +280,54 @@ export class Projection {
 interface Piece {
   json: string;
   bytes: number;
+  /**
+   * Where its `data_cap.read_at` instant's 24 characters start, in bytes from its start; -1:
+   * none (no cap, `read_at` not among its fields, or an instant outside years 0-9999). Each body
+   * writes its own read's instant there (ReadAtStamp), so a piece stays valid across reads of the
+   * caps that changed nothing else of its peer (issue 29).
+   */
+  readAt: number;
+}
+
+const READ_AT_KEY = '"read_at":"';
+/** The length of an instant's ISO 8601 text in years 0-9999 (Date#toISOString). */
+const ISO_LENGTH = 24;
+/** The first and last instants, ms since the epoch, whose ISO text has ISO_LENGTH characters. */
+const ISO_FIRST = -62_167_219_200_000; // 0000-01-01T00:00:00.000Z
+const ISO_LAST = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+
+function fixedIso(at: number | null): boolean {
+  return at === null || (at >= ISO_FIRST && at <= ISO_LAST);
+}
+
+/**
+ * Where a piece's `read_at` instant starts (Piece.readAt). The first `"read_at":"` of a peer's
+ * JSON is its cap's: no other field is named so, and inside a JSON string every quote is
+ * escaped, so no string value holds that text.
+ */
+function readAtOffset(json: string, bytes: number): number {
+  const key = json.indexOf(READ_AT_KEY);
+  if (key < 0) return -1;
+  const start = key + READ_AT_KEY.length;
+  if (json.charCodeAt(start + ISO_LENGTH) !== 0x22) return -1; // not 24 characters and '"'
+  return bytes === json.length ? start : Buffer.byteLength(json.slice(0, start), 'utf8');
+}
+
+/**
+ * The instant a body writes as every capped peer's `read_at` (capsReadAtOf), and its text as
+ * bytes; `bytes` null when no peer has a cap or the instant's text is not ISO_LENGTH long (then
+ * a fragment is reused only with this very instant, `stillCurrent`, and nothing is stamped).
+ */
+interface ReadAtStamp {
+  at: number | null;
+  bytes: Buffer | null;
+}
+
+function readAtStampOf(snapshot: PeerSnapshot): ReadAtStamp {
+  if (snapshot.caps.size === 0) return { at: null, bytes: null };
+  const at = capsReadAtOf(snapshot);
+  if (!fixedIso(at)) return { at, bytes: null };
+  return { at, bytes: Buffer.from(new Date(at).toISOString(), 'latin1') };
 }
 
 interface Fragment extends Piece {
@@ -278,6 +342,9 @@ interface Fragment extends Piece {
   /** Its length in UTF-8 bytes; equal to json.length when it is ASCII (always, in practice);
    * -1 until the JSON is written. */
   bytes: number;
+  /** The view it was written from. Its `capReadAt` is the instant of the read that made the
+   * fragment: a later read of the caps that changed nothing else keeps the fragment, and each
+   * body writes its own instant into it (Piece.readAt). */
   view: PeerView;
   /** The body its JSON was last written into, and at which offset; null before the first. A
    * body is let go once no fragment's bytes are in it any longer (every later body of all the
@@ -286,11 +353,19 @@ interface Fragment extends Piece {
   offset: number;
 }
 
+/** Peers' JSON written since start, full or partial (for the tests: what a build wrote anew). */
+let piecesWritten = 0;
+export function peerPiecesWritten(): number {
+  return piecesWritten;
+}
+
 /** The fragment with its full JSON written (once per fragment). */
 function written(fragment: Fragment): Fragment {
   if (fragment.bytes < 0) {
+    piecesWritten += 1;
     fragment.json = peerJson(fragment.view);
     fragment.bytes = Buffer.byteLength(fragment.json, 'utf8');
+    fragment.readAt = readAtOffset(fragment.json, fragment.bytes);
   }
   return fragment;
 }
@@ -298,21 +373,75 @@ function written(fragment: Fragment): Fragment {
 /**
  * Writes a piece at `offset` of `body`, returning its length: a partial piece from its text; a
  * fragment from the body it was last written into (or its text, the first time), after which
- * its bytes are this body's.
+ * its bytes are this body's; then this body's `read_at` instant (`stamp`) over the piece's.
  */
-function writePiece(piece: Piece | Fragment, body: Buffer, offset: number): number {
+function writePiece(
+  piece: Piece | Fragment,
+  body: Buffer,
+  offset: number,
+  stamp: Buffer | null,
+): number {
   if (!('body' in piece)) {
-    return body.write(piece.json, offset, piece.bytes === piece.json.length ? 'latin1' : 'utf8');
-  }
-  if (piece.body === null) {
     body.write(piece.json, offset, piece.bytes === piece.json.length ? 'latin1' : 'utf8');
   } else {
-    piece.body.copy(body, offset, piece.offset, piece.offset + piece.bytes);
+    if (piece.body === null) {
+      body.write(piece.json, offset, piece.bytes === piece.json.length ? 'latin1' : 'utf8');
+    } else {
+      piece.body.copy(body, offset, piece.offset, piece.offset + piece.bytes);
+    }
+    piece.body = body;
+    piece.offset = offset;
+    piece.json = '';
   }
-  piece.body = body;
-  piece.offset = offset;
-  piece.json = '';
+  if (stamp !== null && piece.readAt >= 0) body.set(stamp, offset + piece.readAt);
   return piece.bytes;
+}
+
+/**
+ * The end (exclusive) of the run of parts from `first` that lie one after another in the same
+ * earlier body, a comma between each two (as a body writes them): first + 1 at least.
+ */
+function runFrom(parts: readonly Piece[], first: number): number {
+  const piece = parts[first]!;
+  if (!('body' in piece) || (piece as Fragment).body === null) return first + 1;
+  const source = (piece as Fragment).body;
+  let end = (piece as Fragment).offset + piece.bytes;
+  let next = first + 1;
+  for (; next < parts.length; next++) {
+    const fragment = parts[next] as Fragment;
+    if (fragment.body !== source || fragment.offset !== end + 1) break;
+    end = fragment.offset + fragment.bytes;
+  }
+  return next;
+}
+
+/**
+ * Moves the run of fragments parts[first..end) (runFrom) into `body` at `offset` with one copy
+ * of their bytes and the commas between them, then writes this body's `read_at` instant into
+ * each; returns the bytes written. An idle device's body is then one copy of the last body's
+ * peers (and one small write per capped peer after a read of the caps), not one per peer.
+ */
+function moveRun(
+  parts: readonly Fragment[],
+  first: number,
+  end: number,
+  body: Buffer,
+  offset: number,
+  stamp: Buffer | null,
+): number {
+  const head = parts[first]!;
+  const last = parts[end - 1]!;
+  const source = head.body!;
+  const from = head.offset;
+  const to = last.offset + last.bytes;
+  source.copy(body, offset, from, to);
+  for (let i = first; i < end; i++) {
+    const fragment = parts[i]!;
+    fragment.offset = offset + (fragment.offset - from);
+    fragment.body = body;
+    if (stamp !== null && fragment.readAt >= 0) body.set(stamp, fragment.offset + fragment.readAt);
+  }
+  return to - from;
 }
 
 /** Where a peer's full JSON is held (for the tests): as text, in a body, or not written. */
@@ -325,20 +454,30 @@ export function fragmentHolding(peer: SnapshotPeer): 'text' | 'body' | null {
 /** Fragments by peer object: an entry goes with its peer, once no snapshot holds it. */
 const fragments = new WeakMap<SnapshotPeer, Fragment>();
 
-/** The peer's fragment (its view, and its `peerJson` once written), from the memo when its view is still current. */
+/**
+ * The peer's fragment (its view, and its `peerJson` once written), from the memo when its view
+ * is still current, but for the instant its caps were read when the body writes that instant
+ * itself (`stamp.bytes`; both instants ISO_LENGTH long).
+ */
 function fragmentOf(
   peer: SnapshotPeer,
   snapshot: PeerSnapshot,
   filter: ListFilter,
+  stamp: ReadAtStamp,
 ): Fragment | null {
   const known = fragments.get(peer);
-  if (known !== undefined && stillCurrent(known.view, snapshot)) {
+  if (
+    known !== undefined &&
+    (stamp.bytes !== null && fixedIso(known.view.capReadAt)
+      ? currentApartFromReadAt(known.view, snapshot)
+      : stillCurrent(known.view, snapshot))
+  ) {
     return filter !== null && known.view.status !== filter ? null : known;
   }
   // The tunnel address depends on the peer object alone: known once its fragment is.
   const view = viewOf(peer, snapshot, known === undefined ? undefined : known.view.ip);
   if (filter !== null && view.status !== filter) return null;
-  const fragment: Fragment = { json: '', bytes: -1, view, body: null, offset: 0 };
+  const fragment: Fragment = { json: '', bytes: -1, readAt: -1, view, body: null, offset: 0 };
   fragments.set(peer, fragment);
   return fragment;
 }
@@ -361,12 +500,21 @@ export async function buildListBody(
   previous: PreviousBodies | null = null,
   projection: Projection | null = null,
 ): Promise<Buffer> {
+  const stamp = readAtStampOf(snapshot);
+  // A field set without `read_at` shows nothing of the caps' instant.
+  const readAt = projection === null || projection.showsReadAt ? stamp.at : null;
+  const unchanged = previous === null ? null : previous.unchanged(filter, snapshot, readAt);
+  if (unchanged !== null) return unchanged;
   const parts: Piece[] = [];
   let size = 0;
+  const takenAt = snapshot.takenAt;
+  let until = Infinity;
   await inSlices(
     snapshot.device.peers,
     (peer) => {
-      const fragment = fragmentOf(peer, snapshot, filter);
+      const changes = statusChangesAt(peer.lastHandshake, takenAt);
+      if (changes < until) until = changes;
+      const fragment = fragmentOf(peer, snapshot, filter, stamp);
       if (fragment === null) return;
       const piece = projection === null ? written(fragment) : projection.pieceOf(fragment);
       parts.push(piece);
@@ -375,8 +523,12 @@ export async function buildListBody(
     { perSlice: peersPerSlice },
   );
   const count = parts.length;
-  const again = previous === null ? null : previous.same(filter, parts);
-  if (again !== null) return again;
+  const inputs = inputsOf(snapshot, readAt, until);
+  const again = previous === null ? null : previous.same(filter, parts, readAt);
+  if (again !== null) {
+    previous!.keep(filter, parts, again, inputs);
+    return again;
+  }
   // Not the last body: it goes (with the fragments only it still held) before the new one is
   // allocated, so two whole bodies are never held at once (issue 29: 33 MB each at 50,000).
   previous?.forget(filter);
@@ -384,35 +536,135 @@ export async function buildListBody(
   const tail = `],"total_count":${count},"filter":${filter === null ? 'null' : `"${filter}"`}}`;
   const body = Buffer.allocUnsafe(head.length + size + Math.max(0, count - 1) + tail.length);
   let offset = body.write(head, 0, 'latin1');
-  for (let i = 0; i < count; i++) {
+  for (let i = 0; i < count;) {
     if (i > 0) body[offset++] = 0x2c; // ','
-    offset += writePiece(parts[i]!, body, offset);
+    const run = runFrom(parts, i);
+    if (run === i + 1) {
+      offset += writePiece(parts[i]!, body, offset, stamp.bytes);
+    } else {
+      offset += moveRun(parts as Fragment[], i, run, body, offset, stamp.bytes);
+    }
+    i = run;
   }
   body.write(tail, offset, 'latin1');
-  previous?.keep(filter, parts, body);
+  previous?.keep(filter, parts, body, inputs);
   return body;
 }
 
 /**
- * The last body built per filter and the fragments it was built from. A body whose fragments are
- * the very same objects, in the same order, as the last one's has the same bytes (the head and
- * tail depend only on the filter and the count), so that Buffer is answered again: no 3.7 MB
- * (10,000 peers) or 18 MB (50,000) allocation and copy per read of an idle device, and its
- * compressed forms are reused with it (ListBodies). Any change to a peer, its status or minute,
- * its limit or its cap gives it a new fragment, and the body is built.
+ * What a body was built from beside its peers' fragments: everything of the snapshot `viewOf`
+ * reads (the peer objects in order, the maps of the other facilities, the caps' read instant),
+ * and the span of time over which no peer's status or minutes move. Another read with all of
+ * it the same (the same objects: a read's maps are never changed in place, and DumpMemo hands
+ * out the very same peer objects for an unchanged dump) shows the same bytes.
+ */
+interface BodyInputs {
+  peers: readonly SnapshotPeer[];
+  limits: PeerSnapshot['limits'];
+  caps: PeerSnapshot['caps'];
+  suspended: PeerSnapshot['suspended'];
+  exhausted: PeerSnapshot['exhausted'];
+  names: PeerSnapshot['names'];
+  expiries: PeerSnapshot['expiries'];
+  expired: PeerSnapshot['expired'];
+  readAt: number | null;
+  /** The snapshot's time, and the first instant from which a peer's status or minute differs. */
+  from: number;
+  until: number;
+}
+
+function inputsOf(snapshot: PeerSnapshot, readAt: number | null, until: number): BodyInputs {
+  return {
+    peers: snapshot.device.peers.slice(),
+    limits: snapshot.limits,
+    caps: snapshot.caps,
+    suspended: snapshot.suspended,
+    exhausted: snapshot.exhausted,
+    names: snapshot.names,
+    expiries: snapshot.expiries,
+    expired: snapshot.expired,
+    readAt,
+    from: snapshot.takenAt,
+    until,
+  };
+}
+
+/** Two of a snapshot's maps or sets alike for viewOf: the same object, or both empty (or absent). */
+function sameHolding(
+  a: { readonly size: number } | undefined,
+  b: { readonly size: number } | undefined,
+): boolean {
+  return a === b || ((a?.size ?? 0) === 0 && (b?.size ?? 0) === 0);
+}
+
+/** The expired keys alike (issue 31: each read makes a new set): the same keys. */
+function sameKeys(a: ReadonlySet<string> | undefined, b: ReadonlySet<string> | undefined): boolean {
+  if (sameHolding(a, b)) return true;
+  if (a === undefined || b === undefined || a.size !== b.size) return false;
+  for (const key of a) if (!b.has(key)) return false;
+  return true;
+}
+
+function sameInputs(inputs: BodyInputs, snapshot: PeerSnapshot, readAt: number | null): boolean {
+  const at = snapshot.takenAt;
+  // Whole milliseconds (Date.now()), on or after the build's time and before any peer's status
+  // or minute moves (a clock stepped back is a change).
+  if (!Number.isInteger(at) || at < inputs.from || at >= inputs.until) return false;
+  if (
+    readAt !== inputs.readAt ||
+    !sameHolding(snapshot.limits, inputs.limits) ||
+    !sameHolding(snapshot.caps, inputs.caps) ||
+    !sameHolding(snapshot.suspended, inputs.suspended) ||
+    !sameHolding(snapshot.exhausted, inputs.exhausted) ||
+    !sameHolding(snapshot.names, inputs.names) ||
+    !sameHolding(snapshot.expiries, inputs.expiries) ||
+    !sameKeys(snapshot.expired, inputs.expired)
+  ) {
+    return false;
+  }
+  const peers = snapshot.device.peers;
+  const known = inputs.peers;
+  if (peers.length !== known.length) return false;
+  for (let i = 0; i < peers.length; i++) if (peers[i] !== known[i]) return false;
+  return true;
+}
+
+/**
+ * The last body built per filter, the fragments it was built from and what else it was built
+ * from (BodyInputs). Two ways to answer it again, each with the same bytes a build would give:
+ * - `unchanged`: the read shows what the last body was built from (the same peer objects, maps
+ *   and caps' instant, at a time no peer's status or minute has moved since): no peer is even
+ *   visited (issue 29: an idle 10,000-peer device read every window);
+ * - `same`: a build whose fragments are the very same objects, in the same order, with the same
+ *   `read_at` instant, as the last one's (the head and tail depend only on the filter and the
+ *   count).
+ * Either way no 7 MB (10,000 capped peers) or 35 MB (50,000) allocation and copy per read of
+ * an idle device, and its compressed forms are reused with it (ListBodies). Any change to a
+ * peer, its status or minute, its limit or its cap gives it a new fragment, and the body is
+ * built.
  */
 export class PreviousBodies {
-  private readonly last = new Map<string, { parts: Piece[]; body: Buffer }>();
+  private readonly last = new Map<
+    string,
+    { parts: Piece[]; body: Buffer; inputs: BodyInputs | null }
+  >();
 
-  same(filter: ListFilter, parts: readonly Piece[]): Buffer | null {
+  unchanged(filter: ListFilter, snapshot: PeerSnapshot, readAt: number | null): Buffer | null {
+    const last = this.last.get(filter ?? 'all');
+    if (last === undefined || last.inputs === null) return null;
+    return sameInputs(last.inputs, snapshot, readAt) ? last.body : null;
+  }
+
+  same(filter: ListFilter, parts: readonly Piece[], readAt: number | null): Buffer | null {
     const last = this.last.get(filter ?? 'all');
     if (last === undefined || last.parts.length !== parts.length) return null;
+    if ((last.inputs?.readAt ?? null) !== readAt) return null;
     for (let i = 0; i < parts.length; i++) if (last.parts[i] !== parts[i]) return null;
     return last.body;
   }
 
-  keep(filter: ListFilter, parts: Piece[], body: Buffer): void {
-    this.last.set(filter ?? 'all', { parts, body });
+  keep(filter: ListFilter, parts: Piece[], body: Buffer, inputs: BodyInputs | null = null): void {
+    this.last.set(filter ?? 'all', { parts, body, inputs });
   }
 
   /** Lets the last body of `filter` go: a body with other bytes is being built. */

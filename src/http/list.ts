@@ -20,9 +20,11 @@
  * Express app's, header by header and byte by byte.
  *
  * What it takes is chosen so that Express would do nothing else for it:
- * - the path exactly `/api/peers` and the query exactly absent, `status=ALIVE` or `status=DEAD`
- *   (a trailing slash, other case, percent-encoding, another parameter such as `fields`:
- *   Express, which also answers the 400s);
+ * - the path exactly `/api/peers` and the query exactly absent, `status=ALIVE`, `status=DEAD`,
+ *   or `fields=` alone with a field list of known names in plain characters (issue 29: the
+ *   partial poll, `[a-z0-9_.,]` only, so Express's query parser would read it as it stands;
+ *   a trailing slash, other case, percent-encoding, another parameter, an unknown name: Express,
+ *   which also answers the 400s);
  * - GET only (HEAD stays with Express, which strips the body);
  * - no body announced: no Transfer-Encoding, and no Content-Length unless it is "0" without a
  *   Content-Type (with one, express.json looks at a zero-length body and may refuse its charset);
@@ -52,7 +54,7 @@ import {
   type RequestContext,
 } from './request-log';
 import { routeById, type RouteContext } from './routes';
-import { checkListQuery } from './schemas';
+import { checkListQuery, type FieldSet } from './schemas';
 
 /** Answers the request and returns true, or returns false having touched nothing. */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -136,18 +138,52 @@ export function listRoute({
   };
 }
 
-/** The filter of a URL the fast path takes; undefined for every other URL. */
-function filterOf(url: string | undefined): ListFilter | undefined {
+/** What a URL the fast path takes asks for: a filter, or a field set (null: the full body). */
+interface FastList {
+  filter: ListFilter;
+  fields: FieldSet | null;
+}
+
+const ALL: FastList = { filter: null, fields: null };
+const ALIVE_ONLY: FastList = { filter: ALIVE, fields: null };
+const DEAD_ONLY: FastList = { filter: DEAD, fields: null };
+const FIELDS_QUERY = `${LIST_PATH}?fields=`;
+/** A field list Express's query parser reads as it stands: no escapes, no '+', no '&'. */
+const PLAIN_FIELDS = /^[a-z0-9_.,]+$/;
+/** Field lists already checked (checkListQuery's answer), bounded: emptied when full. */
+const MAX_KNOWN_FIELD_LISTS = 64;
+
+/** What each URL the fast path takes asks for; undefined for every other URL. */
+function listOf(url: string | undefined, known: Map<string, FastList>): FastList | undefined {
   switch (url) {
     case LIST_PATH:
-      return null;
+      return ALL;
     case `${LIST_PATH}?status=${ALIVE}`:
-      return ALIVE;
+      return ALIVE_ONLY;
     case `${LIST_PATH}?status=${DEAD}`:
-      return DEAD;
+      return DEAD_ONLY;
     default:
-      return undefined;
+      return url === undefined || !url.startsWith(FIELDS_QUERY) ? undefined : fieldsOf(url, known);
   }
+}
+
+/** `/api/peers?fields=<list>` of known names in plain characters; else undefined (Express). */
+function fieldsOf(url: string, known: Map<string, FastList>): FastList | undefined {
+  const list = url.slice(FIELDS_QUERY.length);
+  const seen = known.get(list);
+  if (seen !== undefined) return seen;
+  if (!PLAIN_FIELDS.test(list)) return undefined;
+  let fields: FieldSet | null;
+  try {
+    // What the Express route reads from the same query (the 'simple' parser: { fields: list }).
+    ({ fields } = checkListQuery({ fields: list }));
+  } catch {
+    return undefined; // Express answers the 400
+  }
+  if (known.size >= MAX_KNOWN_FIELD_LISTS) known.clear();
+  const asked: FastList = { filter: null, fields };
+  known.set(list, asked);
+  return asked;
 }
 
 /** Whether Express's body handling (requireJsonBody, express.json) would do nothing. */
@@ -241,13 +277,13 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
   const answer = async (
     req: IncomingMessage,
     res: ServerResponse,
-    filter: ListFilter,
+    { filter, fields }: FastList,
     requestId: string,
   ): Promise<void> => {
     try {
       const snapshot = await service.snapshot();
       const encoding = negotiateEncoding(req.headers['accept-encoding']);
-      const body = await listBodies.body(snapshot, filter, encoding);
+      const body = await listBodies.body(snapshot, filter, encoding, fields);
       writeListResponse(res, requestId, body, encoding, snapshot.takenAt);
     } catch (error) {
       // Cannot happen (the 200 is written in one synchronous call, last); onError would hand
@@ -264,10 +300,12 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
     }
   };
 
+  const knownFieldLists = new Map<string, FastList>();
+
   return (req, res) => {
     if (req.method !== 'GET') return false;
-    const filter = filterOf(req.url);
-    if (filter === undefined) return false;
+    const list = listOf(req.url, knownFieldLists);
+    if (list === undefined) return false;
     const headers = req.headers;
     if (!bodiless(headers)) return false;
     const started = process.hrtime.bigint();
@@ -285,13 +323,13 @@ export function listFastPath(options: ListFastPathOptions): FastPath {
     const snapshot = service.freshSnapshot();
     if (snapshot !== null) {
       const encoding = negotiateEncoding(headers['accept-encoding']);
-      const body = listBodies.ready(snapshot, filter, encoding);
+      const body = listBodies.ready(snapshot, list.filter, encoding, list.fields);
       if (body !== null) {
         writeListResponse(res, requestId, body, encoding, snapshot.takenAt);
         return true;
       }
     }
-    void answer(req, res, filter, requestId);
+    void answer(req, res, list, requestId);
     return true;
   };
 }

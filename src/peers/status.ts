@@ -43,3 +43,17 @@ export function statusAt(
     minutesSinceHandshake: Math.floor(age / 60_000),
   };
 }
+
+/**
+ * The first instant, ms since the epoch, after `now` at which `statusAt(lastHandshake, ·)`
+ * answers other than at `now` (its minute or its status moves), as time runs forward; Infinity
+ * without a handshake. A body built at `now` shows the same status and minutes at any instant
+ * from `now` up to this one, exclusive (list-body.ts answers such a read with that body again).
+ */
+export function statusChangesAt(lastHandshake: Date | null, now: number): number {
+  if (lastHandshake === null) return Infinity;
+  const at = lastHandshake.getTime();
+  const age = Math.max(0, now - at);
+  const nextMinute = at + (Math.floor(age / 60_000) + 1) * 60_000;
+  return age <= ALIVE_THRESHOLD_MS ? Math.min(nextMinute, at + ALIVE_THRESHOLD_MS + 1) : nextMinute;
+}

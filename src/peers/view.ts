@@ -119,6 +119,20 @@ function suspendedAt(peer: WireGuardPeer, ip: string | null, snapshot: PeerSnaps
  * here is held by a test of the list body's fragment reuse (test/unit/http/list-body.test.ts).
  */
 export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
+  return (
+    currentApartFromReadAt(view, snapshot) &&
+    (view.cap === null ? null : capsReadAtOf(snapshot)) === view.capReadAt
+  );
+}
+
+/**
+ * `stillCurrent` but for `capReadAt` (the instant the caps were read, issue 29): one instant for
+ * every cap of a snapshot, which moves with each read of the caps while what they show mostly
+ * does not. The list body writes it into each capped peer's bytes itself (list-body.ts), so a
+ * peer's fragment outlives a read of the caps that changed nothing else of it. Whether the peer
+ * has a cap at all is still compared (through the cap's fields).
+ */
+export function currentApartFromReadAt(view: PeerView, snapshot: PeerSnapshot): boolean {
   const { status, minutesSinceHandshake } = statusAt(view.peer.lastHandshake, snapshot.takenAt);
   const { ip } = view;
   const limit = ip === null || snapshot.limits.size === 0 ? undefined : snapshot.limits.get(ip);
@@ -136,7 +150,6 @@ export function stillCurrent(view: PeerView, snapshot: PeerSnapshot): boolean {
     (cap?.throttled ?? false) === (view.cap?.throttled ?? false) &&
     suspendedAt(view.peer, ip, snapshot) === view.suspended &&
     exhaustedAtIn(ip, snapshot) === view.exhaustedAt &&
-    (cap === undefined ? null : capsReadAtOf(snapshot)) === view.capReadAt &&
     nameIn(view.peer, snapshot) === view.name &&
     (snapshot.expiries?.get(view.peer.publicKey) ?? null) === view.expiresAt &&
     (snapshot.expired?.has(view.peer.publicKey) ?? false) === view.expired

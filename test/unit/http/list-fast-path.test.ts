@@ -21,6 +21,7 @@ import {
 } from '../../../src/http';
 import { createApp } from '../../../src/http/app';
 import type { Metrics } from '../../../src/http/metrics';
+import { FIELD_NAMES } from '../../../src/http/schemas';
 import type { WireGuardPeer } from '../../../src/kernel/types';
 import {
   InterfaceMissingError,
@@ -278,7 +279,15 @@ describe('list fast path: the twin of the Express route', () => {
     return a;
   }
 
-  const QUERIES = ['', '?status=ALIVE', '?status=DEAD'];
+  // Issue 29: the partial poll too, and a field list that names every field (the full body).
+  const QUERIES = [
+    '',
+    '?status=ALIVE',
+    '?status=DEAD',
+    '?fields=public_key,status,data_cap.used_bytes',
+    '?fields=data_cap,name',
+    `?fields=${FIELD_NAMES.join(',')}`,
+  ];
   const ENCODINGS = [undefined, 'gzip', 'br', 'gzip;q=0, br;q=0, identity'];
   const IDS = [undefined, 'poller-42:1', 'not a sane id'];
 
@@ -354,6 +363,13 @@ describe('list fast path: the twin of the Express route', () => {
     ['another parameter (400)', { path: '/api/peers?status=ALIVE&x=1' }],
     ['an empty query', { path: '/api/peers?' }],
     ['a percent-encoded query', { path: '/api/peers?status=%41LIVE' }],
+    ['a field no peer has (400)', { path: '/api/peers?fields=public_key,nope' }],
+    ['an empty field name (400)', { path: '/api/peers?fields=public_key,,status' }],
+    ['an empty field list (400)', { path: '/api/peers?fields=' }],
+    ['a field of another case (400)', { path: '/api/peers?fields=Status' }],
+    ['a percent-encoded field list', { path: '/api/peers?fields=public%5Fkey,status' }],
+    ['fields with a status', { path: '/api/peers?fields=status&status=DEAD' }],
+    ['fields with a name', { path: '/api/peers?fields=status&name=ada' }],
     ['a trailing slash', { path: '/api/peers/' }],
     ['another case of the path', { path: '/API/Peers' }],
     ['HEAD', { method: 'HEAD', path: '/api/peers' }],

@@ -1,5 +1,11 @@
 import { expect } from 'chai';
-import { ALIVE_THRESHOLD_MS, livenessOf } from '../../../src/peers/status';
+import fc from 'fast-check';
+import {
+  ALIVE_THRESHOLD_MS,
+  livenessOf,
+  statusAt,
+  statusChangesAt,
+} from '../../../src/peers/status';
 
 // SPEC §3 and §8: ALIVE within 150 s, DEAD more than 150 s; DESIGN §3: whole minutes rounded
 // down, null handshake fields without a handshake.
@@ -58,5 +64,50 @@ describe('peers/status: liveness from handshake age', () => {
       status: 'ALIVE',
       minutesSinceHandshake: 0,
     });
+  });
+});
+
+// Issue 29: a list body is answered again until the first instant a peer's status or minute
+// moves (src/http/list-body.ts), so that instant must be exact: not one millisecond late.
+describe('peers/status: the instant the status or the minutes next move (statusChangesAt)', () => {
+  const now = Date.parse('2026-03-01T12:00:00.000Z');
+
+  it('is never without a handshake', () => {
+    expect(statusChangesAt(null, now)).to.equal(Infinity);
+  });
+
+  it('is one millisecond past 150 s for an ALIVE peer whose minute does not move first', () => {
+    const handshake = new Date(now - 140_000); // minute 2 until 180 s, ALIVE until 150 s
+    expect(statusChangesAt(handshake, now)).to.equal(handshake.getTime() + 150_001);
+    expect(statusAt(handshake, handshake.getTime() + 150_000).status).to.equal('ALIVE');
+    expect(statusAt(handshake, handshake.getTime() + 150_001).status).to.equal('DEAD');
+  });
+
+  it("is the next whole minute of a DEAD peer's age", () => {
+    const handshake = new Date(now - 3_600_000 - 1);
+    expect(statusChangesAt(handshake, now)).to.equal(handshake.getTime() + 61 * 60_000);
+  });
+
+  it('is a minute after a handshake stamped in the future (age 0 until then)', () => {
+    const handshake = new Date(now + 5_000);
+    expect(statusChangesAt(handshake, now)).to.equal(handshake.getTime() + 60_000);
+  });
+
+  it('gives the same status and minutes from now up to it, and others at it (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: -200_000, max: 10_000_000 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (age, later) => {
+          const handshake = new Date(now - age);
+          const at = statusChangesAt(handshake, now);
+          const before = statusAt(handshake, now);
+          const last = Math.min(at - 1, now + later);
+          expect(statusAt(handshake, last)).to.deep.equal(before);
+          expect(statusAt(handshake, at - 1)).to.deep.equal(before);
+          expect(statusAt(handshake, at)).to.not.deep.equal(before);
+        },
+      ),
+    );
   });
 });
