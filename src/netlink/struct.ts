@@ -4,6 +4,7 @@
  * Padding is declared as fields too (`pad: 'u8'`), which keeps every byte accounted for.
  */
 import type { Codec } from './attributes';
+import type { AttributeWriter } from './writer';
 import { NetlinkProtocolError } from './errors';
 
 type NumberKind = 'u8' | 's8' | 'u16' | 's16' | 'u32' | 's32' | 'be16' | 'be32';
@@ -151,6 +152,12 @@ export class StructCodec<L extends StructLayout> implements Codec<Partial<Struct
     const buffer = Buffer.alloc(this.size);
     this.writeInto(buffer, 0, value);
     return buffer;
+  }
+
+  /** Writes the struct in place at the writer's end (an attribute's payload, a family header). */
+  write(writer: AttributeWriter, value: Partial<StructValue<L>>): void {
+    const at = writer.reserve(this.size);
+    this.writeInto(writer.buffer, at, value);
   }
 
   writeInto(buffer: Buffer, offset: number, value: Partial<StructValue<L>>): void {

@@ -67,8 +67,8 @@ export function filterInfo(priority: number, protocol: number): number {
  */
 export const opaqueNest: Codec<Buffer> = {
   nested: true,
-  encode(value) {
-    return value;
+  write(writer, value) {
+    writer.bytes(value);
   },
   decode(data) {
     return data;
