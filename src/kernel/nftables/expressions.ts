@@ -67,7 +67,8 @@ export const sbe32 = fixedWidth<number>(
 const bareString: Codec<string> = {
   nested: false,
   write(writer, value) {
-    writer.buffer.write(value, writer.reserve(Buffer.byteLength(value, 'utf8')), 'utf8');
+    const at = writer.reserve(Buffer.byteLength(value, 'utf8')); // may replace writer.buffer
+    writer.buffer.write(value, at, 'utf8');
   },
   decode: string.decode,
 };

@@ -30,6 +30,13 @@ import {
   writeAttributes,
 } from '../../../src/netlink';
 import { setPeerMessages } from '../../../src/kernel/wireguard';
+import {
+  NFTA_EXPR_DATA,
+  NFTA_EXPR_NAME,
+  NFTA_OBJREF_SET_NAME,
+  NFTA_OBJREF_SET_SREG,
+} from '../../../src/kernel/nftables/constants';
+import { expressionCodec } from '../../../src/kernel/nftables/expressions';
 import { deviceWriteAttributes } from '../../../src/kernel/wireguard/schema';
 
 // ---- the reference: the encoder before issue 29, as it was (attributes.ts AttributeWriter.put)
@@ -227,18 +234,24 @@ describe('netlink/writer: attributes written in place, byte for byte as before (
 
   it('encodes every codec of the attribute tables as before, into a buffer full of stale bytes', () => {
     fc.assert(
-      fc.property(values, fc.uint8Array({ minLength: 1, maxLength: 1 }), (v, [stale]) => {
-        expect(encodeAttributes(table, v).equals(refValues(v))).to.equal(true);
-        // A writer whose pooled bytes are not zero still writes zero padding and zero fields.
-        const writer = new AttributeWriter(256);
-        writer.buffer.fill(stale!);
-        const start = writer.begin(99, NLA_F_NESTED);
-        writeAttributes(writer, table, v);
-        writer.end(start);
-        expect(writer.toBuffer().equals(refAttribute(99, refValues(v), NLA_F_NESTED))).to.equal(
-          true,
-        );
-      }),
+      fc.property(
+        values,
+        fc.uint8Array({ minLength: 1, maxLength: 1 }),
+        fc.integer({ min: 4, max: 96 }),
+        (v, [stale], capacity) => {
+          expect(encodeAttributes(table, v).equals(refValues(v))).to.equal(true);
+          // A writer whose pooled bytes are not zero still writes zero padding and zero fields.
+          // Small capacities: the values land on either side of the buffer's growths.
+          const writer = new AttributeWriter(capacity);
+          writer.buffer.fill(stale!);
+          const start = writer.begin(99, NLA_F_NESTED);
+          writeAttributes(writer, table, v);
+          writer.end(start);
+          expect(writer.toBuffer().equals(refAttribute(99, refValues(v), NLA_F_NESTED))).to.equal(
+            true,
+          );
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -287,6 +300,33 @@ describe('netlink/writer: attributes written in place, byte for byte as before (
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('kernel/nftables: expressions written in place (issue 29)', () => {
+  it('writes an objref map lookup as before whichever side of a growth its set name falls (no NUL, as nft)', () => {
+    const name = 'wg_peerd_caps_map_of_a_long_interface';
+    const reference = Buffer.concat([
+      refAttribute(NFTA_EXPR_NAME, Buffer.from('objref\0')),
+      refAttribute(
+        NFTA_EXPR_DATA,
+        Buffer.concat([
+          refAttribute(
+            NFTA_OBJREF_SET_SREG,
+            fixed(4, (b) => b.writeUInt32BE(1)),
+          ),
+          refAttribute(NFTA_OBJREF_SET_NAME, Buffer.from(name)),
+        ]),
+        NLA_F_NESTED,
+      ),
+    ]);
+    for (let capacity = 4; capacity <= reference.length; capacity++) {
+      const writer = new AttributeWriter(capacity);
+      expressionCodec.write(writer, { name: 'objref', setSreg: 1, setName: name });
+      expect(writer.toBuffer().toString('hex'), `capacity ${capacity}`).to.equal(
+        reference.toString('hex'),
+      );
+    }
   });
 });
 
