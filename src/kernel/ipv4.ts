@@ -16,7 +16,19 @@ export function isIpv4(text: string): boolean {
 /** "10.8.0.1" → 0x0a080001. Throws on anything that is not dotted-quad IPv4. */
 export function ipv4ToNumber(text: string): number {
   if (!isIpv4(text)) throw new RangeError(`not an IPv4 address: ${text}`);
-  return text.split('.').reduce((acc, octet) => acc * 256 + Number(octet), 0);
+  // Checked above: digits and three dots. Read in place (a restore parses 100,000s of them).
+  let value = 0;
+  let octet = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 46) {
+      value = value * 256 + octet;
+      octet = 0;
+    } else {
+      octet = octet * 10 + code - 48;
+    }
+  }
+  return value * 256 + octet;
 }
 
 export function numberToIpv4(value: number): string {
@@ -28,7 +40,7 @@ export function numberToIpv4(value: number): string {
 
 /** "10.8.0.1" → 4 network-order bytes. Throws on anything that is not dotted-quad IPv4. */
 export function ipv4ToBytes(text: string): Buffer {
-  const buffer = Buffer.alloc(4);
+  const buffer = Buffer.allocUnsafe(4); // every byte written below
   buffer.writeUInt32BE(ipv4ToNumber(text));
   return buffer;
 }

@@ -4,16 +4,18 @@
  *
  * Two levels, one walk:
  * - AttributeCursor: the walk every decoder uses (mdlayher/netlink's AttributeDecoder without
- *   copies); AttributeWriter / iterateAttributes: raw TLVs, for the few places that need them.
+ *   copies); iterateAttributes: raw TLVs, for the few places that need them. Encoding is the
+ *   other way round, in place into one buffer: AttributeWriter (./writer.ts).
  * - Codecs and schemas, whose value readers the cursor reads with: a family describes its attributes as a table
  *   `{ name: { type: WGDEVICE_A_IFNAME, codec: string } }`; encodeAttributes/decodeAttributes turn
- *   typed objects into bytes and back. Nested codecs set NLA_F_NESTED, which strict kernel
+ *   typed objects into bytes and back; each codec writes its payload straight into the writer. Nested codecs set NLA_F_NESTED, which strict kernel
  *   parsers (nla_parse_nested, used by WireGuard) require.
  */
-import { NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_HDRLEN, NLA_TYPE_MASK, align } from './constants';
+import { NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_HDRLEN, NLA_TYPE_MASK } from './constants';
 import { NetlinkProtocolError } from './errors';
+import { AttributeWriter } from './writer';
 
-const PADDING = Buffer.alloc(NLA_HDRLEN);
+export { AttributeWriter } from './writer';
 
 export interface RawAttribute {
   /** nla_type without the NLA_F_NESTED / NLA_F_NET_BYTEORDER bits. */
@@ -148,52 +150,14 @@ export function iterateAttributes(data: Buffer): RawAttribute[] {
   return attributes;
 }
 
-/** Accumulates attributes; `toBuffer()` concatenates them once. */
-export class AttributeWriter {
-  private readonly chunks: Buffer[] = [];
-  private size = 0;
-
-  get length(): number {
-    return this.size;
-  }
-
-  /** Appends one attribute. `flags` may hold NLA_F_NESTED / NLA_F_NET_BYTEORDER. */
-  put(type: number, data: Buffer, flags = 0): this {
-    const length = NLA_HDRLEN + data.length;
-    if (length > 0xffff) {
-      throw new NetlinkProtocolError(
-        `attribute ${type} is ${length} bytes; nla_len is 16 bits (split the request)`,
-      );
-    }
-    const header = Buffer.allocUnsafe(NLA_HDRLEN);
-    header.writeUInt16LE(length, 0);
-    header.writeUInt16LE((type & NLA_TYPE_MASK) | flags, 2);
-    this.chunks.push(header, data);
-    const padding = align(length) - length;
-    if (padding > 0) this.chunks.push(PADDING.subarray(0, padding));
-    this.size += align(length);
-    return this;
-  }
-
-  /** Appends a nested attribute (with NLA_F_NESTED) whose content `build` writes. */
-  nested(type: number, build: (writer: AttributeWriter) => void): this {
-    const inner = new AttributeWriter();
-    build(inner);
-    return this.put(type, inner.toBuffer(), NLA_F_NESTED);
-  }
-
-  toBuffer(): Buffer {
-    return this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
-  }
-}
-
 /** Turns one attribute payload into a value and back. */
 export interface Codec<T> {
   /** Whether attributes of this codec carry NLA_F_NESTED. */
   readonly nested: boolean;
   /** Whether attributes of this codec carry NLA_F_NET_BYTEORDER (never required by our kernels). */
   readonly netByteOrder?: boolean;
-  encode(value: T): Buffer;
+  /** Writes `value`'s payload at the writer's end (the attribute's header is the caller's). */
+  write(writer: AttributeWriter, value: T): void;
   /** `where` names the attribute for error messages. */
   decode(data: Buffer, where: string): T;
   /**
@@ -217,23 +181,29 @@ function exactLength(length: number, size: number, where: string): void {
   }
 }
 
+/** A value's payload as bytes of its own (tests, and the few callers that keep a payload). */
+export function encodeValue<T>(codec: Codec<T>, value: T): Buffer {
+  const writer = new AttributeWriter();
+  codec.write(writer, value);
+  return writer.toBuffer();
+}
+
 /**
- * A value of fixed width (scalars, keys, small structs read field by field): encoded into a
- * buffer of `size` bytes, decoded in place from any range of exactly that length.
+ * A value of fixed width (scalars, keys, small structs read field by field): written in place
+ * into `size` zeroed bytes at `offset`, decoded in place from any range of exactly that length.
  */
 export function fixedWidth<T>(
   size: number,
-  write: (buffer: Buffer, value: T) => void,
+  write: (buffer: Buffer, offset: number, value: T) => void,
   read: (buffer: Buffer, offset: number) => T,
 ): FixedCodec<T> {
   return {
     nested: false,
     size,
     read,
-    encode(value) {
-      const buffer = Buffer.alloc(size);
-      write(buffer, value);
-      return buffer;
+    write(writer, value) {
+      const at = writer.reserve(size);
+      write(writer.buffer, at, value);
     },
     decode(data, where) {
       exactLength(data.length, size, where);
@@ -249,52 +219,54 @@ export function fixedWidth<T>(
 // Host byte order is little-endian on every platform this daemon targets (x86-64, arm64).
 export const u8 = fixedWidth<number>(
   1,
-  (b, v) => b.writeUInt8(v),
+  (b, o, v) => b.writeUInt8(v, o),
   (b, o) => b.readUInt8(o),
 );
 export const u16 = fixedWidth<number>(
   2,
-  (b, v) => b.writeUInt16LE(v),
+  (b, o, v) => b.writeUInt16LE(v, o),
   // By hand: `read` gets an offset its caller checked, and readUInt16LE checks it again.
   (b, o) => b[o]! | (b[o + 1]! << 8),
 );
 export const u32 = fixedWidth<number>(
   4,
-  (b, v) => b.writeUInt32LE(v >>> 0),
+  (b, o, v) => b.writeUInt32LE(v >>> 0, o),
   (b, o) => b.readUInt32LE(o),
 );
 export const s32 = fixedWidth<number>(
   4,
-  (b, v) => b.writeInt32LE(v),
+  (b, o, v) => b.writeInt32LE(v, o),
   (b, o) => b.readInt32LE(o),
 );
 export const u64 = fixedWidth<bigint>(
   8,
-  (b, v) => b.writeBigUInt64LE(v),
+  (b, o, v) => b.writeBigUInt64LE(v, o),
   (b, o) => b.readBigUInt64LE(o),
 );
 // Network byte order, as nf_tables and a few tc fields use.
 export const be16 = fixedWidth<number>(
   2,
-  (b, v) => b.writeUInt16BE(v),
+  (b, o, v) => b.writeUInt16BE(v, o),
   (b, o) => b.readUInt16BE(o),
 );
 export const be32 = fixedWidth<number>(
   4,
-  (b, v) => b.writeUInt32BE(v >>> 0),
+  (b, o, v) => b.writeUInt32BE(v >>> 0, o),
   (b, o) => b.readUInt32BE(o),
 );
 export const be64 = fixedWidth<bigint>(
   8,
-  (b, v) => b.writeBigUInt64BE(v),
+  (b, o, v) => b.writeBigUInt64BE(v, o),
   (b, o) => b.readBigUInt64BE(o),
 );
 
 /** NUL-terminated string (NLA_NUL_STRING / NLA_STRING); decoding stops at the first NUL. */
 export const string: Codec<string> = {
   nested: false,
-  encode(value) {
-    return Buffer.from(`${value}\0`, 'utf8');
+  write(writer, value) {
+    // The NUL is the zero the writer's buffer already holds.
+    const at = writer.reserve(Buffer.byteLength(value, 'utf8') + 1);
+    writer.buffer.write(value, at, 'utf8');
   },
   decode(data) {
     const end = data.indexOf(0);
@@ -309,8 +281,8 @@ export const string: Codec<string> = {
 /** Opaque bytes (NLA_BINARY). Decoded buffers are copies, not views into the datagram. */
 export const bytes: Codec<Buffer> = {
   nested: false,
-  encode(value) {
-    return value;
+  write(writer, value) {
+    writer.bytes(value);
   },
   decode(data) {
     return Buffer.from(data);
@@ -321,11 +293,11 @@ export const bytes: Codec<Buffer> = {
 export function fixedBytes(size: number): Codec<Buffer> {
   return {
     nested: false,
-    encode(value) {
+    write(writer, value) {
       if (value.length !== size) {
         throw new NetlinkProtocolError(`expected ${size} bytes to encode, got ${value.length}`);
       }
-      return value;
+      writer.bytes(value);
     },
     decode(data, where) {
       exactLength(data.length, size, where);
@@ -337,8 +309,8 @@ export function fixedBytes(size: number): Codec<Buffer> {
 /** A zero-length attribute whose presence is the value (NLA_FLAG). */
 export const flag: Codec<true> = {
   nested: false,
-  encode() {
-    return Buffer.alloc(0);
+  write() {
+    // presence alone: no payload
   },
   decode() {
     return true;
@@ -362,19 +334,42 @@ export function schema<S extends Schema>(table: S): S {
   return table;
 }
 
-/** Writes the defined properties of `values`, in the table's order. */
+/** A table's attributes in its order, with their header flags: made once per table. */
+interface WriteEntry {
+  name: string;
+  type: number;
+  flags: number;
+  codec: Codec<unknown>;
+}
+const writeOrderCache = new WeakMap<Schema, WriteEntry[]>();
+
+function writeOrder(table: Schema): WriteEntry[] {
+  let order = writeOrderCache.get(table);
+  if (!order) {
+    order = Object.keys(table).map((name) => {
+      const { type, codec } = table[name]!;
+      const flags =
+        (codec.nested ? NLA_F_NESTED : 0) | (codec.netByteOrder ? NLA_F_NET_BYTEORDER : 0);
+      return { name, type, flags, codec };
+    });
+    writeOrderCache.set(table, order);
+  }
+  return order;
+}
+
+/** Writes the defined properties of `values`, in the table's order, each in place. */
 export function writeAttributes<S extends Schema>(
   writer: AttributeWriter,
   table: S,
   values: Attributes<S>,
 ): AttributeWriter {
-  for (const name of Object.keys(table)) {
-    const value = values[name];
+  const record = values as Record<string, unknown>;
+  for (const entry of writeOrder(table)) {
+    const value = record[entry.name];
     if (value === undefined) continue;
-    const spec = table[name];
-    const flags =
-      (spec.codec.nested ? NLA_F_NESTED : 0) | (spec.codec.netByteOrder ? NLA_F_NET_BYTEORDER : 0);
-    writer.put(spec.type, spec.codec.encode(value), flags);
+    const start = writer.begin(entry.type, entry.flags);
+    entry.codec.write(writer, value);
+    writer.end(start);
   }
   return writer;
 }
@@ -441,8 +436,8 @@ function decodeAttributesIn<S extends Schema>(
 export function nested<S extends Schema>(table: S): Codec<Attributes<S>> {
   return {
     nested: true,
-    encode(value) {
-      return encodeAttributes(table, value);
+    write(writer, value) {
+      writeAttributes(writer, table, value);
     },
     decode(data, where) {
       return decodeAttributes(table, data, where);
@@ -465,12 +460,13 @@ export function list<T>(
   const typeOf = typeof entryType === 'number' ? () => entryType : entryType;
   return {
     nested: true,
-    encode(values) {
-      const writer = new AttributeWriter();
-      values.forEach((value, index) =>
-        writer.put(typeOf(index), element.encode(value), element.nested ? NLA_F_NESTED : 0),
-      );
-      return writer.toBuffer();
+    write(writer, values) {
+      const flags = element.nested ? NLA_F_NESTED : 0;
+      for (let index = 0; index < values.length; index++) {
+        const start = writer.begin(typeOf(index), flags);
+        element.write(writer, values[index]!);
+        writer.end(start);
+      }
     },
     decode(data, where) {
       return this.decodeRange?.(data, 0, data.length, where) ?? [];

@@ -34,10 +34,30 @@ export interface NetlinkMessage {
 }
 
 export function encodeMessage(message: NetlinkMessage): Buffer {
-  const length = NLMSG_HDRLEN + message.payload.length;
-  const buffer = Buffer.alloc(align(length));
-  nlmsghdr.writeInto(buffer, 0, { ...message, len: length });
-  message.payload.copy(buffer, NLMSG_HDRLEN);
+  return encodeMessages([message]);
+}
+
+/**
+ * Several messages as one datagram, written into one buffer: each header, its payload, then
+ * zeros to the 4-byte boundary (what encodeMessage gives for each, concatenated).
+ */
+export function encodeMessages(messages: readonly NetlinkMessage[]): Buffer {
+  let total = 0;
+  for (const message of messages) total += align(NLMSG_HDRLEN + message.payload.length);
+  const buffer = Buffer.allocUnsafe(total);
+  let offset = 0;
+  for (const message of messages) {
+    const length = NLMSG_HDRLEN + message.payload.length;
+    buffer.writeUInt32LE(length, offset);
+    buffer.writeUInt16LE(message.type, offset + 4);
+    buffer.writeUInt16LE(message.flags, offset + 6);
+    buffer.writeUInt32LE(message.seq >>> 0, offset + 8);
+    buffer.writeUInt32LE(message.pid >>> 0, offset + 12);
+    message.payload.copy(buffer, offset + NLMSG_HDRLEN);
+    const end = offset + align(length);
+    buffer.fill(0, offset + length, end);
+    offset = end;
+  }
   return buffer;
 }
 

@@ -22,7 +22,7 @@ import { SerialQueue } from './serial-queue';
 import {
   type ErrorReport,
   type NetlinkMessage,
-  encodeMessage,
+  encodeMessages,
   parseDonePayload,
   parseErrorPayload,
   parseMessages,
@@ -197,18 +197,18 @@ export class NetlinkSocket {
     return new Promise<NetlinkMessage[]>((resolve, reject) => {
       const outstanding = new Set<number>();
       const sent = new Map<number, Sent>();
-      const datagram = Buffer.concat(
+      const datagram = encodeMessages(
         messages.map((message) => {
           const seq = this.nextSeq();
           sent.set(seq, { operation: message.operation, type: message.type });
           if (message.ack) outstanding.add(seq);
-          return encodeMessage({
+          return {
             type: message.type,
             flags: message.flags,
             seq,
             pid: 0,
             payload: message.payload,
-          });
+          };
         }),
       );
       const timer = setTimeout(() => {

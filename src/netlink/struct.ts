@@ -4,6 +4,7 @@
  * Padding is declared as fields too (`pad: 'u8'`), which keeps every byte accounted for.
  */
 import type { Codec } from './attributes';
+import { AttributeWriter } from './writer';
 import { NetlinkProtocolError } from './errors';
 
 type NumberKind = 'u8' | 's8' | 'u16' | 's16' | 'u32' | 's32' | 'be16' | 'be32';
@@ -146,11 +147,20 @@ export class StructCodec<L extends StructLayout> implements Codec<Partial<Struct
     this.size = offset;
   }
 
-  /** Encodes; fields left out are zero, as a memset C struct would be. */
+  /**
+   * Encodes; fields left out are zero, as a memset C struct would be. Through the writer, whose
+   * small buffers come from Node's pool (Buffer.alloc would make an ArrayBuffer per header).
+   */
   encode(value: Partial<StructValue<L>>): Buffer {
-    const buffer = Buffer.alloc(this.size);
-    this.writeInto(buffer, 0, value);
-    return buffer;
+    const writer = new AttributeWriter(this.size);
+    this.write(writer, value);
+    return writer.toBuffer();
+  }
+
+  /** Writes the struct in place at the writer's end (an attribute's payload, a family header). */
+  write(writer: AttributeWriter, value: Partial<StructValue<L>>): void {
+    const at = writer.reserve(this.size);
+    this.writeInto(writer.buffer, at, value);
   }
 
   writeInto(buffer: Buffer, offset: number, value: Partial<StructValue<L>>): void {

@@ -24,6 +24,7 @@ import {
   AttributeWriter,
   NLA_F_NESTED,
   encodeAttributes,
+  encodeValue,
   list,
   nested,
   u16,
@@ -77,20 +78,20 @@ export function generatedPeer(i: number): GeneratedPeer {
 /** One peer entry; `ips` may be a part of the peer's allowed IPs (a continuation). */
 function peerEntry(peer: GeneratedPeer, ips: GeneratedPeer['ips'], full: boolean): Buffer {
   const writer = new AttributeWriter();
-  writer.put(WGPEER_A_PUBLIC_KEY, base64Key.encode(peer.key));
+  writer.put(WGPEER_A_PUBLIC_KEY, encodeValue(base64Key, peer.key));
   if (full) {
     // WGPEER_A_PRESHARED_KEY: always 32 bytes, zeros for none; both decoders say only whether set.
     writer.put(WGPEER_A_PUBLIC_KEY + 1, Buffer.alloc(32, peer.psk === true ? 0x5a : 0));
-    if (peer.endpoint !== null) writer.put(WGPEER_A_ENDPOINT, endpoint.encode(peer.endpoint));
-    writer.put(WGPEER_A_LAST_HANDSHAKE_TIME, handshakeTime.encode(peer.handshake));
+    if (peer.endpoint !== null) writer.put(WGPEER_A_ENDPOINT, encodeValue(endpoint, peer.endpoint));
+    writer.put(WGPEER_A_LAST_HANDSHAKE_TIME, encodeValue(handshakeTime, peer.handshake));
     writer.put(0, PAD); // WGPEER_A_UNSPEC pad before a u64
-    writer.put(WGPEER_A_RX_BYTES, counter.encode(peer.rx));
+    writer.put(WGPEER_A_RX_BYTES, encodeValue(counter, peer.rx));
     writer.put(0, PAD);
-    writer.put(WGPEER_A_TX_BYTES, counter.encode(peer.tx));
-    writer.put(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, u16.encode(peer.keepalive));
-    writer.put(WGPEER_A_PROTOCOL_VERSION, u32.encode(1));
+    writer.put(WGPEER_A_TX_BYTES, encodeValue(counter, peer.tx));
+    writer.put(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, encodeValue(u16, peer.keepalive));
+    writer.put(WGPEER_A_PROTOCOL_VERSION, encodeValue(u32, 1));
   }
-  writer.put(WGPEER_A_ALLOWEDIPS, allowedIpsCodec.encode(ips), NLA_F_NESTED);
+  writer.put(WGPEER_A_ALLOWEDIPS, encodeValue(allowedIpsCodec, ips), NLA_F_NESTED);
   return writer.toBuffer();
 }
 

@@ -12,6 +12,7 @@
  * ENOENT for a missing table/chain/set/object; the readers return null for it.
  */
 import {
+  AttributeWriter,
   type Attributes,
   NETLINK_NETFILTER,
   NLM_F_ACK,
@@ -26,6 +27,7 @@ import {
   decodeAttributes,
   encodeAttributes,
   isNetlinkError,
+  writeAttributes,
 } from '../../netlink';
 import type { BatchMessage } from '../../netlink';
 import { FacilityUnavailableError } from '../errors';
@@ -115,12 +117,16 @@ export function decodeNftMessage<S extends Schema>(
  */
 export class NftBatch {
   private readonly queued: BatchMessage[];
+  /** Every message's payload is written here, one after the other (a restore's 100,000). */
+  private readonly writer: AttributeWriter;
 
   constructor(
     readonly family: number,
     queue: BatchMessage[] = [],
+    writer = new AttributeWriter(4096),
   ) {
     this.queued = queue;
+    this.writer = writer;
   }
 
   /**
@@ -129,7 +135,7 @@ export class NftBatch {
    * transaction (as `nft -f` commits a file naming an ip and an ip6 table).
    */
   inFamily(family: number): NftBatch {
-    return new NftBatch(family, this.queued);
+    return new NftBatch(family, this.queued, this.writer);
   }
 
   get length(): number {
@@ -148,11 +154,15 @@ export class NftBatch {
     values: Attributes<S>,
     what: string,
   ): this {
+    const writer = this.writer;
+    const start = writer.length;
+    nfgenmsg.write(writer, { family: this.family, version: NFNETLINK_V0, resId: 0 });
+    writeAttributes(writer, table, values);
     this.queued.push({
       type: nftMessageType(msg),
       // NLM_F_ACK goes on the last message only (toMessages), as nft does.
       flags: NLM_F_REQUEST | flags,
-      payload: Buffer.concat([header(this.family), encodeAttributes(table, values)]),
+      payload: writer.from(start),
       ack: false,
       operation: `${NFT_MSG_NAMES[msg]} ${familyName(this.family)} ${what}`,
     });

@@ -7,18 +7,17 @@
  * Numbers: /usr/include/linux/netfilter/nf_tables.h (see constants.ts).
  */
 import {
-  AttributeWriter,
   type Attributes,
   type Codec,
   NLA_F_NESTED,
   be32,
   bytes,
   decodeAttributes,
-  encodeAttributes,
   fixedWidth,
   nested,
   schema,
   string,
+  writeAttributes,
 } from '../../netlink';
 import {
   NFTA_CMP_DATA,
@@ -56,7 +55,7 @@ import {
 /** A signed 32-bit big-endian value: verdict codes are negative for NFT_BREAK and friends. */
 export const sbe32 = fixedWidth<number>(
   4,
-  (b, v) => b.writeInt32BE(v),
+  (b, o, v) => b.writeInt32BE(v, o),
   (b, o) => b.readInt32BE(o),
 );
 
@@ -67,8 +66,9 @@ export const sbe32 = fixedWidth<number>(
  */
 const bareString: Codec<string> = {
   nested: false,
-  encode(value) {
-    return Buffer.from(value, 'utf8');
+  write(writer, value) {
+    const at = writer.reserve(Buffer.byteLength(value, 'utf8')); // may replace writer.buffer
+    writer.buffer.write(value, at, 'utf8');
   },
   decode: string.decode,
 };
@@ -163,18 +163,19 @@ const envelope = schema({
 /** One list element of NFTA_RULE_EXPRESSIONS: {NFTA_EXPR_NAME, NFTA_EXPR_DATA}. */
 export const expressionCodec: Codec<Expression> = {
   nested: true,
-  encode(expression) {
-    const writer = new AttributeWriter();
+  write(writer, expression) {
+    const named = writer.begin(NFTA_EXPR_NAME);
     if (expression.name === 'unknown') {
-      writer.put(NFTA_EXPR_NAME, string.encode(expression.kind));
-      writer.put(NFTA_EXPR_DATA, expression.data, NLA_F_NESTED);
-      return writer.toBuffer();
+      string.write(writer, expression.kind);
+      writer.end(named).put(NFTA_EXPR_DATA, expression.data, NLA_F_NESTED);
+      return;
     }
     const { name, ...attributes } = expression;
     const table: ExpressionTables[ExpressionName] = expressionTables[name];
-    writer.put(NFTA_EXPR_NAME, string.encode(name));
-    writer.put(NFTA_EXPR_DATA, encodeAttributes(table, attributes), NLA_F_NESTED);
-    return writer.toBuffer();
+    string.write(writer, name);
+    const data = writer.end(named).begin(NFTA_EXPR_DATA, NLA_F_NESTED);
+    writeAttributes(writer, table, attributes);
+    writer.end(data);
   },
   decode(data, where) {
     const { name = '', data: inner = Buffer.alloc(0) } = decodeAttributes(envelope, data, where);

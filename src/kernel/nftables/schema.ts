@@ -74,8 +74,8 @@ import { dataAttributes, expressionCodec, sbe32 } from './expressions';
 /** A nested attribute kept as raw bytes (its meaning depends on a sibling, e.g. NFTA_OBJ_TYPE). */
 export const rawNested: Codec<Buffer> = {
   nested: true,
-  encode(value) {
-    return value;
+  write(writer, value) {
+    writer.bytes(value);
   },
   decode(data) {
     return Buffer.from(data);
@@ -182,8 +182,8 @@ export const bytesView: Codec<Buffer> = view(false);
 function view(nested: boolean): Codec<Buffer> {
   return {
     nested,
-    encode(value) {
-      return value;
+    write(writer, value) {
+      writer.bytes(value);
     },
     decode(data) {
       return data;

@@ -14,14 +14,22 @@ export interface UserdataTlv {
 }
 
 export function encodeUserdata(tlvs: UserdataTlv[]): Buffer {
-  const parts: Buffer[] = [];
+  let length = 0;
   for (const { type, value } of tlvs) {
     if (value.length > 0xff) {
       throw new NetlinkProtocolError(`userdata TLV ${type} is ${value.length} bytes; at most 255`);
     }
-    parts.push(Buffer.from([type, value.length]), value);
+    length += 2 + value.length;
   }
-  const data = Buffer.concat(parts);
+  // One buffer, every byte written: {type u8, length u8, value} per TLV.
+  const data = Buffer.allocUnsafe(length);
+  let offset = 0;
+  for (const { type, value } of tlvs) {
+    data[offset] = type;
+    data[offset + 1] = value.length;
+    value.copy(data, offset + 2);
+    offset += 2 + value.length;
+  }
   if (data.length > NFT_USERDATA_MAXLEN) {
     throw new NetlinkProtocolError(
       `userdata is ${data.length} bytes; the kernel takes at most ${NFT_USERDATA_MAXLEN}`,

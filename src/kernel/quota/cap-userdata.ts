@@ -60,14 +60,17 @@ export interface CapUserdata {
   others: UserdataTlv[];
 }
 
+/** The TLVs encodeCapUserdata writes itself; others are kept as read. */
+const OURS = new Set([NFTNL_UDATA_COMMENT, UDATA_THROTTLE_RATE, ...PLAN_TYPES]);
+
 function s64(value: number): Buffer {
-  const buffer = Buffer.alloc(8);
+  const buffer = Buffer.allocUnsafe(8); // every byte written
   buffer.writeBigInt64BE(BigInt(value));
   return buffer;
 }
 
 function u64(value: number): Buffer {
-  const buffer = Buffer.alloc(8);
+  const buffer = Buffer.allocUnsafe(8); // every byte written
   buffer.writeBigUInt64BE(BigInt(value));
   return buffer;
 }
@@ -97,8 +100,7 @@ export function encodeCapUserdata(userdata: CapUserdata): Buffer {
   if (userdata.throttleBytesPerSecond !== null) {
     tlvs.push({ type: UDATA_THROTTLE_RATE, value: u64(userdata.throttleBytesPerSecond) });
   }
-  const ours = new Set([NFTNL_UDATA_COMMENT, UDATA_THROTTLE_RATE, ...PLAN_TYPES]);
-  tlvs.push(...userdata.others.filter((tlv) => !ours.has(tlv.type)));
+  for (const tlv of userdata.others) if (!OURS.has(tlv.type)) tlvs.push(tlv);
   return encodeUserdata(tlvs);
 }
 

@@ -3,7 +3,7 @@
  * of an address (and back), the maps, the family, the chains.
  */
 import { IFNAMSIZ, NFPROTO_IPV4 } from '../nftables/constants';
-import { ipv4ToBytes } from '../ipv4';
+import { ipv4ToNumber } from '../ipv4';
 
 /** The family of the daemon's tables. */
 export const QUOTA_FAMILY = NFPROTO_IPV4;
@@ -51,12 +51,18 @@ export function quotaTableName(ifname: string): string {
 
 /** `q_10_8_0_2`: the quota object of a peer address. */
 export function quotaObjectName(address: string): string {
-  return `q_${Array.from(ipv4ToBytes(address)).join('_')}`;
+  return `q_${underscored(address)}`;
 }
 
 /** `tu_10_8_0_2` / `td_10_8_0_2`: the throttle limit object of an address, up or down. */
 export function limitObjectName(address: string, direction: 'up' | 'down'): string {
-  return `t${direction === 'up' ? 'u' : 'd'}_${Array.from(ipv4ToBytes(address)).join('_')}`;
+  return `t${direction === 'up' ? 'u' : 'd'}_${underscored(address)}`;
+}
+
+/** "10.8.0.2" → "10_8_0_2" (the octets as parsed: the same text for any spelling ipv4ToNumber takes). */
+function underscored(address: string): string {
+  const n = ipv4ToNumber(address);
+  return `${n >>> 24}_${(n >>> 16) & 255}_${(n >>> 8) & 255}_${n & 255}`;
 }
 
 /** The address a quota object name stands for, or null for a name that is not ours. */

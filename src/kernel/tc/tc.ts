@@ -6,6 +6,7 @@
  * struct tcmsg), /usr/include/linux/if_ether.h (ETH_P_IP, ETH_P_IPV6).
  */
 import {
+  AttributeWriter,
   type Attributes,
   type Codec,
   type NetlinkMessage,
@@ -67,8 +68,8 @@ export function filterInfo(priority: number, protocol: number): number {
  */
 export const opaqueNest: Codec<Buffer> = {
   nested: true,
-  encode(value) {
-    return value;
+  write(writer, value) {
+    writer.bytes(value);
   },
   decode(data) {
     return data;
@@ -100,17 +101,17 @@ export interface TcObject extends Required<TcHeader> {
  * struct tcmsg followed by `attributes`: TCA_KIND and the kind's TCA_OPTIONS, encoded with the
  * kind's own table (htb.ts, u32.ts).
  */
-export function encodeTc(header: TcHeader, attributes: Buffer = Buffer.alloc(0)): Buffer {
-  return Buffer.concat([
-    tcmsg.encode({
-      family: AF_UNSPEC,
-      ifindex: header.ifindex,
-      handle: header.handle,
-      parent: header.parent,
-      info: header.info ?? 0,
-    }),
-    attributes,
-  ]);
+export function encodeTc(header: TcHeader, attributes?: Buffer): Buffer {
+  const writer = new AttributeWriter(tcmsg.size + (attributes?.length ?? 0));
+  tcmsg.write(writer, {
+    family: AF_UNSPEC,
+    ifindex: header.ifindex,
+    handle: header.handle,
+    parent: header.parent,
+    info: header.info ?? 0,
+  });
+  if (attributes !== undefined) writer.bytes(attributes);
+  return writer.toBuffer();
 }
 
 export function decodeTc(message: NetlinkMessage): TcObject {

@@ -101,17 +101,15 @@ export interface U32Selector {
 /** TCA_U32_SEL: the header, then nkeys keys. Offset-walking fields (off, offoff...) stay 0. */
 export const u32Selector: Codec<U32Selector> = {
   nested: false,
-  encode(selector) {
+  write(writer, selector) {
     if (selector.keys.length > 0xff) throw new RangeError('a u32 selector holds 255 keys at most');
-    return Buffer.concat([
-      tcU32SelHeader.encode({
-        flags: selector.flags,
-        nkeys: selector.keys.length,
-        hoff: selector.hoff,
-        hmask: selector.hmask,
-      }),
-      ...selector.keys.map((key) => tcU32Key.encode(key)),
-    ]);
+    tcU32SelHeader.write(writer, {
+      flags: selector.flags,
+      nkeys: selector.keys.length,
+      hoff: selector.hoff,
+      hmask: selector.hmask,
+    });
+    for (const key of selector.keys) tcU32Key.write(writer, key);
   },
   decode(data, where) {
     const header = tcU32SelHeader.decode(data, where);

@@ -4,15 +4,18 @@
  * it and add or remove peers (WG_CMD_SET_DEVICE, split into several messages when large).
  */
 import {
+  AttributeWriter,
   GENL_ID_CTRL,
   GenericNetlink,
+  NLA_F_NESTED,
+  NLA_HDRLEN,
   type GenlReply,
   NETLINK_GENERIC,
   NetlinkSocket,
   type TransportFactory,
   encodeAttributes,
-  nested,
   openNativeTransport,
+  writeAttributes,
 } from '../../netlink';
 import type { Attributes } from '../../netlink';
 import {
@@ -34,6 +37,7 @@ import {
   WG_CMD_GET_DEVICE,
   WG_CMD_SET_DEVICE,
   WG_GENL_NAME,
+  WGDEVICE_A_PEERS,
   deviceReadAttributes,
   deviceWriteAttributes,
   peerWriteAttributes,
@@ -59,18 +63,23 @@ function toAllowedIp(prefix: IpPrefix): NonNullable<PeerAttributes['allowedIps']
 }
 
 /**
- * Splits peer configurations into SET_DEVICE messages of bounded size. A peer with more
- * allowed IPs than fit in one entry continues in later entries: REPLACE_ALLOWEDIPS and the
- * keepalive go in its first entry only (a later REPLACE would drop the IPs just added), while
- * REMOVE_ME and UPDATE_ONLY go in every entry.
+ * A peer configuration as SET_DEVICE entries: a peer with more allowed IPs than fit in one entry
+ * continues in later entries, where REPLACE_ALLOWEDIPS and the keepalive go in its first entry
+ * only (a later REPLACE would drop the IPs just added), while REMOVE_ME and UPDATE_ONLY go in
+ * every entry.
  */
-export function planPeerMessages(peers: PeerAttributes[]): PeerAttributes[][] {
+function peerEntries(peers: PeerAttributes[]): PeerAttributes[] {
   const entries: PeerAttributes[] = [];
   for (const peer of peers) {
     const ips = peer.allowedIps ?? [];
+    if (ips.length <= ALLOWED_IPS_PER_ENTRY) {
+      // An empty list goes as no WGPEER_A_ALLOWEDIPS at all.
+      entries.push(ips.length > 0 ? peer : { ...peer, allowedIps: undefined });
+      continue;
+    }
     const continuationFlags = (peer.flags ?? 0) & (WGPEER_F_REMOVE_ME | WGPEER_F_UPDATE_ONLY);
-    for (let start = 0; start === 0 || start < ips.length; start += ALLOWED_IPS_PER_ENTRY) {
-      const chunk = ips.length > 0 ? ips.slice(start, start + ALLOWED_IPS_PER_ENTRY) : undefined;
+    for (let start = 0; start < ips.length; start += ALLOWED_IPS_PER_ENTRY) {
+      const chunk = ips.slice(start, start + ALLOWED_IPS_PER_ENTRY);
       entries.push(
         start === 0
           ? { ...peer, allowedIps: chunk }
@@ -78,28 +87,48 @@ export function planPeerMessages(peers: PeerAttributes[]): PeerAttributes[][] {
       );
     }
   }
-  const entryCodec = nested(peerWriteAttributes);
-  const messages: PeerAttributes[][] = [];
-  let current: PeerAttributes[] = [];
-  let size = 0;
-  for (const entry of entries) {
-    const entrySize = entryCodec.encode(entry).length + 4;
-    if (current.length > 0 && size + entrySize > PEERS_BYTES_PER_MESSAGE) {
-      messages.push(current);
-      current = [];
-      size = 0;
-    }
-    current.push(entry);
-    size += entrySize;
-  }
-  if (current.length > 0) messages.push(current);
-  return messages;
+  return entries;
 }
 
-/** Every peer entry and allowed-IP entry goes out with NLA_F_NESTED (the list codec sets it),
- * which WireGuard's strict nla_parse_nested requires. */
-function setDeviceAttributes(name: string, peers: PeerAttributes[]): Buffer {
-  return encodeAttributes(deviceWriteAttributes, { ifname: name, peers });
+/**
+ * The attributes of the SET_DEVICE messages that configure `peers` on device `name`: each
+ * {WGDEVICE_A_IFNAME, WGDEVICE_A_PEERS} with at most PEERS_BYTES_PER_MESSAGE of peer entries
+ * (a message holds at least one). Every entry and allowed-IP entry goes out with NLA_F_NESTED,
+ * which WireGuard's strict nla_parse_nested requires. Each entry is encoded once, in place: the
+ * one that overflows a message is moved to the next.
+ */
+export function setPeerMessages(name: string, peers: PeerAttributes[]): Buffer[] {
+  const messages: Buffer[] = [];
+  let writer: AttributeWriter | null = null;
+  let list = 0;
+  let count = 0;
+  const open = (): AttributeWriter => {
+    const next = new AttributeWriter(PEERS_BYTES_PER_MESSAGE + 1024);
+    writeAttributes(next, deviceWriteAttributes, { ifname: name });
+    list = next.begin(WGDEVICE_A_PEERS, NLA_F_NESTED);
+    count = 0;
+    return next;
+  };
+  const close = (done: AttributeWriter): void => {
+    messages.push(done.end(list).toBuffer());
+  };
+  for (const entry of peerEntries(peers)) {
+    writer ??= open();
+    const mark = writer.length;
+    const start = writer.begin(0, NLA_F_NESTED);
+    writeAttributes(writer, peerWriteAttributes, entry);
+    writer.end(start);
+    if (count > 0 && writer.length - list - NLA_HDRLEN > PEERS_BYTES_PER_MESSAGE) {
+      const moved = Buffer.from(writer.buffer.subarray(mark, writer.length));
+      writer.truncate(mark);
+      close(writer);
+      writer = open();
+      writer.bytes(moved);
+    }
+    count++;
+  }
+  if (writer !== null) close(writer);
+  return messages;
 }
 
 export class WireGuard implements WireGuardApi {
@@ -198,13 +227,13 @@ export class WireGuard implements WireGuardApi {
    * so a failure in message k leaves messages 1..k-1 applied; the error says how far it got.
    */
   private async setPeers(name: string, peers: PeerAttributes[], verb: string): Promise<void> {
-    const messages = planPeerMessages(peers);
-    for (const [index, batch] of messages.entries()) {
+    const messages = setPeerMessages(name, peers);
+    for (const [index, attributes] of messages.entries()) {
       const operation =
         messages.length === 1
           ? `WG_CMD_SET_DEVICE ${name} (${verb} ${peers.length} peer${peers.length === 1 ? '' : 's'})`
           : `WG_CMD_SET_DEVICE ${name} (${verb} peers, message ${index + 1} of ${messages.length})`;
-      await this.call(name, WG_CMD_SET_DEVICE, setDeviceAttributes(name, batch), operation, false);
+      await this.call(name, WG_CMD_SET_DEVICE, attributes, operation, false);
     }
   }
 

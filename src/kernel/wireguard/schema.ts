@@ -80,12 +80,13 @@ const base64: (buffer: Buffer, start: number, end: number) => string =
 /** A 32-byte Curve25519 key as standard base64 text; encoding rejects anything else. */
 export const base64Key = fixedWidth<string>(
   WG_KEY_LEN,
-  (buffer, value) => {
-    const raw = Buffer.from(value, 'base64');
-    if (raw.length !== WG_KEY_LEN || raw.toString('base64') !== value) {
+  (buffer, offset, value) => {
+    // Decoded straight into place, then read back: only the text of exactly 32 bytes (canonical
+    // base64, padding included) gives itself again.
+    const written = buffer.write(value, offset, WG_KEY_LEN, 'base64');
+    if (written !== WG_KEY_LEN || base64(buffer, offset, offset + WG_KEY_LEN) !== value) {
       throw new TypeError(`not a base64 WireGuard key: ${value}`);
     }
-    raw.copy(buffer);
   },
   (buffer, offset) => base64(buffer, offset, offset + WG_KEY_LEN),
 );
@@ -104,11 +105,11 @@ function s64(buffer: Buffer, offset: number): number {
  */
 export const handshakeTime = fixedWidth<Date | null>(
   16,
-  (buffer, value) => {
+  (buffer, offset, value) => {
     if (!value) return;
     const ms = value.getTime();
-    buffer.writeBigInt64LE(BigInt(Math.floor(ms / 1000)), 0);
-    buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), 8);
+    buffer.writeBigInt64LE(BigInt(Math.floor(ms / 1000)), offset);
+    buffer.writeBigInt64LE(BigInt((ms % 1000) * 1e6), offset + 8);
   },
   (buffer, offset) => {
     const seconds = s64(buffer, offset);
@@ -128,7 +129,7 @@ export const handshakeTime = fixedWidth<Date | null>(
 /** A u64 byte counter as a JS number: exact below 2^53 bytes (8 PiB), which no counter reaches. */
 export const counter = fixedWidth<number>(
   8,
-  (buffer, value) => buffer.writeBigUInt64LE(BigInt(value)),
+  (buffer, offset, value) => buffer.writeBigUInt64LE(BigInt(value), offset),
   (buffer, offset) => buffer.readUInt32LE(offset + 4) * 0x1_0000_0000 + buffer.readUInt32LE(offset),
 );
 
@@ -164,8 +165,8 @@ export function bytesToIpv6(data: Buffer): string {
 /** WGALLOWEDIP_A_IPADDR: 4 or 16 network-order bytes as dotted IPv4 or RFC 5952 IPv6 text. */
 export const ipAddress: Codec<string> = {
   nested: false,
-  encode(value) {
-    return value.includes(':') ? ipv6ToBytes(value) : ipv4ToBytes(value);
+  write(writer, value) {
+    writer.bytes(value.includes(':') ? ipv6ToBytes(value) : ipv4ToBytes(value));
   },
   decode(data, where) {
     return ipAddressText(data, 0, data.length, where);
@@ -182,22 +183,18 @@ export function ipAddressText(buffer: Buffer, start: number, end: number, where:
 /** sockaddr_in (16 bytes) or sockaddr_in6 (28 bytes) as text: "1.2.3.4:51820", "[::1]:51820". */
 export const endpoint: Codec<string> = {
   nested: false,
-  encode(value) {
+  write(writer, value) {
     const match = /^\[(.+)\]:(\d+)$/.exec(value) ?? /^([^:]+):(\d+)$/.exec(value);
     if (!match) throw new NetlinkProtocolError(`not an endpoint: ${value}`);
     const [, host, port] = match;
-    if (host.includes(':')) {
-      const buffer = Buffer.alloc(28);
-      buffer.writeUInt16LE(AF_INET6, 0);
-      buffer.writeUInt16BE(Number(port), 2);
-      ipv6ToBytes(host).copy(buffer, 8);
-      return buffer;
-    }
-    const buffer = Buffer.alloc(16);
-    buffer.writeUInt16LE(AF_INET, 0);
-    buffer.writeUInt16BE(Number(port), 2);
-    ipv4ToBytes(host).copy(buffer, 4);
-    return buffer;
+    const six = host.includes(':');
+    const address = six ? ipv6ToBytes(host) : ipv4ToBytes(host);
+    // sockaddr_in6 (28 bytes: the address at 8) or sockaddr_in (16: at 4), the rest zero.
+    const at = writer.reserve(six ? 28 : 16);
+    const buffer = writer.buffer;
+    buffer.writeUInt16LE(six ? AF_INET6 : AF_INET, at);
+    buffer.writeUInt16BE(Number(port), at + 2);
+    address.copy(buffer, at + (six ? 8 : 4));
   },
   decode(data, where) {
     return endpointText(data, 0, data.length, where);

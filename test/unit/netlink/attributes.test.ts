@@ -8,6 +8,7 @@ import {
   bytes,
   decodeAttributes,
   encodeAttributes,
+  encodeValue,
   fixedBytes,
   flag,
   iterateAttributes,
@@ -84,7 +85,10 @@ describe('netlink attributes', () => {
   });
 
   it('numbers list entries when asked (nf_tables NFTA_LIST_ELEM, tc action priorities)', () => {
-    const entries = list(u32, (index) => index + 1).encode([7, 8, 9]);
+    const entries = encodeValue(
+      list(u32, (index) => index + 1),
+      [7, 8, 9],
+    );
     expect([...iterateAttributes(entries)].map((a) => a.type)).to.deep.equal([1, 2, 3]);
   });
 
@@ -97,7 +101,7 @@ describe('netlink attributes', () => {
   it('skips attributes it does not know (newer kernels add some)', () => {
     const raw = new AttributeWriter()
       .put(99, Buffer.from('ignored'))
-      .put(1, u32.encode(7))
+      .put(1, encodeValue(u32, 7))
       .toBuffer();
     expect(decodeAttributes(table, raw)).to.deep.equal({ id: 7 });
   });
