@@ -213,19 +213,7 @@ export class CapListing {
         last.enforced !== enforced ||
         last.throttled !== throttled
       ) {
-        const { quotaBytes, usedBytes } = entry;
-        const plan = entry.extras.plan;
-        entry.cap =
-          throttle === null
-            ? { quotaBytes, usedBytes, enforced, ...plan }
-            : {
-                quotaBytes,
-                usedBytes,
-                enforced,
-                ...plan,
-                throttleBytesPerSecond: throttle,
-                throttled,
-              };
+        entry.cap = capOf(entry, enforced, throttle, throttled);
       }
       caps.set(entry.address, entry.cap!);
     }
@@ -397,4 +385,26 @@ function quotaNumbers(
     else if (data.type === NFTA_QUOTA_FLAGS) flags = buffer.readUInt32BE(data.at(4, 'quota.flags'));
   }
   return { quotaBytes, usedBytes, flags };
+}
+
+/**
+ * The cap an entry lists: a plan only where it has one, the throttle fields only on a cap that
+ * throttles (object literals rather than spreads: a start builds one for every cap).
+ */
+function capOf(
+  entry: ListedQuota,
+  enforced: boolean,
+  throttle: number | null,
+  throttled: boolean | undefined,
+): KernelDataCap {
+  const { quotaBytes, usedBytes } = entry;
+  const plan = entry.extras.plan?.plan;
+  if (throttle === null) {
+    return plan === undefined
+      ? { quotaBytes, usedBytes, enforced }
+      : { quotaBytes, usedBytes, enforced, plan };
+  }
+  return plan === undefined
+    ? { quotaBytes, usedBytes, enforced, throttleBytesPerSecond: throttle, throttled }
+    : { quotaBytes, usedBytes, enforced, plan, throttleBytesPerSecond: throttle, throttled };
 }
