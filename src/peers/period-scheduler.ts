@@ -10,8 +10,11 @@
  *   RETRY_MS later; one that ran but did not advance the plan is not called again for that boundary.
  * - One timer, armed for the earliest next reset but never longer than `maxSleepMs`, so that a
  *   wall clock stepped forward or back (NTP, a VM resumed) is noticed within that bound.
- * - The clock is injected (`now`, `setTimer`, `clearTimer`); `dueResets` and `nextWake` are the
- *   pure part, checked on literal inputs.
+ * - Each wake makes one pass over the plans (`scanPlans`: what is due and when the next
+ *   boundary comes), and a second only after it tried a reset. Handed the very plans it holds
+ *   (the same plan objects, which a read of caps that did not change gives), it keeps its timer.
+ * - The clock is injected (`now`, `setTimer`, `clearTimer`); `dueResets`, `nextWake` and
+ *   `scanPlans` are the pure part, checked on literal inputs.
  */
 import type { CapPlan } from '../kernel/types';
 import { lastReset, nextReset, resetsAround } from './periods';
