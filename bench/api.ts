@@ -102,6 +102,7 @@ import {
 } from '../src/kernel/nftables/constants';
 import { objectAttributes, setElementListAttributes } from '../src/kernel/nftables/schema';
 import { CAPS_MAP, QUOTA_FAMILY } from '../src/kernel/quota';
+import { CapListing } from '../src/kernel/quota/listing';
 import { cappedHostPeer, peerAddress, writeStateDir } from './capped-population';
 import { median, startNodeFlags, timed as timedRuns } from './support';
 
@@ -474,6 +475,22 @@ interface BareRead {
   wg: number;
   /** `nft -j list table ip wg_peerd_IF` (the caps table: quotas, the map) as a process. */
   nft: number;
+  /**
+   * The decode of one read's device and quota object dumps as a start meets them (no memo, every
+   * object new), in this process: the first time, then the median of BENCH_RAW_RUNS more.
+   */
+  decode: { device: [number, number]; objects: [number, number] };
+}
+
+/** `work`'s first run and the median of `runs` more, ms: cold against warm code. */
+function firstAndWarm(runs: number, work: () => unknown): [number, number] {
+  const times: number[] = [];
+  for (let i = 0; i <= runs; i++) {
+    const start = performance.now();
+    work();
+    times.push(performance.now() - start);
+  }
+  return [times[0]!, median(times.slice(1))];
 }
 
 async function bareRead(): Promise<BareRead> {
@@ -501,7 +518,14 @@ async function bareRead(): Promise<BareRead> {
         encodeAttributes(setElementListAttributes, { table: CAPS_TABLE, set: CAPS_MAP }),
         'NFT_MSG_GETSETELEM (bench)',
       );
-    if ((await objects()).length === 0) throw new Error(`no quota objects in ${CAPS_TABLE}`);
+    const objectMessages = await objects();
+    if (objectMessages.length === 0) throw new Error(`no quota objects in ${CAPS_TABLE}`);
+    const deviceMessages = (await device()).map((m) => m.payload.subarray(GENL_HDRLEN));
+    // Before anything else here decodes them: the first run is as cold as this process has it.
+    const decode = {
+      objects: firstAndWarm(RAW_RUNS, () => new CapListing(CAPS_TABLE).objects(objectMessages)),
+      device: firstAndWarm(RAW_RUNS, () => decodeDeviceDump(IFNAME, deviceMessages)),
+    };
     const fresh = async (): Promise<void> => {
       const g = new GenericNetlink(new NetlinkSocket(openNativeTransport(NETLINK_GENERIC)));
       const n = new NfTables(openNativeTransport);
@@ -531,6 +555,7 @@ async function bareRead(): Promise<BareRead> {
       netlink: await timed(RAW_RUNS, fresh),
       wg: processMs(RAW_RUNS, 'wg', ['show', IFNAME, 'dump']),
       nft: processMs(RAW_RUNS, 'nft', ['-j', 'list', 'table', 'ip', CAPS_TABLE]),
+      decode,
     };
   } finally {
     genl.socket.close();
@@ -581,6 +606,13 @@ async function startFigures(size: number): Promise<void> {
     `  one bare kernel read (median of ${RAW_RUNS}): netlink, received not decoded: device dump ${ms(bare.device)}, ` +
       `quota objects ${ms(bare.objects)}, caps map ${ms(bare.map)}; the three on fresh sockets ${ms(bare.netlink)}. ` +
       `The kernel's tools: wg show dump ${ms(bare.wg)} + nft -j list table ${ms(bare.nft)} = ${ms(tools)}`,
+  );
+  const [objectsFirst, objectsWarm] = bare.decode.objects;
+  const [deviceFirst, deviceWarm] = bare.decode.device;
+  console.log(
+    `  their decode as a start meets them (no memo, every object new), in the bench's process: ` +
+      `quota objects ${ms(objectsFirst)} the first time, ${ms(objectsWarm)} warm (median of ${RAW_RUNS}); ` +
+      `device ${ms(deviceFirst)} the first time, ${ms(deviceWarm)} warm`,
   );
 }
 

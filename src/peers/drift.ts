@@ -63,6 +63,29 @@ function lossesOf(
   return { limits, caps };
 }
 
+/**
+ * A cap as last seen at an address, with its owner. One the daemon wrote is kept as written; one
+ * a read showed keeps the kernel's object (`from`: never changed once handed out) and is made
+ * the cap the daemon keeps (capToKeep) only when first asked for: only a lost cap, a repair or a
+ * change needs it, and a start's first read sees every cap at once (issue 29).
+ */
+class SeenCap {
+  private kept: DataCap | null;
+
+  constructor(
+    readonly publicKey: string,
+    kept: DataCap | null,
+    readonly from?: KernelDataCap,
+  ) {
+    this.kept = kept;
+  }
+
+  get cap(): DataCap {
+    this.kept ??= capToKeep(this.from!);
+    return this.kept;
+  }
+}
+
 export class Drift {
   /**
    * The caps the daemon last saw, per tunnel address with the owner's key; `from` the kernel's
@@ -70,10 +93,7 @@ export class Drift {
    * cap did not move, and nothing changes a cap it handed out), so an unchanged cap is not
    * copied again on every poll.
    */
-  private readonly lastCaps = new Map<
-    string,
-    { publicKey: string; cap: DataCap; from?: KernelDataCap }
-  >();
+  private readonly lastCaps = new Map<string, SeenCap>();
   /** What the last read showed lost behind the daemon's back: the next write repairs it. */
   private damage = { shaper: false, quota: false };
   /** The losses last logged, so that polling the list logs each loss once. */
@@ -116,7 +136,7 @@ export class Drift {
   }
 
   rememberCap(address: string, publicKey: string, cap: DataCap): void {
-    this.lastCaps.set(address, { publicKey, cap });
+    this.lastCaps.set(address, new SeenCap(publicKey, cap));
   }
 
   forgetCap(address: string): void {
@@ -169,7 +189,7 @@ export class Drift {
       if (publicKey === undefined) continue;
       const seen = this.lastCaps.get(address);
       if (seen?.from === cap && seen.publicKey === publicKey) continue;
-      this.lastCaps.set(address, { publicKey, cap: capToKeep(cap), from: cap });
+      this.lastCaps.set(address, new SeenCap(publicKey, null, cap));
     }
     this.damage = {
       shaper: this.damage.shaper || limits.length > 0,

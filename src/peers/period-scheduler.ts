@@ -10,11 +10,14 @@
  *   RETRY_MS later; one that ran but did not advance the plan is not called again for that boundary.
  * - One timer, armed for the earliest next reset but never longer than `maxSleepMs`, so that a
  *   wall clock stepped forward or back (NTP, a VM resumed) is noticed within that bound.
- * - The clock is injected (`now`, `setTimer`, `clearTimer`); `dueResets` and `nextWake` are the
- *   pure part, checked on literal inputs.
+ * - Each wake makes one pass over the plans (`scanPlans`: what is due and when the next
+ *   boundary comes), and a second only after it tried a reset. Handed the very plans it holds
+ *   (the same plan objects, which a read of caps that did not change gives), it keeps its timer.
+ * - The clock is injected (`now`, `setTimer`, `clearTimer`); `dueResets`, `nextWake` and
+ *   `scanPlans` are the pure part, checked on literal inputs.
  */
 import type { CapPlan } from '../kernel/types';
-import { lastReset, nextReset } from './periods';
+import { lastReset, nextReset, resetsAround } from './periods';
 
 /** How soon a reset that failed is tried again. */
 export const RETRY_MS = 10_000;
@@ -43,6 +46,21 @@ export function nextWake(plans: ReadonlyMap<string, CapPlan>, now: number): numb
     if (next === null || at < next) next = at;
   }
   return next;
+}
+
+/** dueResets and nextWake of the same plans at the same `now`, in one pass over them. */
+export function scanPlans(
+  plans: ReadonlyMap<string, CapPlan>,
+  now: number,
+): { due: Array<{ key: string; due: number }>; next: number | null } {
+  const due: Array<{ key: string; due: number }> = [];
+  let next: number | null = null;
+  for (const [key, plan] of plans) {
+    const around = resetsAround(plan.periodStart, plan.period, now);
+    if (around.last !== null && around.last > plan.periodFrom) due.push({ key, due: around.last });
+    if (next === null || around.next < next) next = around.next;
+  }
+  return { due, next };
 }
 
 export interface SchedulerClock {
@@ -94,10 +112,20 @@ export class PeriodScheduler {
 
   /** Every peer's plan at once (a start, or a fresh read): plans of other keys are dropped. */
   replaceAll(plans: ReadonlyMap<string, CapPlan>): void {
+    // The very plans held (a read of caps that did not change hands out the same plan objects):
+    // the wake already armed is the one they need, and a failed reset keeps its RETRY_MS.
+    if (this.holds(plans)) return;
     this.plans.clear();
     for (const [key, plan] of plans) this.plans.set(key, plan);
     for (const key of [...this.tried.keys()]) if (!plans.has(key)) this.tried.delete(key);
     this.arm(0);
+  }
+
+  /** Whether the scheduler holds exactly `plans`: the same keys, each with the same object. */
+  private holds(plans: ReadonlyMap<string, CapPlan>): boolean {
+    if (plans.size !== this.plans.size || this.timer === null || this.running) return false;
+    for (const [key, plan] of plans) if (this.plans.get(key) !== plan) return false;
+    return true;
   }
 
   /** The plans held (a copy). */
@@ -128,9 +156,15 @@ export class PeriodScheduler {
   private async wake(): Promise<void> {
     if (this.running || this.stopped) return;
     this.running = true;
+    // One pass for what is due and when the next boundary comes; a second only after a reset
+    // was tried (a reset changes its plan, and other plans may change meanwhile).
+    let now = this.clock.now();
+    let scan = scanPlans(this.plans, now);
+    let tried = 0;
     try {
-      for (const { key, due } of dueResets(this.plans, this.clock.now())) {
+      for (const { key, due } of scan.due) {
         if ((this.tried.get(key) ?? -Infinity) >= due) continue;
+        tried += 1;
         try {
           await this.options.reset(key, due);
           this.tried.set(key, due);
@@ -142,12 +176,12 @@ export class PeriodScheduler {
       this.running = false;
     }
     if (this.stopped) return;
-    const now = this.clock.now();
-    const next = nextWake(this.plans, now);
-    const failedSome = dueResets(this.plans, now).some(
-      ({ key, due }) => (this.tried.get(key) ?? -Infinity) < due,
-    );
-    const until = next === null ? this.maxSleepMs : Math.max(0, next - now);
+    if (tried > 0) {
+      now = this.clock.now();
+      scan = scanPlans(this.plans, now);
+    }
+    const failedSome = scan.due.some(({ key, due }) => (this.tried.get(key) ?? -Infinity) < due);
+    const until = scan.next === null ? this.maxSleepMs : Math.max(0, scan.next - now);
     this.arm(Math.min(until, this.maxSleepMs, failedSome ? RETRY_MS : Infinity));
   }
 }

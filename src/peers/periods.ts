@@ -111,6 +111,22 @@ export function lastReset(start: PeriodStart, period: Period, now: number): numb
   return k >= 1 ? boundary(start, period, k) : null;
 }
 
+/**
+ * lastReset and nextReset at one `now` from one count of the periods elapsed: what the period
+ * scheduler needs of every plan on each wake, in one pass.
+ */
+export function resetsAround(
+  start: PeriodStart,
+  period: Period,
+  now: number,
+): { last: number | null; next: number } {
+  const k = periodsElapsed(start, period, now);
+  return {
+    last: k >= 1 ? boundary(start, period, k) : null,
+    next: boundary(start, period, Math.max(1, k + 1)),
+  };
+}
+
 /** The start as ISO 8601 on its own wall clock with its offset (`2026-03-01T00:00:00.000-05:00`). */
 export function formatPeriodStart(start: PeriodStart): string {
   const wall = new Date(start.at + start.offsetMinutes * MINUTE).toISOString().slice(0, -1);

@@ -126,6 +126,79 @@ export function decodeCapUserdata(data: Buffer | undefined): CapUserdata {
   return out;
 }
 
+/**
+ * The plan and throttle rate of the userdata in buffer[start..end), read in place: what
+ * decodeCapUserdata answers for them (the same TLV walk, a later TLV of a type replacing an
+ * earlier one, the same checks), without copying a TLV or decoding the owner. For the cap read,
+ * which meets every object of a table at a start.
+ */
+export function capExtrasAt(
+  buffer: Buffer,
+  start: number,
+  end: number,
+): { plan: CapPlan | null; throttleBytesPerSecond: number | null } {
+  let throttleBytesPerSecond: number | null = null;
+  let period = -1;
+  let periodLength = 0;
+  let periodStart = -1;
+  let periodStartLength = 0;
+  let from = -1;
+  let fromLength = 0;
+  let previous = -1;
+  let previousLength = 0;
+  let offset = start;
+  while (offset + 2 <= end) {
+    const type = buffer[offset]!;
+    const length = buffer[offset + 1]!;
+    const value = offset + 2;
+    if (value + length > end) break;
+    if (type === UDATA_THROTTLE_RATE) {
+      throttleBytesPerSecond = length === 8 ? rateAt(buffer, value) : null;
+    } else if (type === UDATA_PERIOD) {
+      period = value;
+      periodLength = length;
+    } else if (type === UDATA_PERIOD_START) {
+      periodStart = value;
+      periodStartLength = length;
+    } else if (type === UDATA_PERIOD_FROM) {
+      from = value;
+      fromLength = length;
+    } else if (type === UDATA_PREVIOUS_USED) {
+      previous = value;
+      previousLength = length;
+    }
+    offset = value + length;
+  }
+  const name = period >= 0 && periodLength === 1 ? PERIOD_OF_CODE.get(buffer[period]!) : undefined;
+  if (name === undefined || periodStartLength !== 10 || fromLength !== 8) {
+    return { plan: null, throttleBytesPerSecond };
+  }
+  if (previous >= 0 && previousLength !== 8) return { plan: null, throttleBytesPerSecond };
+  const numbers = [
+    buffer.readBigInt64BE(periodStart),
+    buffer.readBigInt64BE(from),
+    previous >= 0 ? buffer.readBigUInt64BE(previous) : 0n,
+  ];
+  if (numbers.some((n) => n > BigInt(Number.MAX_SAFE_INTEGER) || n < -8_640_000_000_000_000n)) {
+    return { plan: null, throttleBytesPerSecond };
+  }
+  return {
+    plan: {
+      period: name,
+      periodStart: { at: Number(numbers[0]), offsetMinutes: buffer.readInt16BE(periodStart + 8) },
+      periodFrom: Number(numbers[1]),
+      previousUsedBytes: previous >= 0 ? Number(numbers[2]) : null,
+    },
+    throttleBytesPerSecond,
+  };
+}
+
+/** A u64 rate at `offset`; null when not a safe integer (as rateOf). */
+function rateAt(buffer: Buffer, offset: number): number | null {
+  const rate = buffer.readBigUInt64BE(offset);
+  return rate > BigInt(Number.MAX_SAFE_INTEGER) ? null : Number(rate);
+}
+
 function planOf(fields: ReadonlyMap<number, Buffer>): CapPlan | null {
   const code = fields.get(UDATA_PERIOD);
   const start = fields.get(UDATA_PERIOD_START);

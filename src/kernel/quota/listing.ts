@@ -40,8 +40,7 @@ import {
   NFT_QUOTA_F_DEPLETED,
 } from '../nftables/constants';
 import type { CapPlan, KernelDataCap } from '../types';
-import { decodeCapUserdata } from './cap-userdata';
-import { addressOfObject } from './naming';
+import { capExtrasAt, decodeCapUserdata } from './cap-userdata';
 
 /** The plan and throttle rate a quota object's userdata holds. */
 export interface CapExtras {
@@ -50,8 +49,9 @@ export interface CapExtras {
 }
 
 /**
- * The plan and throttle rate in a listed object's userdata. Most caps hold only the owner's
- * comment (one TLV): those are not decoded.
+ * The plan and throttle rate in a listed object's userdata, by the userdata codec
+ * (decodeCapUserdata). Most caps hold only the owner's comment (one TLV): those are not
+ * decoded. What `extrasAt` must equal (the tests hold the two equal).
  */
 export function extrasIn(userdata: Buffer | undefined): CapExtras {
   if (!userdata || userdata.length < 2 || userdata.length <= 2 + userdata[1]!) {
@@ -59,6 +59,22 @@ export function extrasIn(userdata: Buffer | undefined): CapExtras {
   }
   const { plan, throttleBytesPerSecond } = decodeCapUserdata(userdata);
   return plan === null ? { throttleBytesPerSecond } : { plan: { plan }, throttleBytesPerSecond };
+}
+
+/** One object answered with no plan and no rate, shared (nothing changes extras handed out). */
+const NO_EXTRAS: CapExtras = Object.freeze({ throttleBytesPerSecond: null });
+
+/**
+ * `extrasIn` of buffer[start..end) read in place (capExtrasAt): no copy of the userdata or of
+ * its TLVs, no owner string. A start's read meets every object for the first time, so this runs
+ * for each of them there (issue 29: the first list after a start).
+ */
+export function extrasAt(buffer: Buffer, start: number, end: number): CapExtras {
+  if (start < 0 || end - start < 2 || end - start <= 2 + buffer[start + 1]!) return NO_EXTRAS;
+  const { plan, throttleBytesPerSecond } = capExtrasAt(buffer, start, end);
+  if (plan === null)
+    return throttleBytesPerSecond === null ? NO_EXTRAS : { throttleBytesPerSecond };
+  return { plan: { plan }, throttleBytesPerSecond };
 }
 
 /** One quota object of ours, as the last read saw it. */
@@ -197,19 +213,7 @@ export class CapListing {
         last.enforced !== enforced ||
         last.throttled !== throttled
       ) {
-        const { quotaBytes, usedBytes } = entry;
-        const plan = entry.extras.plan;
-        entry.cap =
-          throttle === null
-            ? { quotaBytes, usedBytes, enforced, ...plan }
-            : {
-                quotaBytes,
-                usedBytes,
-                enforced,
-                ...plan,
-                throttleBytesPerSecond: throttle,
-                throttled,
-              };
+        entry.cap = capOf(entry, enforced, throttle, throttled);
       }
       caps.set(entry.address, entry.cap!);
     }
@@ -278,14 +282,9 @@ export class CapListing {
       entry.handleLow === handleLow &&
       sameText(entry.name, buffer, nameStart, nameEnd);
     if (!same || entry == null) {
-      const userdata = userdataStart < 0 ? undefined : buffer.subarray(userdataStart, userdataEnd);
-      entry = newEntry(
-        buffer.toString('utf8', nameStart, nameEnd),
-        handleHigh,
-        handleLow,
-        userdata,
-      );
+      entry = newEntry(buffer, nameStart, nameEnd, handleHigh, handleLow);
       if (entry === null) return null;
+      entry.extras = extrasAt(buffer, userdataStart, userdataEnd);
     }
     entry.quotaBytes = quotaBytes;
     entry.usedBytes = usedBytes;
@@ -294,28 +293,65 @@ export class CapListing {
   }
 }
 
-/** A quota object seen for the first time (or replaced); null for a name not ours. */
+/**
+ * A quota object seen for the first time (or replaced); null for a name not ours. Its name is
+ * read from the dump's bytes: `q_A_B_C_D` with each octet as quotaObjectName writes it (1 to 3
+ * digits, no leading zero, at most 255), as addressOfObject reads the decoded string (the tests
+ * hold the two equal); the address and its map key come from the same walk, and only a name of
+ * ours (ASCII, so latin1 reads it as UTF-8 would) is made a string. Extras are the caller's.
+ */
 function newEntry(
-  name: string,
+  buffer: Buffer,
+  nameStart: number,
+  nameEnd: number,
   handleHigh: number,
   handleLow: number,
-  userdata: Buffer | undefined,
 ): ListedQuota | null {
-  const address = addressOfObject(name);
-  if (address === null) return null;
+  const key = keyOfName(buffer, nameStart, nameEnd);
+  if (key < 0) return null;
   return {
-    name,
+    name: buffer.toString('latin1', nameStart, nameEnd),
     handleHigh,
     handleLow,
-    address,
-    key: keyOf(address),
-    extras: extrasIn(userdata),
+    address: `${key >>> 24}.${(key >>> 16) & 0xff}.${(key >>> 8) & 0xff}.${key & 0xff}`,
+    key,
+    extras: NO_EXTRAS,
     quotaBytes: 0,
     usedBytes: 0,
     depleted: false,
     cap: null,
     seen: 0,
   };
+}
+
+const DIGIT_0 = 0x30;
+const UNDERSCORE = 0x5f;
+
+/**
+ * The address of a quota object name `q_A_B_C_D` in buffer[start..end), as the big-endian u32
+ * a 4-byte map key reads as; -1 for a name that is not ours.
+ */
+export function keyOfName(buffer: Buffer, start: number, end: number): number {
+  if (end - start < 9 || buffer[start] !== 0x71 /* q */) return -1;
+  let at = start + 1;
+  let key = 0;
+  for (let octet = 0; octet < 4; octet++) {
+    if (buffer[at] !== UNDERSCORE) return -1;
+    at += 1;
+    const first = at;
+    let value = 0;
+    while (at < end && at - first < 4) {
+      const digit = buffer[at]! - DIGIT_0;
+      if (digit < 0 || digit > 9) break;
+      value = value * 10 + digit;
+      at += 1;
+    }
+    const digits = at - first;
+    if (digits === 0 || digits > 3 || value > 255) return -1;
+    if (digits > 1 && buffer[first] === DIGIT_0) return -1;
+    key = key * 256 + value;
+  }
+  return at === end ? key : -1;
 }
 
 /** An object's handle as one Number key (handles count up from 1: far below 2^53). */
@@ -351,8 +387,24 @@ function quotaNumbers(
   return { quotaBytes, usedBytes, flags };
 }
 
-/** "10.8.0.2" as the big-endian u32 a 4-byte map key reads as. */
-function keyOf(address: string): number {
-  const [a, b, c, d] = address.split('.').map(Number) as [number, number, number, number];
-  return ((a << 24) | (b << 16) | (c << 8) | d) >>> 0;
+/**
+ * The cap an entry lists: a plan only where it has one, the throttle fields only on a cap that
+ * throttles (object literals rather than spreads: a start builds one for every cap).
+ */
+function capOf(
+  entry: ListedQuota,
+  enforced: boolean,
+  throttle: number | null,
+  throttled: boolean | undefined,
+): KernelDataCap {
+  const { quotaBytes, usedBytes } = entry;
+  const plan = entry.extras.plan?.plan;
+  if (throttle === null) {
+    return plan === undefined
+      ? { quotaBytes, usedBytes, enforced }
+      : { quotaBytes, usedBytes, enforced, plan };
+  }
+  return plan === undefined
+    ? { quotaBytes, usedBytes, enforced, throttleBytesPerSecond: throttle, throttled }
+    : { quotaBytes, usedBytes, enforced, plan, throttleBytesPerSecond: throttle, throttled };
 }

@@ -30,7 +30,14 @@ import {
   setElementListAttributes,
 } from '../../../src/kernel/nftables/schema';
 import { addressOfObject, quotaTableName } from '../../../src/kernel/quota';
-import { CapListing, decodeObjrefElements, extrasIn } from '../../../src/kernel/quota/listing';
+import {
+  CapListing,
+  decodeObjrefElements,
+  extrasAt,
+  extrasIn,
+  keyOfName,
+} from '../../../src/kernel/quota/listing';
+import { encodeCapUserdata } from '../../../src/kernel/quota/cap-userdata';
 import { elementTargets } from '../../../src/kernel/quota/objects';
 import { ipv4ToNumber } from '../../../src/kernel/ipv4';
 import type { KernelDataCap } from '../../../src/kernel/types';
@@ -181,6 +188,98 @@ describe('cap read decoders (src/kernel/quota/listing.ts) against the attribute 
     // An object gone from the dump is gone from the read.
     const fewer = remembered.caps(remembered.objects(messages.slice(1)), routes, routes);
     expect(fewer.size).to.equal(first.size - 1);
+  });
+});
+
+describe('the cap read reads names and userdata in place as the codecs read them', () => {
+  const userdatas = answers(nftMessageType(NFT_MSG_NEWOBJ))
+    .flat()
+    .map((message) => quotaListingOf(message).userdata)
+    .filter((userdata): userdata is Buffer => userdata !== undefined);
+  const planned = encodeCapUserdata({
+    owner: 'A'.repeat(43) + '=',
+    plan: {
+      period: 'month',
+      periodStart: { at: Date.UTC(2026, 0, 31, 23), offsetMinutes: -90 },
+      periodFrom: Date.UTC(2026, 10, 1),
+      previousUsedBytes: 123_456_789,
+    },
+    throttleBytesPerSecond: 125_000,
+    others: [],
+  });
+
+  /** extrasAt of `userdata` placed amid other bytes, as it lies in a dump reply. */
+  function inPlace(userdata: Buffer | undefined): ReturnType<typeof extrasAt> {
+    if (userdata === undefined) return extrasAt(Buffer.alloc(8, 0xe0), -1, -1);
+    const around = Buffer.concat([Buffer.alloc(5, 0xe1), userdata, Buffer.alloc(7, 0x40)]);
+    return extrasAt(around, 5, 5 + userdata.length);
+  }
+
+  it('reads the plan and rate of every recorded object, and of a planned throttling cap, as extrasIn', () => {
+    expect(userdatas.length).to.be.greaterThan(5);
+    for (const userdata of [...userdatas, planned, undefined]) {
+      expect(inPlace(userdata)).to.deep.equal(extrasIn(userdata));
+    }
+    expect(inPlace(planned).plan?.plan.periodFrom).to.equal(Date.UTC(2026, 10, 1));
+  });
+
+  it('reads every cut, every changed length byte and repeated TLVs as extrasIn', () => {
+    const cases: Buffer[] = [];
+    for (let cut = 0; cut <= planned.length; cut++) cases.push(planned.subarray(0, cut));
+    for (let i = 1; i < planned.length; i++) {
+      for (const delta of [-1, 1]) {
+        const changed = Buffer.from(planned);
+        changed[i] = (changed[i]! + delta) & 0xff;
+        cases.push(changed);
+      }
+    }
+    // A later TLV of a type replaces the earlier one, a malformed rate after a good one too.
+    const tlv = (type: number, value: Buffer): Buffer =>
+      Buffer.concat([Buffer.from([type, value.length]), value]);
+    cases.push(Buffer.concat([planned, tlv(0x40, Buffer.alloc(7, 1))]));
+    cases.push(Buffer.concat([planned, tlv(0xe0, Buffer.from([2]))]));
+    cases.push(Buffer.concat([planned, tlv(0xe0, Buffer.from([9]))]));
+    cases.push(Buffer.concat([planned, tlv(0xe3, Buffer.alloc(8, 0xff))]));
+    cases.push(Buffer.concat([planned, tlv(0xe2, Buffer.alloc(8, 0x7f))]));
+    cases.push(Buffer.concat([planned, tlv(0x41, Buffer.alloc(3, 1))]));
+    for (const userdata of cases) expect(inPlace(userdata)).to.deep.equal(extrasIn(userdata));
+  });
+
+  it('reads a quota object name as addressOfObject does, and its map key with it', () => {
+    const names = [
+      'q_10_8_0_2',
+      'q_0_0_0_0',
+      'q_255_255_255_255',
+      'q_1_2_3_4',
+      'q_192_168_100_200',
+      'q_256_1_1_1',
+      'q_01_2_3_4',
+      'q_1_2_3_04',
+      'q_1_2_3_1000',
+      'q_1_2_3',
+      'q_1_2_3_4_5',
+      'q_1_2_3_4x',
+      'q__1_2_3',
+      'q_1__2_3_4',
+      'x_1_2_3_4',
+      'Q_1_2_3_4',
+      'q_1_2_3_4 ',
+      'q_١_2_3_4',
+      'q_1_2_3_é',
+      'tu_1_2_3_4',
+      'q_1_2_3_',
+      '',
+    ];
+    for (const name of names) {
+      const bytes = Buffer.concat([
+        Buffer.from('_9'),
+        Buffer.from(name, 'utf8'),
+        Buffer.from('_7'),
+      ]);
+      const key = keyOfName(bytes, 2, bytes.length - 2);
+      const address = addressOfObject(name);
+      expect(key < 0 ? null : key, name).to.equal(address === null ? null : ipv4ToNumber(address));
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import {
   NLM_F_ACK_TLVS,
   NetlinkProtocolError,
   encodeMessage,
+  nlmsghdr,
   parseErrorPayload,
   parseMessages,
 } from '../../../src/netlink';
@@ -34,6 +35,27 @@ describe('netlink messages', () => {
       [100, 5],
       [3, 4],
     ]);
+  });
+
+  it('reads every nlmsghdr field of each message as the struct table reads it, in host order', () => {
+    const sent = [
+      { type: 0xfffe, flags: 0x8302, seq: 0xfffffff0, pid: 0x80000001, payload: Buffer.alloc(3) },
+      { type: 16, flags: 0x22, seq: 1, pid: 4_000_000_000, payload: Buffer.from('x') },
+    ];
+    const datagram = Buffer.concat(sent.map((message) => encodeMessage(message)));
+    const messages = parseMessages(datagram);
+    expect(messages).to.deep.equal(sent);
+    let offset = 0;
+    for (const message of messages) {
+      const header = nlmsghdr.readFrom(datagram, offset);
+      expect([message.type, message.flags, message.seq, message.pid]).to.deep.equal([
+        header.type,
+        header.flags,
+        header.seq,
+        header.pid,
+      ]);
+      offset += (header.len + 3) & ~3;
+    }
   });
 
   it('rejects a message claiming more bytes than the datagram has', () => {

@@ -5,6 +5,7 @@ import {
   type SchedulerClock,
   dueResets,
   nextWake,
+  scanPlans,
 } from '../../../src/peers/period-scheduler';
 
 const DAY = 86_400_000;
@@ -103,6 +104,36 @@ describe('period scheduler (src/peers/period-scheduler.ts)', () => {
     });
   });
 
+  describe('scanPlans: what is due and the next wake in one pass', () => {
+    it('answers what dueResets and nextWake answer, for days, weeks and months, before, at and after boundaries', () => {
+      const plans = new Map<string, CapPlan>([
+        ['d', plan('day', T0)],
+        ['w', plan('week', T0 + 7 * DAY)],
+        ['m', plan('month', T0)],
+        [
+          'o',
+          { ...plan('month', T0), periodStart: { at: T0 + 30 * DAY + 5, offsetMinutes: -300 } },
+        ],
+      ]);
+      const nows = [
+        T0 - 1,
+        T0,
+        T0 + DAY - 1,
+        T0 + DAY,
+        T0 + 7 * DAY + 1000,
+        T0 + 31 * DAY,
+        T0 + 400 * DAY,
+      ];
+      for (const now of nows) {
+        expect(scanPlans(plans, now)).to.deep.equal({
+          due: dueResets(plans, now),
+          next: nextWake(plans, now),
+        });
+      }
+      expect(scanPlans(new Map(), T0)).to.deep.equal({ due: [], next: null });
+    });
+  });
+
   describe('the timer', () => {
     it('makes a reset when its boundary comes, and then sleeps until the next one', async () => {
       const clock = new FakeClock(T0 + DAY - 10_000);
@@ -151,6 +182,23 @@ describe('period scheduler (src/peers/period-scheduler.ts)', () => {
       expect(failing.failed).to.have.length(2);
       expect(failing.failed[0]).to.deep.equal({ key: 'a', due: T0 + DAY });
       failing.s.stop();
+    });
+
+    it('keeps its timer when a read hands it the very plans it holds, and wakes at once for changed ones', async () => {
+      const clock = new FakeClock(T0 + 1000);
+      const { s } = scheduler(clock);
+      const plans = new Map([['a', plan('day', T0)]]);
+      s.replaceAll(plans);
+      await clock.advance(clock.time);
+      expect(clock.nextTimerIn()).to.equal(60_000);
+      await clock.advance(clock.time + 20_000);
+      // A read of caps that did not move: the same plan objects, the wake stays 40 s away.
+      s.replaceAll(new Map(plans));
+      expect(clock.nextTimerIn()).to.equal(40_000);
+      // A plan that is another object (a replaced cap) wakes the scheduler at once.
+      s.replaceAll(new Map([['a', { ...plan('day', T0) }]]));
+      expect(clock.nextTimerIn()).to.equal(0);
+      s.stop();
     });
 
     it('forgets a plan set to null: no reset for it', async () => {
