@@ -7,9 +7,10 @@
  * concat per nesting level; several messages (a whole nf_tables batch) may share one writer, each
  * payload a view of its bytes (`from`). Small buffers come from Node's pool (allocUnsafe): the
  * bytes `reserve` hands out and the padding are zeroed as they are reached, so padding and the
- * bytes a fixed-width value leaves unset are zero, as the kernel expects. An attribute longer than nla_len's 16 bits throws NetlinkProtocolError (the request
- * must be split). The bytes are those the codecs of ./attributes.ts describe; the transcript
- * replay tests hold them to what real kernels were sent and answered.
+ * bytes a fixed-width value leaves unset are zero, as the kernel expects. An attribute longer
+ * than nla_len's 16 bits throws NetlinkProtocolError (the request must be split). The bytes are
+ * those the codecs of ./attributes.ts describe; the transcript replay tests hold them to what
+ * real kernels were sent and answered.
  */
 import { NLA_F_NESTED, NLA_HDRLEN, NLA_TYPE_MASK } from './constants';
 import { NetlinkProtocolError } from './errors';
