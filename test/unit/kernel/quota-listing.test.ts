@@ -5,17 +5,8 @@
  * the same numbers, names, userdata and map targets; and a listing remembered between reads must
  * give what a fresh one gives, reusing only what did not move.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { expect } from 'chai';
-import {
-  NLMSG_DONE,
-  NLMSG_ERROR,
-  type NetlinkMessage,
-  decodeAttributes,
-  parseMessages,
-} from '../../../src/netlink';
-import type { Transcript } from '../../../src/netlink/transcript';
+import { type NetlinkMessage, decodeAttributes } from '../../../src/netlink';
 import { decodeNftMessage } from '../../../src/kernel/nftables/client';
 import {
   NFT_MSG_NEWOBJ,
@@ -41,30 +32,12 @@ import { encodeCapUserdata } from '../../../src/kernel/quota/cap-userdata';
 import { elementTargets } from '../../../src/kernel/quota/objects';
 import { ipv4ToNumber } from '../../../src/kernel/ipv4';
 import type { KernelDataCap } from '../../../src/kernel/types';
-import { FIXTURES } from '../../support/transcripts';
+import { recordedAnswers } from '../../support/transcripts';
 
 const RECORDED = ['quota-caps', 'quota-setup', 'quota-reset', 'quota-throttle', 'dual-stack'];
 
-/** Every multipart answer of a recorded socket whose messages are of `type`, one per exchange. */
 function answers(type: number): NetlinkMessage[][] {
-  const out: NetlinkMessage[][] = [];
-  for (const name of RECORDED) {
-    const transcript = JSON.parse(
-      readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8'),
-    ) as Transcript;
-    for (const socket of transcript.sockets) {
-      for (const exchange of socket.exchanges) {
-        const messages = exchange.received
-          .filter((datagram): datagram is string => typeof datagram === 'string')
-          .flatMap((hex) => parseMessages(Buffer.from(hex, 'hex')))
-          .filter((message) => message.type !== NLMSG_DONE && message.type !== NLMSG_ERROR);
-        if (messages.length > 0 && messages.every((message) => message.type === type)) {
-          out.push(messages);
-        }
-      }
-    }
-  }
-  return out;
+  return recordedAnswers(RECORDED, type);
 }
 
 /** The caps of one object dump as the table codec reads them (listCaps before issue 29). */

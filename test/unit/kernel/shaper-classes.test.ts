@@ -6,19 +6,13 @@
  * with a 64-bit rate, a repeated kind and malformed attributes: the two must find the same peer
  * classes with the same rates, and refuse the same messages.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { expect } from 'chai';
 import {
-  NLMSG_DONE,
-  NLMSG_ERROR,
   NetlinkProtocolError,
   type NetlinkMessage,
   decodeAttributes,
   encodeAttributes,
-  parseMessages,
 } from '../../../src/netlink';
-import type { Transcript } from '../../../src/netlink/transcript';
 import { RTM_NEWTCLASS, tcmsg } from '../../../src/kernel/rtnetlink';
 import { PARENT_CLASS, QDISC, type Side } from '../../../src/kernel/shaper/addressing';
 import { parsePeerClasses } from '../../../src/kernel/shaper/limits';
@@ -32,30 +26,13 @@ import {
   rateOf,
 } from '../../../src/kernel/tc/htb';
 import { decodeTc, encodeTc, majorOf, minorOf } from '../../../src/kernel/tc/tc';
-import { FIXTURES } from '../../support/transcripts';
+import { recordedAnswers } from '../../support/transcripts';
 
 const RECORDED = ['shaper-limits', 'shaper-skeleton', 'dual-stack', 'shaper-missing-module'];
 
 /** Every dump answer of the recorded transcripts made of RTM_NEWTCLASS messages. */
 function classDumps(): NetlinkMessage[][] {
-  const out: NetlinkMessage[][] = [];
-  for (const name of RECORDED) {
-    const transcript = JSON.parse(
-      readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8'),
-    ) as Transcript;
-    for (const socket of transcript.sockets) {
-      for (const exchange of socket.exchanges) {
-        const messages = exchange.received
-          .filter((datagram): datagram is string => typeof datagram === 'string')
-          .flatMap((hex) => parseMessages(Buffer.from(hex, 'hex')))
-          .filter((message) => message.type !== NLMSG_DONE && message.type !== NLMSG_ERROR);
-        if (messages.length > 0 && messages.every((m) => m.type === RTM_NEWTCLASS)) {
-          out.push(messages);
-        }
-      }
-    }
-  }
-  return out;
+  return recordedAnswers(RECORDED, RTM_NEWTCLASS);
 }
 
 /** What the codecs read (parsePeerClasses before it walked the bytes itself). */
