@@ -24,7 +24,6 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { spawn } from 'node:child_process';
 import { ListBodies, createHttpServer, createMetrics, createServer } from '../src/http';
 import { createApp } from '../src/http/app';
 import { buildListBody, negotiateEncoding } from '../src/http/list-body';
@@ -36,7 +35,7 @@ import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { serviceOver } from '../test/support/service-over';
 import { asKernelCap, asLimitState, cappedHostPeer } from './capped-population';
-import { median } from './support';
+import { autocannonLoad, median, type LoadRun } from './support';
 
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -51,12 +50,7 @@ function listening(server: http.Server): Promise<number> {
   );
 }
 
-interface Run {
-  /** Requests per second. */
-  rate: number;
-  /** This process's CPU time (user + system) per request, in microseconds. */
-  cpuUs: number;
-}
+type Run = LoadRun;
 
 /**
  * A service over `device` (test/support/service-over.ts) whose kernel also lists the capped
@@ -90,42 +84,10 @@ function cappedServiceOver(device: WireGuardDevice, listMaxAgeMs: number): PeerS
   return new PeerService({ kernel, interfaceName: 'wgx', logger: silent, listMaxAgeMs });
 }
 
-/** autocannon in a process of its own, so the client does not share the servers' thread. */
+/** The list (or `path`) under autocannon, with the bench's Accept-Encoding. */
 function load(port: number, path = '/api/peers'): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const headers = ACCEPT_ENCODING === '' ? [] : ['-H', `accept-encoding=${ACCEPT_ENCODING}`];
-    const cpu = process.cpuUsage();
-    const child = spawn(
-      process.execPath,
-      [
-        require.resolve('autocannon/autocannon.js'),
-        '-j',
-        '-c',
-        '8',
-        '-d',
-        String(DURATION_S),
-        ...headers,
-        `http://127.0.0.1:${port}${path}`,
-      ],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
-    );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', () => {
-      const used = process.cpuUsage(cpu);
-      const result = JSON.parse(out) as {
-        requests: { total: number };
-        duration: number;
-        non2xx: number;
-      };
-      if (result.non2xx !== 0) reject(new Error(`${result.non2xx} answers were not 2xx`));
-      resolve({
-        rate: result.requests.total / result.duration,
-        cpuUs: (used.user + used.system) / result.requests.total,
-      });
-    });
-  });
+  const headers = ACCEPT_ENCODING === '' ? [] : ['-H', `accept-encoding=${ACCEPT_ENCODING}`];
+  return autocannonLoad(`http://127.0.0.1:${port}${path}`, DURATION_S, headers);
 }
 
 async function main(): Promise<void> {

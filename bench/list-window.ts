@@ -21,7 +21,6 @@ import http from 'node:http';
 import inspector from 'node:inspector';
 import { writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { spawn } from 'node:child_process';
 import { ListBodies, createHttpServer, createMetrics } from '../src/http';
 import { DumpMemo, decodeDeviceDump } from '../src/kernel/wireguard/dump';
 import type { KernelDataCap, LimitState } from '../src/kernel/types';
@@ -29,7 +28,7 @@ import { PeerService, type PeerServiceOptions } from '../src/peers';
 import { createLogger } from '../src/log';
 import { generatedDump } from '../test/support/generated-dump';
 import { asKernelCap, asLimitState, cappedHostPeer, peerAddress } from './capped-population';
-import { median } from './support';
+import { autocannonLoad, median, type LoadRun } from './support';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -113,39 +112,10 @@ function listening(server: http.Server): Promise<number> {
   );
 }
 
-interface Run {
-  rate: number;
-  cpuUs: number;
-}
+type Run = LoadRun;
 
 function load(port: number, path: string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const cpu = process.cpuUsage();
-    const child = spawn(
-      process.execPath,
-      [
-        require.resolve('autocannon/autocannon.js'),
-        '-j',
-        '-c',
-        '8',
-        '-d',
-        String(DURATION_S),
-        `http://127.0.0.1:${port}${path}`,
-      ],
-      { stdio: ['ignore', 'pipe', 'ignore'] },
-    );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', () => {
-      const used = process.cpuUsage(cpu);
-      const result = JSON.parse(out) as { requests: { total: number }; duration: number };
-      resolve({
-        rate: result.requests.total / result.duration,
-        cpuUs: (used.user + used.system) / result.requests.total,
-      });
-    });
-  });
+  return autocannonLoad(`http://127.0.0.1:${port}${path}`, DURATION_S);
 }
 
 function post<T>(session: inspector.Session, method: string): Promise<T> {

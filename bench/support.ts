@@ -2,8 +2,10 @@
  * The benchmarks' shared arithmetic: one median and one way to time a piece of work, so that
  * every bench's "median of N" means the same thing; and the node flags of `npm start`, so that
  * a bench that runs the daemon's code in a process of its own runs it as it is deployed; and
- * the modules of a build chosen at run time (a base checkout beside this one).
+ * the modules of a build chosen at run time (a base checkout beside this one); and one load run of
+ * autocannon against servers in this process.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -64,4 +66,57 @@ export function loadBuild(dist: string): Build {
     generated: require(`${dist}/test/support/generated-dump`) as Build['generated'],
   };
   /* eslint-enable @typescript-eslint/no-require-imports */
+}
+
+/** One load run against a server of this process (autocannon's figures, this process's CPU). */
+export interface LoadRun {
+  /** Requests per second. */
+  rate: number;
+  /** This process's CPU time (user + system) per request, in microseconds. */
+  cpuUs: number;
+}
+
+/**
+ * autocannon in a process of its own (so the client does not share the servers' thread), 8
+ * connections for `seconds` against `url`, `extra` arguments (headers) before it. Rejects when
+ * an answer was not 2xx.
+ */
+export function autocannonLoad(
+  url: string,
+  seconds: number,
+  extra: readonly string[] = [],
+): Promise<LoadRun> {
+  return new Promise((resolve, reject) => {
+    const cpu = process.cpuUsage();
+    const child = spawn(
+      process.execPath,
+      [
+        require.resolve('autocannon/autocannon.js'),
+        '-j',
+        '-c',
+        '8',
+        '-d',
+        String(seconds),
+        ...extra,
+        url,
+      ],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', () => {
+      const used = process.cpuUsage(cpu);
+      const result = JSON.parse(out) as {
+        requests: { total: number };
+        duration: number;
+        non2xx: number;
+      };
+      if (result.non2xx !== 0) reject(new Error(`${result.non2xx} answers were not 2xx`));
+      resolve({
+        rate: result.requests.total / result.duration,
+        cpuUs: (used.user + used.system) / result.requests.total,
+      });
+    });
+  });
 }
