@@ -122,3 +122,62 @@ export async function writeStateDir(
   });
   await store.close();
 }
+
+/**
+ * tc -batch commands for the daemon's shaper layout (src/kernel/shaper/index.ts) holding the
+ * speed limits of `limited` (population index, bytes per second each way): per device an HTB
+ * root 1: (default 0, direct_qlen 1000), parent class 1:ffff at 8 Tbit, one class 1:<low 16 bits>
+ * per peer, then u32 at prio 10: table 100: hashing the third octet, tables 2XX: hashing the
+ * last, a link from the root table, one link per third octet of the /16 (the daemon builds the
+ * skeleton for the whole subnet), one key node per peer; on the interface an ingress qdisc
+ * redirecting everything to the IFB. Classes before filters: binding filters to classes that
+ * exist is the cheap order for tc as for the daemon. The kernel's bulk tool beside the daemon's
+ * restore (bench/restore.ts, bench/restore-encode.ts).
+ */
+export function shaperTcBatch(
+  ifname: string,
+  ifb: string,
+  limited: ReadonlyArray<readonly [index: number, bytesPerSecond: number]>,
+): string {
+  const lines: string[] = [];
+  const octets = Array.from({ length: 256 }, (_, x) => x);
+  for (const [dev, at, dir] of [
+    [ifname, 16, 'dst'],
+    [ifb, 12, 'src'],
+  ] as const) {
+    lines.push(`qdisc add dev ${dev} root handle 1: htb default 0 direct_qlen 1000`);
+    lines.push(`class add dev ${dev} parent 1: classid 1:ffff htb rate 8Tbit ceil 8Tbit`);
+    for (const [i, bytesPerSecond] of limited) {
+      const rate = `${(bytesPerSecond * 8) / 1000}kbit`;
+      lines.push(
+        `class add dev ${dev} parent 1:ffff classid 1:${(i + 2).toString(16)} htb rate ${rate} ceil ${rate}`,
+      );
+    }
+    lines.push(`filter add dev ${dev} parent 1: prio 10 handle 100: protocol ip u32 divisor 256`);
+    for (const x of octets) {
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 handle ${(0x200 + x).toString(16)}: protocol ip u32 divisor 256`,
+      );
+    }
+    lines.push(
+      `filter add dev ${dev} parent 1: prio 10 protocol ip u32 link 100: hashkey mask 0x0000ff00 at ${at} match ip ${dir} 10.77.0.0/16`,
+    );
+    for (const x of octets) {
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 protocol ip u32 ht 100:${x.toString(16)}: link ${(0x200 + x).toString(16)}: hashkey mask 0x000000ff at ${at} match ip ${dir} 10.77.${x}.0/24`,
+      );
+    }
+    for (const [i] of limited) {
+      const host = i + 2;
+      const table = (0x200 + (host >> 8)).toString(16);
+      lines.push(
+        `filter add dev ${dev} parent 1: prio 10 handle ${table}:${(host & 255).toString(16)}:1 protocol ip u32 ht ${table}:${(host & 255).toString(16)}: match ip ${dir} ${peerAddress(i)}/32 classid 1:${host.toString(16)}`,
+      );
+    }
+  }
+  lines.push(`qdisc add dev ${ifname} handle ffff: ingress`);
+  lines.push(
+    `filter add dev ${ifname} parent ffff: prio 10 protocol ip u32 match u32 0 0 action mirred egress redirect dev ${ifb}`,
+  );
+  return `${lines.join('\n')}\n`;
+}

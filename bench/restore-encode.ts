@@ -28,7 +28,7 @@ import { Shaper, ifbNameFor } from '../src/kernel/shaper';
 import type { CapRef } from '../src/kernel/types';
 import { setPeerMessages } from '../src/kernel/wireguard';
 import { AF_INET } from '../src/kernel/rtnetlink';
-import { cappedHostPeer, peerAddress } from './capped-population';
+import { cappedHostPeer, peerAddress, shaperTcBatch } from './capped-population';
 import { median } from './support';
 
 const IFNAME = 'encbench0';
@@ -98,50 +98,13 @@ async function quotaPart(): Promise<void> {
 
 const IFB = ifbNameFor(IFNAME);
 
-/** bench/restore.ts's tc -batch for the limited peers (classes first, then the u32 tables). */
+/** bench/restore.ts's tc -batch for the limited peers (capped-population.ts shaperTcBatch). */
 function tcBatch(rates: number[]): string {
-  const lines: string[] = [];
-  const hosts: number[] = [];
-  for (let i = 0; i < PEERS; i++) if (cappedHostPeer(i).limit !== null) hosts.push(i + 2);
-  const octets = Array.from({ length: 256 }, (_, x) => x);
-  for (const [dev, at, dir] of [
-    [IFNAME, 16, 'dst'],
-    [IFB, 12, 'src'],
-  ] as const) {
-    lines.push(`qdisc add dev ${dev} root handle 1: htb default 0 direct_qlen 1000`);
-    lines.push(`class add dev ${dev} parent 1: classid 1:ffff htb rate 8Tbit ceil 8Tbit`);
-    hosts.forEach((host, k) => {
-      const rate = `${(rates[k]! * 8) / 1000}kbit`;
-      lines.push(
-        `class add dev ${dev} parent 1:ffff classid 1:${host.toString(16)} htb rate ${rate} ceil ${rate}`,
-      );
-    });
-    lines.push(`filter add dev ${dev} parent 1: prio 10 handle 100: protocol ip u32 divisor 256`);
-    for (const x of octets) {
-      lines.push(
-        `filter add dev ${dev} parent 1: prio 10 handle ${(0x200 + x).toString(16)}: protocol ip u32 divisor 256`,
-      );
-    }
-    lines.push(
-      `filter add dev ${dev} parent 1: prio 10 protocol ip u32 link 100: hashkey mask 0x0000ff00 at ${at} match ip ${dir} 10.77.0.0/16`,
-    );
-    for (const x of octets) {
-      lines.push(
-        `filter add dev ${dev} parent 1: prio 10 protocol ip u32 ht 100:${x.toString(16)}: link ${(0x200 + x).toString(16)}: hashkey mask 0x000000ff at ${at} match ip ${dir} 10.77.${x}.0/24`,
-      );
-    }
-    for (const host of hosts) {
-      const table = (0x200 + (host >> 8)).toString(16);
-      lines.push(
-        `filter add dev ${dev} parent 1: prio 10 handle ${table}:${(host & 255).toString(16)}:1 protocol ip u32 ht ${table}:${(host & 255).toString(16)}: match ip ${dir} 10.77.${host >> 8}.${host & 255}/32 classid 1:${host.toString(16)}`,
-      );
-    }
+  const limited: Array<[number, number]> = [];
+  for (let i = 0; i < PEERS; i++) {
+    if (cappedHostPeer(i).limit !== null) limited.push([i, rates[limited.length]!]);
   }
-  lines.push(`qdisc add dev ${IFNAME} handle ffff: ingress`);
-  lines.push(
-    `filter add dev ${IFNAME} parent ffff: prio 10 protocol ip u32 match u32 0 0 action mirred egress redirect dev ${IFB}`,
-  );
-  return `${lines.join('\n')}\n`;
+  return shaperTcBatch(IFNAME, IFB, limited);
 }
 
 async function shaperPart(): Promise<void> {
